@@ -1,0 +1,115 @@
+"""Every error alma-schedule raises on purpose. One root, one module.
+
+The tree::
+
+    AlmaScheduleError                      root: catch this to catch everything of ours
+    ├── ConfigurationError (ValueError)    a setting is unknown, malformed or missing (names it)
+    ├── InvalidSchedule (ValueError)       a schedule the core rejects (names the field and reason)
+    ├── InvalidInput (ValueError)          an id, scope, JSON body or argument that cannot be stored
+    ├── RegistrationRefused (ValueError)   register() said no: schedule, budget, runner, tombstone
+    ├── NotFound (LookupError)             a routine or run that does not exist in this scope
+    ├── Refused                            a lever or trigger refused: paused / disabled / deleted
+    │   └── Overlap                        a trigger while a run is active (carries the blocking run)
+    ├── StoreError                         the store failed (mapped from driver errors, `from exc`)
+    │   ├── StoreUnavailable               cannot connect / connection lost / timed out
+    │   ├── StoreConflict                  a constraint said no that the caller did not expect
+    │   └── SchemaMismatch                 the database is not migrated to this version
+    ├── DispatchError                      a message could not be sent to the broker
+    └── RunnerError                        a runner or provider failed (closed reason code attached)
+        ├── ProviderError                  the provider said no or failed (reason: provider_*)
+        └── SinkError                      the sink failed (reason: sink_error)
+
+Messages are for humans and never contain secrets or raw provider/sink text for the ledger:
+the ledger only ever stores closed reason codes (see :mod:`alma_schedule.contracts`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class AlmaScheduleError(Exception):
+    """Root of every error alma-schedule raises on purpose."""
+
+
+class ConfigurationError(AlmaScheduleError, ValueError):
+    """A setting is unknown, malformed or missing; the message names the setting."""
+
+
+class InvalidSchedule(AlmaScheduleError, ValueError):
+    """A schedule the core rejects; the message names the field and the reason."""
+
+
+class InvalidInput(AlmaScheduleError, ValueError):
+    """An id, scope, JSON value or argument that cannot be stored as given."""
+
+
+class RegistrationRefused(AlmaScheduleError, ValueError):
+    """``register`` refused a routine a tick could not run; ``reason`` says why."""
+
+    def __init__(self, reason: str, *, blocking_run: Any = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.blocking_run = blocking_run
+
+
+class NotFound(AlmaScheduleError, LookupError):
+    """The routine or run does not exist in this scope."""
+
+
+class Refused(AlmaScheduleError):
+    """A lever or trigger refused; ``reason`` is ``paused``, ``disabled`` or ``deleted``."""
+
+    def __init__(self, message: str, *, reason: str, record: Any = None) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.record = record
+
+
+class Overlap(Refused):
+    """A manual trigger while the routine has an active run; ``record`` is the blocking run."""
+
+    def __init__(self, message: str, *, record: Any = None) -> None:
+        super().__init__(message, reason="overlap", record=record)
+
+
+class StoreError(AlmaScheduleError):
+    """The store failed; raised ``from`` the driver's error at one boundary."""
+
+
+class StoreUnavailable(StoreError):
+    """Cannot reach the store (connection refused, lost, or timed out)."""
+
+
+class StoreConflict(StoreError):
+    """A database constraint refused a write the caller did not expect to conflict."""
+
+
+class SchemaMismatch(StoreError):
+    """The database schema is missing or older than this version: run ``alma-schedule migrate``."""
+
+
+class DispatchError(AlmaScheduleError):
+    """A message could not be handed to the broker."""
+
+
+class RunnerError(AlmaScheduleError):
+    """A runner, provider or sink failed; ``reason`` is a closed reason code."""
+
+    def __init__(self, message: str, *, reason: str = "runner_error") -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class ProviderError(RunnerError):
+    """The provider failed or refused (``provider_error``, ``provider_timeout``, ...)."""
+
+    def __init__(self, message: str, *, reason: str = "provider_error") -> None:
+        super().__init__(message, reason=reason)
+
+
+class SinkError(RunnerError):
+    """Delivery to a sink failed (``sink_error``); never retried."""
+
+    def __init__(self, message: str, *, reason: str = "sink_error") -> None:
+        super().__init__(message, reason=reason)

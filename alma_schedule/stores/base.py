@@ -1,0 +1,295 @@
+"""The storage protocol: every backend (memory, SQLite, PostgreSQL) implements :class:`Store`.
+
+Conventions (all backends, checked by the contract suite in :mod:`alma_schedule.testing`):
+
+* Every method is ONE transaction unless its docstring says otherwise: it either happens entirely or
+  not at all. Datetimes in and out are aware UTC; money is integer micro-USD.
+* Tenant operations take a :class:`Scope` and can reach nothing outside it (another org's routine is
+  "not found"). System operations are named ``system`` in their docstring and cross every scope.
+* Guarded transitions are compare-and-set on one edge of DESIGN.md's state table
+  (:data:`alma_schedule.contracts.EDGES`) and return :class:`ClaimResult`: a loser gets the current
+  record and a reason, never an exception. Nothing moves backwards; nothing moves on age.
+* At most ONE non-terminal run (``claimed``, ``running``, ``submitted``, ``collecting``) exists per
+  routine: a database constraint (partial unique index) enforces it, not a read.
+* The store holds no policy: fire instants, expiries, back-offs and thresholds come from the caller
+  (``decide``, :class:`Timers`).
+* Bad input (ids, JSON) raises :class:`InvalidInput` before anything is written; driver errors are
+  mapped to :class:`StoreError` subclasses at one boundary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any, Protocol, runtime_checkable
+
+from alma_schedule.contracts import (
+    Ceiling,
+    ClaimBatch,
+    ClaimResult,
+    Decision,
+    ReserveResult,
+    Resends,
+    Routine,
+    RoutineVersion,
+    RunKey,
+    RunRecord,
+    RunResult,
+    Scope,
+)
+from alma_schedule.settings import Timers
+
+Decide = Callable[[Routine], Decision]
+Derive = Callable[[Routine], datetime | None]
+
+
+@runtime_checkable
+class Store(Protocol):
+    # ------------------------------------------------------------------ routines (tenant)
+
+    def put_routine(self, routine: Routine, *, now: datetime, expected_revision: str | None = None) -> Routine:
+        """Register or re-register (tenant, atomic). The caller computed every field of the row.
+
+        Inserts, or replaces the existing row's kind/schedule/definition/config_revision/
+        registered_at/last_fire/next_due_at (keeping enabled, paused_reason, the streak and the
+        created_at unless the row was tombstoned: then it starts afresh). ``expected_revision`` is a
+        CAS on the current revision (None = the row must not exist or be tombstoned); a mismatch
+        raises :class:`StoreConflict`. Appends a :class:`RoutineVersion` when the revision is new.
+        A tombstoned id with a non-terminal run is refused with :class:`RegistrationRefused`
+        naming the blocking run.
+        """
+        ...
+
+    def set_enabled(
+        self, scope: Scope, routine_id: str, enabled: bool, *, now: datetime, next_due_at: datetime | None
+    ) -> Routine:
+        """Disable (``next_due_at`` NULL) or enable (restart: ``last_fire = now``, streak 0, the given
+        ``next_due_at`` unless paused). Tenant, atomic. :class:`NotFound` for unknown or deleted ids."""
+        ...
+
+    def set_paused(
+        self, scope: Scope, routine_id: str, reason: str | None, *, now: datetime, next_due_at: datetime | None
+    ) -> Routine:
+        """Pause with ``reason`` (``next_due_at`` NULL; an existing reason is KEPT: the first wins),
+        or resume with None (reason cleared, streak 0, ``last_fire = now``, the given ``next_due_at``
+        unless disabled). Tenant, atomic. :class:`NotFound` for unknown or deleted ids."""
+        ...
+
+    def delete_routine(self, scope: Scope, routine_id: str, *, now: datetime) -> Routine:
+        """Tombstone (``deleted_at = now``, ``next_due_at`` NULL). Tenant, atomic; idempotent."""
+        ...
+
+    def get_routine(self, scope: Scope, routine_id: str, *, include_deleted: bool = False) -> Routine | None:
+        """One routine of this scope (tenant)."""
+        ...
+
+    def list_routines(
+        self, scope: Scope, *, include_deleted: bool = False, limit: int = 1000, after: str | None = None
+    ) -> list[Routine]:
+        """The scope's routines ordered by id, ``after`` an id for paging (tenant)."""
+        ...
+
+    def routine_versions(self, scope: Scope, routine_id: str) -> list[RoutineVersion]:
+        """The immutable version history, oldest first (tenant)."""
+        ...
+
+    # ------------------------------------------------------------------ the tick (system)
+
+    def claim_due(self, now: datetime, limit: int, decide: Decide, timers: Timers) -> ClaimBatch:
+        """System, ONE transaction, a constant number of statements per batch.
+
+        Locks up to ``limit`` routines with ``next_due_at <= now`` and not deferred
+        (``defer_until`` NULL or ``<= now``), oldest ``next_due_at`` first, skipping rows locked by a
+        concurrent claimer. Calls ``decide`` once per routine (pure; an exception from it is treated
+        as ``Defer(now + back-off, repr)``). Then: ``Fire`` advances the cursor (``WHERE last_fire <
+        fire_at``, ``next_due_at``, clears the error back-off) and, in a NEW statement, inserts the
+        run row: ``claimed`` (``resend_at`` from the Fire or ``now + timers.resend_first``), or
+        ``skipped(overlap)`` when the routine has a non-terminal run other than an older schedule
+        ``claimed`` one, which is superseded to ``skipped(missed)`` first (CAS, same transaction).
+        ``Fire(missed=True)`` records ``skipped(missed)``. ``NotDue`` only moves ``next_due_at``.
+        ``Defer`` sets ``defer_until``/``last_error`` and bumps ``error_count``. The returned
+        :class:`ClaimBatch` lists claimed rows, skipped rows (overlap, missed and superseded) and
+        deferrals (``first`` True when the routine was not deferred before).
+        """
+        ...
+
+    def claim_manual(
+        self, scope: Scope, routine_id: str, run_id: str, *, now: datetime, expires_at: datetime, resend_at: datetime
+    ) -> ClaimResult:
+        """Tenant, atomic: lock the routine row, then insert a ``claimed`` manual run.
+
+        Refused (``won=False``) with reason ``deleted``/``disabled``/``paused`` (record None), with
+        ``overlap`` and the blocking record while the routine has any non-terminal run, or
+        ``not_found``. Never moves the cursor.
+        """
+        ...
+
+    def take_resends(self, now: datetime, limit: int, timers: Timers, *, send: bool = True) -> Resends:
+        """System, atomic. First expires: ``claimed`` rows with ``expires_at <= now`` become
+        ``skipped(missed)`` (always, even with ``send=False``). Then, if ``send``, takes up to
+        ``limit`` ``claimed`` rows with ``resend_at <= now`` (skip-locked), bumps ``send_attempts``
+        and pushes ``resend_at`` by ``backoff(resend_first, resend_max, attempts)`` in the same
+        statement, so concurrent callers take each row once."""
+        ...
+
+    def take_polls(self, now: datetime, limit: int, timers: Timers) -> list[RunRecord]:
+        """System, atomic: up to ``limit`` ``submitted`` rows with ``next_poll_at <= now`` (skip-locked),
+        ``poll_attempts`` bumped and ``next_poll_at`` pushed by ``backoff(poll_first, poll_max, attempts)``."""
+        ...
+
+    # ------------------------------------------------------------------ run transitions
+
+    def start(self, key: RunKey, *, now: datetime) -> ClaimResult:
+        """CAS ``claimed -> running`` in one statement joined to the routine row. If the routine is
+        deleted, disabled or paused the row becomes ``skipped`` with that reason instead (and the
+        result has ``won=False``, reason = that state). A loser gets ``duplicate`` (already taken),
+        ``superseded`` (skipped(missed)), or ``not_found``, with the current record."""
+        ...
+
+    def submit(
+        self,
+        key: RunKey,
+        *,
+        now: datetime,
+        batch_id: str | None,
+        deadline: datetime,
+        next_poll_at: datetime,
+        target_task_id: str | None = None,
+    ) -> ClaimResult:
+        """CAS ``running -> submitted`` recording the batch id / target task id, deadline and first poll."""
+        ...
+
+    def begin_collecting(self, key: RunKey, *, now: datetime) -> ClaimResult:
+        """CAS ``submitted -> collecting``: exactly one caller wins."""
+        ...
+
+    def annotate(self, key: RunKey, values: Mapping[str, Any]) -> RunRecord:
+        """Write the fields of :data:`ANNOTATABLE` on a NON-terminal run (never its state).
+        :class:`InvalidInput` for other fields; a terminal run is left unchanged and returned."""
+        ...
+
+    def finish(self, key: RunKey, result: RunResult, *, now: datetime, timers: Timers) -> ClaimResult:
+        """The terminal CAS along :data:`EDGES`, in ONE transaction with: the failure streak
+        (``failed``/``timed_out`` +1 except ``failed(config_revision_changed)``; ``completed`` resets
+        except ``completed(sent)``; others untouched), the auto-pause latch at
+        ``timers.failure_threshold`` (paused_reason ``failure_streak:<reason>`` unless already paused,
+        ``next_due_at`` NULL), and the money settlement (spend rows moved from reserved to
+        ``result.cost_micros`` or the recorded cost; the run's reservation cleared), and
+        ``erase_at = now + timers.result_retention`` when result text is kept."""
+        ...
+
+    def record(
+        self, scope: Scope, routine_id: str, run_id: str, outcome: str, reason: str, *, now: datetime
+    ) -> ClaimResult:
+        """The operator's reconciliation (tenant): CAS from ANY non-terminal state to the terminal
+        ``outcome``; settles the reservation to the recorded cost (an orphan is released); never
+        touches the streak; never resends."""
+        ...
+
+    # ------------------------------------------------------------------ money
+
+    def reserve(self, key: RunKey, day: str, amount_micros: int, ceilings: Sequence[Ceiling]) -> ReserveResult:
+        """Atomic: a conditional upsert per ceiling row of ``day`` (never exceeding its limit under
+        concurrency) plus the run row's ``reserved_micros``/``reserve_day``/``reserve_ceilings``.
+        All or nothing: ``ok=False`` names the first ceiling that would be exceeded. Only a running
+        run may reserve."""
+        ...
+
+    def release(self, key: RunKey) -> RunRecord | None:
+        """Give back the run's whole reservation (atomic)."""
+        ...
+
+    def spend(self, ceiling_key: str, day: str) -> int:
+        """Reserved plus settled micro-USD of one ceiling on one day (system read)."""
+        ...
+
+    # ------------------------------------------------------------------ reads
+
+    def get(self, scope: Scope, routine_id: str, run_id: str) -> RunRecord | None:
+        """One run (tenant)."""
+        ...
+
+    def list_runs(
+        self,
+        scope: Scope,
+        *,
+        routine_id: str | None = None,
+        state: str | None = None,
+        since: datetime | None = None,
+        limit: int = 100,
+        before: tuple[datetime, str] | None = None,
+    ) -> list[RunRecord]:
+        """The ledger of a scope, newest first by ``(fire_at, run_id)``; ``before`` pages (tenant)."""
+        ...
+
+    def last_completed_delivery(self, scope: Scope, routine_id: str) -> RunRecord | None:
+        """The latest ``completed(delivered)`` run with a delivery hash (tenant)."""
+        ...
+
+    def peek_due(self, now: datetime, limit: int) -> list[Routine]:
+        """System, read-only: what ``claim_due`` would lock."""
+        ...
+
+    def peek_resends(self, now: datetime, limit: int) -> Resends:
+        """System, read-only: what ``take_resends`` would take and expire."""
+        ...
+
+    def peek_polls(self, now: datetime, limit: int) -> list[RunRecord]:
+        """System, read-only: what ``take_polls`` would take."""
+        ...
+
+    def list_inactive(self, limit: int = 1000) -> list[Routine]:
+        """System: paused or disabled (not deleted) routines."""
+        ...
+
+    def blocked(self, now: datetime, run_time_limit: timedelta, limit: int = 100) -> list[RunRecord]:
+        """System: runs ``running``/``collecting`` longer than ``2 * run_time_limit`` (since
+        ``state_at``), or ``submitted`` past their deadline."""
+        ...
+
+    def stuck(self, now: datetime, older_than: timedelta, limit: int = 100) -> list[RunRecord]:
+        """System: non-terminal runs (``claimed`` excluded) whose state was entered before ``now - older_than``."""
+        ...
+
+    def iter_routines(self, batch: int = 1000) -> Iterator[Routine]:
+        """System: every routine, streamed in key order (never all loaded at once)."""
+        ...
+
+    # ------------------------------------------------------------------ maintenance (system)
+
+    def beat(self, now: datetime) -> None:
+        """Record the heartbeat: the last tick ran at ``now`` (never moves backwards)."""
+        ...
+
+    def last_tick(self) -> datetime | None:
+        """The heartbeat."""
+        ...
+
+    def defer(self, scope: Scope, routine_id: str, *, until: datetime, error: str) -> None:
+        """Planning back-off for one routine (system)."""
+        ...
+
+    def prune(self, before: datetime) -> int:
+        """Delete TERMINAL runs finished before ``before`` (system). Returns the count."""
+        ...
+
+    def purge_deleted(self, limit: int = 1000) -> int:
+        """Remove tombstoned routines (and their runs and versions) that have no non-terminal run."""
+        ...
+
+    def erase_results(self, scope: Scope) -> int:
+        """Erase the result text of a scope's runs (tenant). Returns the count."""
+        ...
+
+    def erase_expired_results(self, now: datetime, limit: int = 1000) -> int:
+        """Erase result text whose ``erase_at <= now`` (system)."""
+        ...
+
+    def reindex(self, derive: Derive, *, tzdata_version: str | None = None, batch: int = 1000) -> int:
+        """Re-derive ``next_due_at`` of every active routine with ``derive`` (system), streamed in
+        batches, each batch one transaction. Returns how many changed."""
+        ...
+
+    def close(self) -> None:
+        """Release connections."""
+        ...
