@@ -1,0 +1,50 @@
+"""The ``alma-schedule`` command line: one click group; each area adds its commands from its module.
+
+Every area module exposes ``register(group)``; :data:`AREAS` lists them. Global flags map to
+settings (``--database-url`` -> ``ALMA_DATABASE_URL``, ...): flags win over the environment.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from alma_schedule import __version__
+from alma_schedule.cli.context import CliContext
+
+#: Modules under alma_schedule.cli that add commands (each has ``register(group)``).
+AREAS = ("schedule",)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.version_option(__version__, "--version", prog_name="alma-schedule")
+@click.option("--database-url", envvar=None, default=None, help="Store URL [env ALMA_DATABASE_URL].")
+@click.option("--broker-url", envvar=None, default=None, help="Celery broker URL [env ALMA_BROKER_URL].")
+@click.option("--debug", is_flag=True, help="Show tracebacks of errors.")
+@click.pass_context
+def cli(ctx: click.Context, database_url: str | None, broker_url: str | None, debug: bool) -> None:
+    """alma-schedule: the clock of a Celery fleet, as a tick.
+
+    \b
+    Example:
+      alma-schedule schedule next '{"cron": "30 2 * * *", "tz": "America/New_York"}' -n 5
+    """
+    ctx.obj = CliContext(
+        overrides={"database_url": database_url, "broker_url": broker_url},
+        debug=debug,
+    )
+    ctx.call_on_close(ctx.obj.close)
+
+
+for _area in AREAS:
+    importlib.import_module(f"alma_schedule.cli.{_area}").register(cli)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point."""
+    try:
+        cli.main(args=argv, prog_name="alma-schedule", standalone_mode=True)
+    except KeyboardInterrupt:  # pragma: no cover
+        sys.exit(130)

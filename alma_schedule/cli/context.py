@@ -1,0 +1,117 @@
+"""What every CLI command shares: the settings (read once), the store, output helpers, exit codes.
+
+Exit codes: 0 ok, 1 failure (a typed error, printed as one line), 2 usage (click's own).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import wraps
+from typing import Any, TypeVar
+
+import click
+
+from alma_schedule.errors import AlmaScheduleError
+from alma_schedule.settings import Settings, load_settings
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass
+class CliContext:
+    """The object behind ``click.pass_obj``: flags collected by the group, settings built once."""
+
+    overrides: dict[str, Any] = field(default_factory=dict)
+    debug: bool = False
+    _settings: Settings | None = None
+    _store: Any = None
+
+    @property
+    def settings(self) -> Settings:
+        if self._settings is None:
+            self._settings = load_settings(self.overrides)
+        return self._settings
+
+    def use_settings(self, settings: Settings) -> None:
+        self._settings = settings
+
+    def store(self) -> Any:
+        """The store named by ``database_url`` (opened once per command)."""
+        if self._store is None:
+            from alma_schedule.stores import open_store
+
+            self._store = open_store(self.settings.database_url)
+        return self._store
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+
+def fail(message: str) -> None:
+    """Print one line on stderr and exit 1."""
+    click.echo(f"error: {message}", err=True)
+    raise SystemExit(1)
+
+
+def handle_errors(fn: F) -> F:
+    """Turn our typed errors into a one-line message and exit 1 (a traceback only with --debug)."""
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        ctx = click.get_current_context()
+        obj = ctx.find_object(CliContext)
+        try:
+            return fn(*args, **kwargs)
+        except AlmaScheduleError as exc:
+            if obj is not None and obj.debug:
+                raise
+            fail(str(exc))
+        finally:
+            if obj is not None and ctx.parent is not None and ctx.parent.parent is None:
+                pass
+
+    return wrapper  # type: ignore[return-value]
+
+
+def emit_json(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2, sort_keys=False, default=_default))
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
+    return str(value)
+
+
+def print_table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    """A rich table on stdout (plain text when not a terminal)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title, show_lines=False)
+    for c in columns:
+        table.add_column(c, overflow="fold")
+    for row in rows:
+        table.add_row(*("" if v is None else str(v) for v in row))
+    Console(file=sys.stdout, width=200 if not sys.stdout.isatty() else None).print(table)
+
+
+def json_option(fn: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")(fn)
+
+
+@contextmanager
+def opened_store(obj: CliContext) -> Iterator[Any]:
+    try:
+        yield obj.store()
+    finally:
+        obj.close()
