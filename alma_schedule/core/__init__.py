@@ -1,0 +1,27 @@
+"""The scheduling core: schedule values, parsing/validation, fire computation and previews.
+
+Pure functions of (schedule, registered_at, now/after, tzdata); nothing here reads a clock.
+DST policy (Vixie/cronie): see docs/dst-policy.md.
+"""
+
+from __future__ import annotations
+
+from alma_schedule.core.fires import fire_id, latest_fire, next_fire, next_fires
+from alma_schedule.core.parse import parse_schedule, validate_schedule
+from alma_schedule.core.preview import FirePreview, preview_fires
+from alma_schedule.core.types import At, Cron, Every, Schedule
+
+__all__ = [
+    "At",
+    "Cron",
+    "Every",
+    "FirePreview",
+    "Schedule",
+    "fire_id",
+    "latest_fire",
+    "next_fire",
+    "next_fires",
+    "parse_schedule",
+    "preview_fires",
+    "validate_schedule",
+]

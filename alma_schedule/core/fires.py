@@ -1,0 +1,182 @@
+"""When does a schedule fire: ``latest_fire``, ``next_fire``, ``next_fires`` and ``fire_id``.
+
+Instants are handled as whole epoch seconds (UTC) inside; results are aware UTC datetimes.
+A cron is evaluated segment by segment (:func:`~alma_schedule.core.zones.segment_at`: stretches of
+constant UTC offset), where wall time is plain arithmetic, and the DST policy (docs/dst-policy.md)
+is applied at segment boundaries:
+
+* wildcard job (minute or hour field starts with ``*``): wall minute ``w`` of a segment with offset
+  ``off`` fires at ``w - off``. Gap minutes belong to no segment (never fire); fold minutes belong
+  to two segments (fire twice).
+* fixed-time job: a segment only fires wall minutes at or above the previous segment's last wall
+  reading (a repeated wall time fires at its first occurrence only), and a segment that starts
+  with a spring-forward gap fires once, at its start, if any wall minute of the gap matches.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from alma_schedule.core.cron import SEARCH_YEARS, CronSpec, next_match, prev_match
+from alma_schedule.core.parse import parse_schedule
+from alma_schedule.core.types import At, Cron, Every, Schedule, compile_cron, from_epoch, to_epoch
+from alma_schedule.core.zones import segment_at
+from alma_schedule.errors import InvalidSchedule
+
+_MAX_SEGMENTS = SEARCH_YEARS * 8  # hard bound: a year has 1 pseudo-boundary + a few transitions
+
+
+def _cron_next(spec: CronSpec, key: str, a: int) -> int | None:
+    """First fire strictly after epoch second ``a``."""
+    s, e, off, poff = segment_at(key, a)
+    fixed = not spec.wildcard
+    lo = a + off + 1
+    if fixed:
+        lo = max(lo, s + poff)
+    memo_lo, memo_w = 1, 0  # "the first match at or after memo_lo is memo_w" (empty: lo > w)
+    for _ in range(_MAX_SEGMENTS):
+        if not memo_lo <= lo <= memo_w:
+            found = next_match(spec, lo)
+            if found is None:
+                return None
+            memo_lo, memo_w = lo, found
+        w = memo_w
+        if w < e + off:
+            return w - off
+        s, e, off, poff = segment_at(key, e)
+        lo = s + off
+        if fixed:
+            if poff < off:  # spring-forward gap [s + poff, s + off): any match fires once, at s
+                g = next_match(spec, s + poff)
+                if g is not None and g < s + off:
+                    return s
+            lo = max(lo, s + poff)
+    return None
+
+
+def _cron_latest(spec: CronSpec, key: str, n: int) -> int | None:
+    """Last fire at or before epoch second ``n``."""
+    s, e, off, poff = segment_at(key, n)
+    fixed = not spec.wildcard
+    hi = n + off
+    memo_hi, memo_w = 0, 1  # "the last match at or before memo_hi is memo_w" (empty: hi < w)
+    for _ in range(_MAX_SEGMENTS):
+        lo = max(s + off, s + poff) if fixed else s + off
+        if not memo_w <= hi <= memo_hi:
+            found = prev_match(spec, hi)
+            if found is None:
+                return None
+            memo_hi, memo_w = hi, found
+        w = memo_w
+        if w >= lo:
+            return w - off
+        if fixed and poff < off:
+            g = prev_match(spec, s + off - 1)
+            if g is not None and g >= s + poff:
+                return s
+        s, e, off, poff = segment_at(key, s - 1)
+        hi = e + off - 1
+    return None
+
+
+def gap_walls(schedule: Cron, instant: int, limit: int = 4) -> tuple[list[int], int]:
+    """Matching wall minutes that did not exist and were shifted to ``instant`` (fixed-time cron).
+
+    Returns (wall seconds of up to ``limit`` matching gap minutes, offset after the gap).
+    """
+    spec, key = compile_cron(schedule.expr, schedule.tz)
+    s, _, off, poff = segment_at(key, instant)
+    found: list[int] = []
+    if spec.wildcard or s != instant or poff >= off:
+        return found, off
+    w = next_match(spec, s + poff)
+    while w is not None and w < s + off and len(found) < limit:
+        found.append(w)
+        w = next_match(spec, w + 60)
+    return found, off
+
+
+def as_schedule(schedule: object) -> Schedule:
+    if isinstance(schedule, Cron | Every | At):
+        return schedule
+    return parse_schedule(schedule)
+
+
+def _result(u: int | None) -> datetime | None:
+    if u is None:
+        return None
+    try:
+        return from_epoch(u)
+    except OverflowError:
+        return None
+
+
+def latest_fire(schedule: Schedule, registered_at: datetime, now: datetime) -> datetime | None:
+    """The latest fire ``f`` with ``registered_at <= f <= now`` (aware UTC), or None."""
+    sched = as_schedule(schedule)
+    r = to_epoch(registered_at, "registered_at")
+    n = to_epoch(now, "now")
+    if n < r:
+        return None
+    f: int | None
+    if isinstance(sched, Cron):
+        spec, key = compile_cron(sched.expr, sched.tz)
+        try:
+            f = _cron_latest(spec, key, n)
+        except (OverflowError, ValueError):  # beyond the datetime range (years 1 / 9999)
+            return None
+    elif isinstance(sched, Every):
+        step = sched.interval.days * 86400 + sched.interval.seconds
+        if n - r < step:
+            return None
+        f = n - (n - r) % step
+    else:
+        f = to_epoch(sched.when, "at")
+        if f > n:
+            return None
+    if f is None or f < r:
+        return None
+    return _result(f)
+
+
+def next_fire(schedule: Schedule, registered_at: datetime, after: datetime) -> datetime | None:
+    """The first fire ``f`` with ``f > after`` and ``f >= registered_at`` (aware UTC), or None."""
+    sched = as_schedule(schedule)
+    r = to_epoch(registered_at, "registered_at")
+    a = max(to_epoch(after, "after"), r - 1)
+    f: int | None
+    if isinstance(sched, Cron):
+        spec, key = compile_cron(sched.expr, sched.tz)
+        try:
+            f = _cron_next(spec, key, a)
+        except (OverflowError, ValueError):
+            return None
+    elif isinstance(sched, Every):
+        step = sched.interval.days * 86400 + sched.interval.seconds
+        f = r + step if a < r + step else a + step - (a - r) % step
+    else:
+        f = to_epoch(sched.when, "at")
+        if f <= a:
+            return None
+    return _result(f)
+
+
+def next_fires(schedule: Schedule, registered_at: datetime, after: datetime, n: int) -> list[datetime]:
+    """The next ``n`` fires after ``after`` (fewer when the schedule is exhausted)."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise InvalidSchedule(f"n must be a non-negative integer, got {n!r}")
+    out: list[datetime] = []
+    cursor = after
+    while len(out) < n:
+        f = next_fire(schedule, registered_at, cursor)
+        if f is None:
+            break
+        out.append(f)
+        cursor = f
+    return out
+
+
+def fire_id(instant: datetime) -> str:
+    """``YYYY-MM-DDTHH:MM:SSZ`` of ``instant`` in UTC (sub-seconds truncated)."""
+    t = from_epoch(to_epoch(instant, "instant"))
+    return f"{t.year:04d}-{t.month:02d}-{t.day:02d}T{t.hour:02d}:{t.minute:02d}:{t.second:02d}Z"
