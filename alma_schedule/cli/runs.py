@@ -1,0 +1,152 @@
+"""``alma-schedule runs ...``: the ledger, stuck runs, reconciliation, erasure and pruning."""
+
+from __future__ import annotations
+
+import click
+
+from alma_schedule.cli.context import CliContext, emit_json, handle_errors, json_option, print_table
+from alma_schedule.cli.wiring import build_schedule, parse_instant
+from alma_schedule.contracts import NON_TERMINAL, TERMINAL, RunRecord, RunState, Scope
+from alma_schedule.errors import InvalidInput
+from alma_schedule.settings import parse_duration
+
+RUN_COLUMNS = ["routine", "run", "origin", "state", "reason", "fire (UTC)", "state since", "cost µ$", "error"]
+
+
+def run_row(r: RunRecord, *, scoped: bool = True) -> list[object]:
+    return [
+        r.routine_id if scoped else f"{r.org}/{r.uid}/{r.routine_id}",
+        r.run_id,
+        r.origin,
+        r.state,
+        r.reason or "",
+        r.fire_at.isoformat(),
+        r.state_at.isoformat(),
+        r.cost_micros,
+        r.error_class or "",
+    ]
+
+
+@click.group("runs")
+def runs() -> None:
+    """The run ledger: list, stuck, record (reconcile), erase, prune."""
+
+
+@runs.command("list")
+@click.argument("scope")
+@click.option("--routine", "routine_id", default=None, help="Only this routine.")
+@click.option("--state", type=click.Choice([s.value for s in RunState]), default=None)
+@click.option("--since", default=None, help="Only fires at or after this ISO instant.")
+@click.option("--limit", default=100, show_default=True, type=click.IntRange(1, 10_000))
+@json_option
+@click.pass_obj
+@handle_errors
+def list_(
+    obj: CliContext, scope: str, routine_id: str | None, state: str | None, since: str | None, limit: int, as_json: bool
+) -> None:
+    """The ledger of a scope, newest first.
+
+    \b
+    Example:
+      alma-schedule runs list acme/alice --routine briefing --state failed --since 2026-11-01T00:00:00Z
+    """
+    sc = Scope.parse(scope)
+    rows = obj.store().list_runs(
+        sc, routine_id=routine_id, state=state, since=parse_instant(since) if since else None, limit=limit
+    )
+    if as_json:
+        emit_json([r.to_dict() for r in rows])
+        return
+    print_table(f"runs of {sc}", RUN_COLUMNS, [run_row(r) for r in rows])
+
+
+@runs.command("stuck")
+@click.option("--older-than", default="1h", show_default=True, help="Minimum age in the current state.")
+@click.option("--limit", default=100, show_default=True, type=click.IntRange(1, 10_000))
+@json_option
+@click.pass_obj
+@handle_errors
+def stuck(obj: CliContext, older_than: str, limit: int, as_json: bool) -> None:
+    """Runs waiting in running / submitted / collecting (system-wide): what needs an operator.
+
+    `running` is never expired or retried automatically: check the provider, the batch and the
+    destination, then `runs record` the outcome.
+
+    \b
+    Example:
+      alma-schedule runs stuck --older-than 30m
+    """
+    age = parse_duration("--older-than", older_than)
+    rows = obj.store().stuck(obj.settings.now(), age, limit)
+    if as_json:
+        emit_json([r.to_dict() for r in rows])
+        return
+    print_table(f"runs stuck longer than {older_than}", RUN_COLUMNS, [run_row(r, scoped=False) for r in rows])
+
+
+@runs.command("record")
+@click.argument("scope")
+@click.argument("routine_id")
+@click.argument("run_id")
+@click.option("--outcome", required=True, type=click.Choice(sorted(TERMINAL)), help="The terminal state.")
+@click.option("--reason", default="reconciled", show_default=True, help="A closed reason code.")
+@json_option
+@click.pass_obj
+@handle_errors
+def record(obj: CliContext, scope: str, routine_id: str, run_id: str, outcome: str, reason: str, as_json: bool) -> None:
+    """The operator's final word on a non-terminal run (never resends; releases its reservation).
+
+    \b
+    Example:
+      alma-schedule runs record acme/alice digest 2026-11-30T02:00:00Z --outcome failed --reason provider_error
+    """
+    sc = Scope.parse(scope)
+    result = build_schedule(obj).record(sc, routine_id, run_id, outcome, reason)
+    if as_json:
+        emit_json(result.to_dict())
+    elif result.won:
+        click.echo(f"recorded {sc}/{routine_id}/{run_id} as {outcome} ({reason})")
+    else:
+        state = result.record.state if result.record else "missing"
+        raise InvalidInput(
+            f"run {sc}/{routine_id}/{run_id} is {state}: only {', '.join(sorted(NON_TERMINAL))} runs can be recorded"
+        )
+
+
+@runs.command("erase")
+@click.argument("scope")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.pass_obj
+@handle_errors
+def erase(obj: CliContext, scope: str, yes: bool) -> None:
+    """Erase the result texts of a scope's runs (an erasure wins over a pending delivery).
+
+    \b
+    Example:
+      alma-schedule runs erase acme/alice --yes
+    """
+    sc = Scope.parse(scope)
+    if not yes:
+        click.confirm(f"erase every result text of {sc}?", abort=True)
+    n = obj.store().erase_results(sc)
+    click.echo(f"erased {n} result(s) of {sc}")
+
+
+@runs.command("prune")
+@click.option("--before", required=True, help="Delete terminal runs finished before this ISO instant.")
+@click.pass_obj
+@handle_errors
+def prune(obj: CliContext, before: str) -> None:
+    """Delete terminal runs finished before an instant (system-wide; non-terminal rows are kept).
+
+    \b
+    Example:
+      alma-schedule runs prune --before 2026-01-01T00:00:00Z
+    """
+    n = obj.store().prune(parse_instant(before))
+    click.echo(f"pruned {n} terminal run(s)")
+
+
+def register(group: click.Group) -> None:
+    group.add_command(runs)
+

@@ -1,0 +1,100 @@
+"""``alma-schedule plan | tick | reindex``: what a tick would do, one tick, and re-deriving the index."""
+
+from __future__ import annotations
+
+import click
+
+from alma_schedule.cli.context import CliContext, emit_json, fail, handle_errors, json_option, print_table
+from alma_schedule.cli.wiring import build_schedule, is_embedded, parse_instant
+
+
+@click.command("plan")
+@click.option("--at", "at", default=None, help="The instant to plan for (default now; any instant).")
+@json_option
+@click.pass_obj
+@handle_errors
+def plan(obj: CliContext, at: str | None, as_json: bool) -> None:
+    """What a tick at an instant would claim, re-send, poll and skip, and why. Writes nothing.
+
+    \b
+    Example:
+      alma-schedule plan --at 2026-12-01T08:00:00Z
+    """
+    p = build_schedule(obj).plan(now=parse_instant(at) if at else None)
+    if as_json:
+        emit_json(p.to_dict())
+        return
+    click.echo(f"plan at {p.at.isoformat()}")
+    print_table(
+        "due",
+        ["routine", "run", "fire (UTC)", "action", "why"],
+        [(f"{d.org}/{d.uid}/{d.routine_id}", d.run_id, d.fire_at.isoformat(), d.action, d.why) for d in p.due],
+    )
+    print_table("re-send", ["run"], [(str(k),) for k in p.resends])
+    print_table("expire (skipped: missed)", ["run"], [(str(k),) for k in p.expiring])
+    print_table("poll (collect)", ["routine", "collect_run_id"], [(e.get("routine", ""), e.get("collect_run_id", "")) for e in p.polls])
+    print_table("skipped", ["routine", "why"], [(f"{s.org}/{s.uid}/{s.routine_id}", s.why) for s in p.skipped])
+    print_table("paused / disabled", ["routine", "why"], [(f"{s.org}/{s.uid}/{s.routine_id}", s.why) for s in p.inactive])
+    print_table("blocked (stuck runs)", ["run"], [(str(k),) for k in p.blocked])
+
+
+@click.command("tick")
+@click.option("--at", "at", default=None, help="Tick at this instant (a future instant: embedded store only).")
+@click.option("--in-process", is_flag=True, help="Run the tick here even on a production store.")
+@json_option
+@click.pass_obj
+@handle_errors
+def tick(obj: CliContext, at: str | None, in_process: bool, as_json: bool) -> None:
+    """Run one tick. Embedded store: in-process. Production store: sends one tick through Celery.
+
+    \b
+    Examples:
+      alma-schedule tick                  # on PostgreSQL: enqueue one tick for the tick worker
+      alma-schedule tick --in-process     # claim and dispatch from here
+    """
+    settings = obj.settings
+    embedded = is_embedded(settings)
+    when = parse_instant(at) if at else None
+    if when is not None and not embedded and when > settings.now() + settings.clock_tolerance:
+        fail("--at a future instant is only for the embedded store (a production tick never claims early)")
+    if not embedded and not in_process:
+        from alma_schedule.clock import send_tick
+
+        task_id = send_tick(settings, now=when)
+        if as_json:
+            emit_json({"task_id": task_id})
+        else:
+            click.echo(f"sent tick {task_id}")
+        return
+    if when is not None and embedded:
+        obj.use_settings(settings.replace(clock=lambda: when))
+    report = build_schedule(obj).tick(now=when)
+    if as_json:
+        emit_json(report.to_dict())
+        return
+    d = report.to_dict()
+    click.echo(
+        f"tick at {d['at']}: claimed {d['claimed']}, resent {d['resent']}, collect {d['collect']}, "
+        f"skipped {d['skipped']}, blocked {d['blocked']}, errors {d['errors']}"
+    )
+    for e in d["ids"]["errors"]:
+        click.echo(f"  error: {e['routine']}: {e['error']}")
+
+
+@click.command("reindex")
+@click.pass_obj
+@handle_errors
+def reindex(obj: CliContext) -> None:
+    """Re-derive every routine's next_due_at (e.g. after a tzdata update). System operation.
+
+    \b
+    Example:
+      alma-schedule reindex
+    """
+    n = build_schedule(obj).reindex()
+    click.echo(f"reindexed: {n} routine(s) changed")
+
+
+def register(group: click.Group) -> None:
+    for c in (plan, tick, reindex):
+        group.add_command(c)

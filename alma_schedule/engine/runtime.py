@@ -1,0 +1,102 @@
+"""What every engine operation shares: the store, the settings, the runners, the dispatcher, the clock.
+
+:class:`Runtime` is built once by :func:`alma_schedule.engine.create_schedule`. It owns the two rules
+every entry point applies before anything else:
+
+* ``now``: a caller's instant, defaulting to ``settings.clock()`` and clamped to
+  ``min(now, clock() + clock_tolerance)`` for every call that writes (a caller a year ahead claims
+  nothing early, advances no cursor and moves no anchor). ``plan`` uses :meth:`Runtime.peek_now`
+  (no clamp: it writes nothing).
+* runner resolution: ``runner`` is a :class:`~alma_schedule.contracts.RoutineRunner` (it has
+  ``run``) or a resolver ``(routine) -> RoutineRunner``. :meth:`Runtime.resolve` raises
+  :class:`UnknownKind` when a resolver raises or returns something that cannot run.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, cast
+
+from alma_schedule.contracts import Dispatcher, Routine, RoutineRunner
+from alma_schedule.errors import InvalidInput, RunnerError
+from alma_schedule.settings import Settings, Timers
+from alma_schedule.stores.base import Store
+
+log = logging.getLogger("alma_schedule.engine")
+
+Resolver = Callable[[Routine], RoutineRunner]
+RunnerSource = RoutineRunner | Resolver
+
+
+class UnknownKind(RunnerError):
+    """No runner serves this routine (the resolver raised or returned something without ``run``).
+
+    ``cause`` is the class name of what the resolver raised, if anything.
+    """
+
+    def __init__(self, message: str, *, cause: str | None = None) -> None:
+        super().__init__(message, reason="unknown_kind")
+        self.cause = cause
+
+
+def as_resolver(runner: object) -> Resolver:
+    """A resolver for ``runner``: itself when it is a resolver, a constant function when it runs."""
+    if hasattr(runner, "run"):
+        fixed = cast(RoutineRunner, runner)
+        return lambda _routine: fixed
+    if callable(runner):
+        return cast(Resolver, runner)
+    raise InvalidInput("runner must be a RoutineRunner (with .run) or a resolver (routine) -> RoutineRunner")
+
+
+def aware_utc(name: str, value: datetime) -> datetime:
+    if not isinstance(value, datetime):
+        raise InvalidInput(f"{name} must be a datetime, not {type(value).__name__}")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise InvalidInput(f"{name} must be timezone-aware (naive times are never read as local)")
+    return value.astimezone(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class Runtime:
+    """The engine's shared parts. Immutable; safe to share between threads."""
+
+    store: Store
+    settings: Settings
+    timers: Timers
+    resolver: Resolver
+    dispatcher: Dispatcher
+
+    def clock(self) -> datetime:
+        return aware_utc("settings.clock()", self.settings.clock())
+
+    def now(self, now: datetime | None) -> datetime:
+        """The instant a WRITING call acts at: ``min(now, clock() + clock_tolerance)``."""
+        current = self.clock()
+        if now is None:
+            return current
+        given = aware_utc("now", now)
+        ceiling = current + self.settings.clock_tolerance
+        if given > ceiling:
+            log.warning("now %s is ahead of the clock %s; clamped", given.isoformat(), current.isoformat())
+            return ceiling
+        return given
+
+    def peek_now(self, now: datetime | None) -> datetime:
+        """The instant a READ-ONLY call looks at (any instant; the clock by default)."""
+        return self.clock() if now is None else aware_utc("now", now)
+
+    def resolve(self, routine: Routine) -> RoutineRunner:
+        """The runner of ``routine``; :class:`UnknownKind` if none can be had."""
+        try:
+            runner: Any = self.resolver(routine)
+        except Exception as exc:
+            raise UnknownKind(
+                f"no runner for kind {routine.kind!r}: {type(exc).__name__}", cause=type(exc).__name__
+            ) from exc
+        if runner is None or not hasattr(runner, "run"):
+            raise UnknownKind(f"no runner for kind {routine.kind!r}")
+        return cast(RoutineRunner, runner)

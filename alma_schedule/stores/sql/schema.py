@@ -1,0 +1,162 @@
+"""The SQL schema: ONE :class:`~sqlalchemy.MetaData` with every table, constraint and index.
+
+Tables: ``routines`` (one row per ``(org, uid, routine_id)``, the cursor and the due index),
+``routine_versions`` (immutable history), ``runs`` (one row per fire: the claim and the ledger),
+``spend`` (reserved and settled micro-USD per ceiling per day) and ``heartbeat`` (one row).
+
+The migration in ``migrations/versions`` creates exactly this (a test compares them). Partial-index
+predicates are SQL literals so that generic plans (``plan_cache_mode=force_generic_plan``) can use
+them: the statements in :mod:`.queries` repeat the same literals.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from alma_schedule.stores.sql.types import Json, UtcDateTime
+
+#: The Alembic revision this code expects (the single initial revision until the first release).
+HEAD_REVISION = "0001_initial"
+
+ID = sa.String(200)
+
+NON_TERMINAL_SQL = "state IN ('claimed', 'running', 'submitted', 'collecting')"
+ACTIVE_SQL = "state IN ('running', 'submitted', 'collecting')"
+TERMINAL_SQL = "state IN ('completed', 'failed', 'refused', 'skipped', 'timed_out')"
+STATES_SQL = (
+    "state IN ('claimed', 'running', 'submitted', 'collecting', "
+    "'completed', 'failed', 'refused', 'skipped', 'timed_out')"
+)
+
+
+def _where(sql: str) -> dict[str, sa.TextClause]:
+    return {"postgresql_where": sa.text(sql), "sqlite_where": sa.text(sql)}
+
+
+metadata = sa.MetaData()
+
+routines = sa.Table(
+    "routines",
+    metadata,
+    sa.Column("org", ID, primary_key=True),
+    sa.Column("uid", ID, primary_key=True),
+    sa.Column("routine_id", ID, primary_key=True),
+    sa.Column("kind", sa.Text, nullable=False),
+    sa.Column("schedule", Json, nullable=False),
+    sa.Column("definition", Json, nullable=False),
+    sa.Column("registered_at", UtcDateTime, nullable=False),
+    sa.Column("config_revision", sa.String(128), nullable=False),
+    sa.Column("enabled", sa.Boolean, nullable=False),
+    sa.Column("paused_reason", sa.Text, nullable=True),
+    sa.Column("consecutive_failures", sa.Integer, nullable=False),
+    sa.Column("last_fire", UtcDateTime, nullable=True),
+    sa.Column("next_due_at", UtcDateTime, nullable=True),
+    sa.Column("deleted_at", UtcDateTime, nullable=True),
+    sa.Column("defer_until", UtcDateTime, nullable=True),
+    sa.Column("last_error", sa.Text, nullable=True),
+    sa.Column("error_count", sa.Integer, nullable=False),
+    sa.Column("tzdata_version", sa.String(32), nullable=True),
+    sa.Column("created_at", UtcDateTime, nullable=False),
+    sa.Column("updated_at", UtcDateTime, nullable=False),
+)
+# The tick's index: only routines that can come due are in it (NULL while paused/disabled/deleted).
+sa.Index("ix_routines_due", routines.c.next_due_at, **_where("next_due_at IS NOT NULL"))
+sa.Index(
+    "ix_routines_inactive",
+    routines.c.org,
+    routines.c.uid,
+    routines.c.routine_id,
+    **_where("deleted_at IS NULL AND (enabled = false OR paused_reason IS NOT NULL)"),
+)
+sa.Index("ix_routines_deleted", routines.c.deleted_at, **_where("deleted_at IS NOT NULL"))
+
+routine_versions = sa.Table(
+    "routine_versions",
+    metadata,
+    sa.Column("org", ID, primary_key=True),
+    sa.Column("uid", ID, primary_key=True),
+    sa.Column("routine_id", ID, primary_key=True),
+    sa.Column("config_revision", sa.String(128), primary_key=True),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("kind", sa.Text, nullable=False),
+    sa.Column("schedule", Json, nullable=False),
+    sa.Column("definition", Json, nullable=False),
+    sa.Column("created_at", UtcDateTime, nullable=False),
+)
+
+runs = sa.Table(
+    "runs",
+    metadata,
+    sa.Column("org", ID, primary_key=True),
+    sa.Column("uid", ID, primary_key=True),
+    sa.Column("routine_id", ID, primary_key=True),
+    sa.Column("run_id", ID, primary_key=True),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("reason", sa.String(64), nullable=True),
+    sa.Column("origin", sa.String(16), nullable=False),
+    sa.Column("config_revision", sa.String(128), nullable=False),
+    sa.Column("fire_at", UtcDateTime, nullable=False),
+    sa.Column("claimed_at", UtcDateTime, nullable=False),
+    sa.Column("state_at", UtcDateTime, nullable=False),
+    sa.Column("expires_at", UtcDateTime, nullable=False),
+    sa.Column("started_at", UtcDateTime, nullable=True),
+    sa.Column("submitted_at", UtcDateTime, nullable=True),
+    sa.Column("finished_at", UtcDateTime, nullable=True),
+    sa.Column("resend_at", UtcDateTime, nullable=True),
+    sa.Column("send_attempts", sa.Integer, nullable=False),
+    sa.Column("next_poll_at", UtcDateTime, nullable=True),
+    sa.Column("poll_attempts", sa.Integer, nullable=False),
+    sa.Column("deadline", UtcDateTime, nullable=True),
+    sa.Column("target_task_id", sa.Text, nullable=True),
+    sa.Column("error_class", sa.Text, nullable=True),
+    sa.Column("reserved_micros", sa.BigInteger, nullable=False),
+    sa.Column("reserve_day", sa.String(10), nullable=True),
+    sa.Column("reserve_ceilings", Json, nullable=False),
+    sa.Column("cost_micros", sa.BigInteger, nullable=False),
+    sa.Column("caps_crossed", Json, nullable=False),
+    sa.Column("session_id", sa.Text, nullable=True),
+    sa.Column("turn_id", sa.Text, nullable=True),
+    sa.Column("batch_id", sa.Text, nullable=True),
+    sa.Column("delivery_hash", sa.Text, nullable=True),
+    sa.Column("result_text", sa.Text, nullable=True),
+    sa.Column("erase_at", UtcDateTime, nullable=True),
+    sa.CheckConstraint(STATES_SQL, name="ck_runs_state"),
+    sa.CheckConstraint("origin IN ('schedule', 'manual')", name="ck_runs_origin"),
+)
+# Guarantee 2: at most ONE non-terminal run per routine, enforced by the database.
+sa.Index(
+    "uq_runs_one_active",
+    runs.c.org,
+    runs.c.uid,
+    runs.c.routine_id,
+    unique=True,
+    **_where(NON_TERMINAL_SQL),
+)
+# The sweeps of the tick: re-sends, expiries, polls (each over a handful of non-terminal rows).
+sa.Index("ix_runs_resend", runs.c.resend_at, **_where("state = 'claimed'"))
+sa.Index("ix_runs_expires", runs.c.expires_at, **_where("state = 'claimed'"))
+sa.Index("ix_runs_poll", runs.c.next_poll_at, **_where("state = 'submitted'"))
+sa.Index("ix_runs_active_since", runs.c.state_at, **_where(ACTIVE_SQL))
+# Maintenance: result erasure and pruning of finished rows.
+sa.Index("ix_runs_erase", runs.c.erase_at, **_where("erase_at IS NOT NULL"))
+sa.Index("ix_runs_finished", runs.c.finished_at, **_where("finished_at IS NOT NULL"))
+# The ledger, newest first: per scope, and per routine.
+sa.Index("ix_runs_scope_fire", runs.c.org, runs.c.uid, runs.c.fire_at, runs.c.run_id)
+sa.Index("ix_runs_routine_fire", runs.c.org, runs.c.uid, runs.c.routine_id, runs.c.fire_at)
+
+spend = sa.Table(
+    "spend",
+    metadata,
+    sa.Column("ceiling_key", sa.Text, primary_key=True),
+    sa.Column("day", sa.String(10), primary_key=True),
+    sa.Column("reserved_micros", sa.BigInteger, nullable=False),
+    sa.Column("settled_micros", sa.BigInteger, nullable=False),
+)
+
+heartbeat = sa.Table(
+    "heartbeat",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("last_tick", UtcDateTime, nullable=False),
+    sa.CheckConstraint("id = 1", name="ck_heartbeat_one_row"),
+)

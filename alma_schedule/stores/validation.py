@@ -1,0 +1,123 @@
+"""Input checks every store backend applies before it writes anything (shared by memory and SQL).
+
+Each check raises :class:`InvalidInput` naming the argument. Ids use :func:`alma_schedule.ids.check_id`;
+the rest lives here so all backends accept exactly the same values:
+
+* JSON bodies (schedule, definition) must be mappings of str keys to JSON values: finite numbers,
+  text that is valid UTF-8 without NUL (PostgreSQL's ``jsonb`` refuses ``\\u0000`` and lone
+  surrogates), at most :data:`MAX_JSON_DEPTH` levels deep. :func:`check_json` returns the canonical
+  JSON text (sorted keys) that the store keeps.
+* Free text (result text, errors, batch ids) must be valid UTF-8 without NUL.
+* Datetimes must be aware; they are normalized to UTC.
+* Money is a non-negative ``int`` (never a bool or float).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from alma_schedule.contracts import REASONS, Scope
+from alma_schedule.errors import InvalidInput
+from alma_schedule.ids import check_id, check_scope
+
+MAX_JSON_DEPTH = 64
+
+__all__ = [
+    "MAX_JSON_DEPTH",
+    "check_id",
+    "check_json",
+    "check_micros",
+    "check_reason",
+    "check_routine_key",
+    "check_text",
+    "check_utc",
+]
+
+
+def check_routine_key(scope: Scope, routine_id: str) -> tuple[str, str, str]:
+    """Validate a scope and routine id; returns the ``(org, uid, routine_id)`` tuple."""
+    check_scope(scope)
+    check_id("routine_id", routine_id)
+    return (scope.org, scope.uid, routine_id)
+
+
+def check_text(name: str, value: object, *, optional: bool = True) -> str | None:
+    """Free text: a str that encodes as UTF-8 and holds no NUL (None allowed when ``optional``)."""
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise InvalidInput(f"{name} must be text, not {type(value).__name__}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(f"{name} is not valid UTF-8 text") from None
+    if "\x00" in value:
+        raise InvalidInput(f"{name} contains a NUL character")
+    return value
+
+
+def check_utc(name: str, value: object, *, optional: bool = False) -> datetime | None:
+    """An aware datetime, returned in UTC. Naive datetimes are refused (never guessed)."""
+    if value is None and optional:
+        return None
+    if not isinstance(value, datetime):
+        raise InvalidInput(f"{name} must be a datetime, not {type(value).__name__}")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise InvalidInput(f"{name} must be timezone-aware")
+    return value.astimezone(UTC)
+
+
+def check_micros(name: str, value: object) -> int:
+    """Integer micro-USD, >= 0."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInput(f"{name} must be an integer amount of micro-USD, not {type(value).__name__}")
+    if value < 0:
+        raise InvalidInput(f"{name} must not be negative")
+    return value
+
+
+def check_reason(name: str, value: object, *, optional: bool = True) -> str | None:
+    """A closed reason code of :data:`alma_schedule.contracts.REASONS`."""
+    if value is None and optional:
+        return None
+    if not isinstance(value, str) or value not in REASONS:
+        raise InvalidInput(f"{name} {value!r} is not a known reason code")
+    return value
+
+
+def _walk(name: str, value: Any, depth: int) -> None:
+    if depth > MAX_JSON_DEPTH:
+        raise InvalidInput(f"{name} is nested deeper than {MAX_JSON_DEPTH} levels")
+    if value is None or isinstance(value, (bool, int)):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidInput(f"{name} holds a non-finite number ({value!r}), which JSON cannot carry")
+        return
+    if isinstance(value, str):
+        check_text(name, value, optional=False)
+        return
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise InvalidInput(f"{name} has a non-text key {key!r}")
+            check_text(f"{name} key", key, optional=False)
+            _walk(name, item, depth + 1)
+        return
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            _walk(name, item, depth + 1)
+        return
+    raise InvalidInput(f"{name} holds a {type(value).__name__}, which is not JSON")
+
+
+def check_json(name: str, value: object) -> str:
+    """Validate a JSON object body (a mapping) and return its canonical text (sorted keys, UTF-8)."""
+    if not isinstance(value, Mapping):
+        raise InvalidInput(f"{name} must be a JSON object (a mapping), not {type(value).__name__}")
+    _walk(name, value, 1)
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, allow_nan=False, separators=(",", ":"))

@@ -1,0 +1,417 @@
+"""A local fake of an OpenAI-compatible API (an ASGI app, starlette), for tests and the demo.
+
+It speaks the real wire format of the endpoints :class:`~alma_schedule.adapters.openai.OpenAICompatibleProvider`
+uses: ``POST /v1/chat/completions``, ``POST /v1/files`` (multipart, ``purpose=batch``),
+``GET /v1/files/{id}/content``, ``POST /v1/batches`` and ``GET /v1/batches/{id}``.
+
+- Usage is realistic and deterministic: a text costs ``ceil(words * 1.3)`` tokens
+  (:func:`count_tokens`), a prompt adds 3 tokens per message plus 3; the reply is deterministic
+  (it carries the completion's sequence number, so successive replies differ) and is truncated to
+  honor ``max_tokens`` / ``max_completion_tokens`` (``finish_reason: "length"``).
+- Batches advance one step per ``GET``: ``validating`` (at creation) → ``in_progress`` →
+  ``completed``; the output file is written when the batch completes.
+- Controls (thread-safe; the app runs on uvicorn's thread): :meth:`FakeOpenAI.fail_next` (HTTP 500),
+  :meth:`~FakeOpenAI.rate_limit_next` (429), :meth:`~FakeOpenAI.stall_next` (hold the request until
+  the client gives up), :meth:`~FakeOpenAI.forget_batch` (404), :attr:`~FakeOpenAI.batch_outcome`.
+- Every request is recorded in :attr:`FakeOpenAI.calls` (:class:`Call`).
+
+When ``api_key`` is set, a request without ``Authorization: Bearer <api_key>`` gets a 401 whose
+message ECHOES the key it was given (worse than the real API, which masks it): a test that the
+adapter never surfaces response bodies in its errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.parser
+import email.policy
+import itertools
+import json
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+TOKENS_PER_WORD = 1.3
+_FILLER = (
+    "the overnight numbers look steady and nothing needs your attention before the standup "
+    "three pull requests await review and the deploy window opens at ten"
+).split()
+
+
+def count_tokens(text: str) -> int:
+    """The fake's tokenizer: ``ceil(words * 1.3)``."""
+    words = len(text.split())
+    return math.ceil(words * TOKENS_PER_WORD - 1e-9)
+
+
+def prompt_tokens(messages: list[dict[str, Any]]) -> int:
+    """Prompt tokens of a chat request: each message's content, plus 3 per message, plus 3."""
+    total = 3
+    for m in messages:
+        content = m.get("content") or ""
+        if isinstance(content, list):  # content parts
+            content = " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+        total += 3 + count_tokens(str(content))
+    return total
+
+
+def default_reply(prompt: str, seq: int, words: int) -> str:
+    """A deterministic reply of ``words`` words that names the completion's sequence number."""
+    head = ["Reply", f"#{seq}:", *prompt.split()[:6]]
+    body = [w for _, w in zip(range(max(0, words - len(head))), itertools.cycle(_FILLER), strict=False)]
+    return " ".join((head + body)[:words])
+
+
+@dataclass(slots=True)
+class Call:
+    """One request the fake received (``json`` is the parsed body, ``form`` the multipart fields)."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    json: Any = None
+    form: dict[str, str] = field(default_factory=dict)
+    status: int = 0
+    response: Any = None
+
+
+@dataclass(slots=True)
+class _Fault:
+    kind: str  # "status" | "stall"
+    status: int
+    seconds: float
+    path: str | None
+    remaining: int
+
+
+@dataclass(slots=True)
+class _Batch:
+    data: dict[str, Any]
+    steps: list[str]
+    outcome: str
+
+
+class FakeOpenAI:
+    """The fake's state and its ASGI app (:attr:`app`)."""
+
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        reply_words: int = 24,
+        reply_fn: Callable[[str, int], str] | None = None,
+        batch_steps: tuple[str, ...] = ("in_progress", "completed"),
+    ) -> None:
+        self.api_key = api_key
+        self.reply_words = reply_words
+        self.reply_fn = reply_fn
+        self.batch_steps = batch_steps
+        #: Terminal status of the NEXT batches created: completed, failed, expired or cancelled.
+        self.batch_outcome = "completed"
+        self.calls: list[Call] = []
+        self._lock = threading.Lock()
+        self._faults: list[_Fault] = []
+        self._files: dict[str, tuple[str, bytes, str]] = {}  # id -> (filename, content, purpose)
+        self._batches: dict[str, _Batch] = {}
+        self._seq = itertools.count(1)
+        self._ids = itertools.count(1)
+        self.app = Starlette(
+            routes=[
+                Route("/v1/chat/completions", self._chat, methods=["POST"]),
+                Route("/v1/files", self._upload, methods=["POST"]),
+                Route("/v1/files/{file_id}/content", self._file_content, methods=["GET"]),
+                Route("/v1/batches", self._create_batch, methods=["POST"]),
+                Route("/v1/batches/{batch_id}", self._get_batch, methods=["GET"]),
+            ]
+        )
+
+    # ------------------------------------------------------------------ controls
+
+    def fail_next(self, times: int = 1, *, status: int = 500, path: str | None = None) -> None:
+        """The next ``times`` requests (to ``path`` if given) answer ``status`` with an error body."""
+        with self._lock:
+            self._faults.append(_Fault("status", status, 0.0, path, times))
+
+    def rate_limit_next(self, times: int = 1, *, path: str | None = None) -> None:
+        """The next ``times`` requests answer 429 (``Retry-After: 1``)."""
+        self.fail_next(times, status=429, path=path)
+
+    def stall_next(self, times: int = 1, *, seconds: float = 5.0, path: str | None = None) -> None:
+        """The next ``times`` requests hang until the client disconnects (at most ``seconds``)."""
+        with self._lock:
+            self._faults.append(_Fault("stall", 0, seconds, path, times))
+
+    def forget_batch(self, batch_id: str) -> None:
+        """The fake no longer knows ``batch_id``: its ``GET`` answers 404."""
+        with self._lock:
+            self._batches.pop(batch_id, None)
+
+    def calls_to(self, path: str) -> list[Call]:
+        """Recorded calls whose path starts with ``path``."""
+        with self._lock:
+            return [c for c in self.calls if c.path.startswith(path)]
+
+    def batch(self, batch_id: str) -> dict[str, Any] | None:
+        with self._lock:
+            b = self._batches.get(batch_id)
+            return dict(b.data) if b else None
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _new_id(self, prefix: str) -> str:
+        return f"{prefix}{next(self._ids):06d}"
+
+    def _take_fault(self, path: str) -> _Fault | None:
+        with self._lock:
+            for f in self._faults:
+                if f.path is None or path.startswith(f.path):
+                    f.remaining -= 1
+                    if f.remaining <= 0:
+                        self._faults.remove(f)
+                    return f
+        return None
+
+    def _record(self, request: Request, **kw: Any) -> Call:
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        call = Call(request.method, request.url.path, headers, **kw)
+        with self._lock:
+            self.calls.append(call)
+        return call
+
+    @staticmethod
+    def _error(status: int, message: str, type_: str, code: str | None = None) -> JSONResponse:
+        headers = {"retry-after": "1"} if status == 429 else None
+        body = {"error": {"message": message, "type": type_, "param": None, "code": code}}
+        return JSONResponse(body, status_code=status, headers=headers)
+
+    async def _gate(self, request: Request, call: Call) -> Response | None:
+        """Authentication and injected faults; a Response ends the request."""
+        fault = self._take_fault(request.url.path)
+        response: Response | None = None
+        if fault is not None and fault.kind == "stall":
+            deadline = time.monotonic() + fault.seconds
+            while time.monotonic() < deadline and not await request.is_disconnected():
+                await asyncio.sleep(0.02)
+            response = self._error(504, "stalled by the fake", "server_error")
+        elif fault is not None:
+            kind = "requests" if fault.status == 429 else "server_error"
+            code = "rate_limit_exceeded" if fault.status == 429 else None
+            response = self._error(fault.status, f"injected {fault.status}", kind, code)
+        elif self.api_key is not None:
+            auth = request.headers.get("authorization", "")
+            if auth != f"Bearer {self.api_key}":
+                given = auth.removeprefix("Bearer ")
+                response = self._error(
+                    401, f"Incorrect API key provided: {given}.", "invalid_request_error", "invalid_api_key"
+                )
+        if response is not None:
+            call.status = response.status_code
+            call.response = json.loads(bytes(response.body))
+        return response
+
+    def _reply(self, prompt: str) -> str:
+        seq = next(self._seq)
+        if self.reply_fn is not None:
+            return self.reply_fn(prompt, seq)
+        return default_reply(prompt, seq, self.reply_words)
+
+    def complete(self, body: dict[str, Any]) -> dict[str, Any]:
+        """A chat completion object for a request body (also used for batch lines)."""
+        messages = list(body.get("messages") or [])
+        last_user = next((m for m in reversed(messages) if m.get("role") == "user"), {})
+        words = self._reply(str(last_user.get("content") or "")).split()
+        limit = body.get("max_completion_tokens", body.get("max_tokens"))
+        finish = "stop"
+        if isinstance(limit, int) and count_tokens(" ".join(words)) > limit:
+            finish = "length"
+            while words and count_tokens(" ".join(words)) > limit:
+                words.pop()
+        text = " ".join(words)
+        usage_in, usage_out = prompt_tokens(messages), count_tokens(text)
+        return {
+            "id": self._new_id("chatcmpl-"),
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", "fake-model"),
+            "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}
+            ],
+            "usage": {
+                "prompt_tokens": usage_in,
+                "completion_tokens": usage_out,
+                "total_tokens": usage_in + usage_out,
+            },
+        }
+
+    # ------------------------------------------------------------------ endpoints
+
+    async def _json_body(self, request: Request) -> Any:
+        try:
+            return json.loads(await request.body() or b"null")
+        except ValueError:
+            return None
+
+    async def _chat(self, request: Request) -> Response:
+        body = await self._json_body(request)
+        call = self._record(request, json=body)
+        if (early := await self._gate(request, call)) is not None:
+            return early
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            return self._error(400, "messages is required", "invalid_request_error")
+        out = self.complete(body)
+        call.status, call.response = 200, out
+        return JSONResponse(out)
+
+    async def _upload(self, request: Request) -> Response:
+        raw = await request.body()
+        form, files = _parse_multipart(request.headers.get("content-type", ""), raw)
+        call = self._record(request, form=form)
+        if (early := await self._gate(request, call)) is not None:
+            return early
+        if "file" not in files or form.get("purpose") != "batch":
+            return self._error(400, "file and purpose=batch are required", "invalid_request_error")
+        filename, content = files["file"]
+        file_id = self._new_id("file-")
+        with self._lock:
+            self._files[file_id] = (filename, content, "batch")
+        out = {
+            "id": file_id,
+            "object": "file",
+            "bytes": len(content),
+            "created_at": int(time.time()),
+            "filename": filename,
+            "purpose": "batch",
+        }
+        call.status, call.response = 200, out
+        return JSONResponse(out)
+
+    async def _file_content(self, request: Request) -> Response:
+        call = self._record(request)
+        if (early := await self._gate(request, call)) is not None:
+            return early
+        with self._lock:
+            entry = self._files.get(request.path_params["file_id"])
+        if entry is None:
+            call.status = 404
+            return self._error(404, "No such File object", "invalid_request_error")
+        call.status = 200
+        return Response(entry[1], media_type="application/octet-stream")
+
+    async def _create_batch(self, request: Request) -> Response:
+        body = await self._json_body(request)
+        call = self._record(request, json=body)
+        if (early := await self._gate(request, call)) is not None:
+            return early
+        if not isinstance(body, dict) or body.get("input_file_id") not in self._files:
+            return self._error(400, "unknown input_file_id", "invalid_request_error")
+        if body.get("endpoint") != "/v1/chat/completions" or body.get("completion_window") != "24h":
+            return self._error(400, "unsupported endpoint or completion_window", "invalid_request_error")
+        now = int(time.time())
+        data: dict[str, Any] = {
+            "id": self._new_id("batch_"),
+            "object": "batch",
+            "endpoint": body["endpoint"],
+            "errors": None,
+            "input_file_id": body["input_file_id"],
+            "completion_window": "24h",
+            "status": "validating",
+            "output_file_id": None,
+            "error_file_id": None,
+            "created_at": now,
+            "expires_at": now + 86_400,
+            "completed_at": None,
+            "failed_at": None,
+            "expired_at": None,
+            "cancelled_at": None,
+            "request_counts": {"total": 0, "completed": 0, "failed": 0},
+            "metadata": body.get("metadata"),
+        }
+        with self._lock:
+            self._batches[data["id"]] = _Batch(data, list(self.batch_steps), self.batch_outcome)
+        call.status, call.response = 200, dict(data)
+        return JSONResponse(data)
+
+    async def _get_batch(self, request: Request) -> Response:
+        call = self._record(request)
+        if (early := await self._gate(request, call)) is not None:
+            return early
+        with self._lock:
+            batch = self._batches.get(request.path_params["batch_id"])
+        if batch is None:
+            call.status = 404
+            return self._error(404, "No such Batch object", "invalid_request_error")
+        if batch.steps:
+            step = batch.steps.pop(0)
+            if step == "completed" and batch.outcome != "completed":
+                step = batch.outcome
+            self._advance(batch, step)
+        out = dict(batch.data)
+        call.status, call.response = 200, out
+        return JSONResponse(out)
+
+    def _advance(self, batch: _Batch, status: str) -> None:
+        data, now = batch.data, int(time.time())
+        data["status"] = status
+        if status == "completed":
+            _, content, _ = self._files[data["input_file_id"]]
+            lines = [json.loads(line) for line in content.decode().splitlines() if line.strip()]
+            out_lines = []
+            for line in lines:
+                out_lines.append(
+                    {
+                        "id": self._new_id("batch_req_"),
+                        "custom_id": line.get("custom_id"),
+                        "response": {
+                            "status_code": 200,
+                            "request_id": self._new_id("req_"),
+                            "body": self.complete(line.get("body") or {}),
+                        },
+                        "error": None,
+                    }
+                )
+            output_id = self._new_id("file-")
+            blob = "".join(json.dumps(o) + "\n" for o in out_lines).encode()
+            with self._lock:
+                self._files[output_id] = ("batch_output.jsonl", blob, "batch_output")
+            data.update(
+                output_file_id=output_id,
+                completed_at=now,
+                request_counts={"total": len(lines), "completed": len(lines), "failed": 0},
+            )
+        elif status == "failed":
+            data.update(
+                failed_at=now,
+                errors={"object": "list", "data": [{"code": "invalid_file", "message": "injected"}]},
+            )
+        elif status in ("expired", "cancelled"):
+            data[f"{status}_at"] = now
+
+
+def _parse_multipart(content_type: str, raw: bytes) -> tuple[dict[str, str], dict[str, tuple[str, bytes]]]:
+    """Parse a multipart/form-data body with the standard library: (text fields, files)."""
+    form: dict[str, str] = {}
+    files: dict[str, tuple[str, bytes]] = {}
+    if not content_type.startswith("multipart/form-data"):
+        return form, files
+    head = f"Content-Type: {content_type}\r\nMIME-Version: 1.0\r\n\r\n".encode()
+    message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(head + raw)
+    for part in message.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        if not isinstance(name, str):
+            continue
+        payload = part.get_payload(decode=True)
+        data = payload if isinstance(payload, bytes) else b""
+        filename = part.get_filename()
+        if filename is not None:
+            files[name] = (filename, data)
+        else:
+            form[name] = data.decode()
+    return form, files
