@@ -73,6 +73,7 @@ class Reason(enum.StrEnum):
     DELIVERED = "delivered"
     SUPPRESSED_DUPLICATE = "suppressed_duplicate"
     SENT = "sent"
+    ERASED = "erased"  # an erasure won over a pending delivery (nothing delivered)
     # skipped
     OVERLAP = "overlap"
     MISSED = "missed"
@@ -600,6 +601,15 @@ class RunHandle(Protocol):
 
     def reserve(self, amount_micros: int, ceilings: Sequence[Ceiling]) -> ReserveResult:
         """Reserve a hard per-run bound against every ceiling, atomically (all or nothing)."""
+        ...
+
+    @property
+    def config_changed(self) -> bool:
+        """True when the run was claimed under another ``config_revision`` than the routine's current one."""
+        ...
+
+    def last_delivery_hash(self) -> str | None:
+        """The delivery hash of the routine's last ``completed(delivered)`` run (text suppression)."""
         ...
 
 

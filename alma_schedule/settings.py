@@ -148,6 +148,9 @@ class Settings:
     openai_api_key: Secret | None = _f(None, "API key of the OpenAI-compatible provider.", "secret")
     openai_model: str = _f("gpt-4o-mini", "Model of the OpenAI-compatible provider.")
     openai_timeout: timedelta = _f(timedelta(seconds=60), "HTTP timeout of provider calls.", "duration")
+    openai_max_output_tokens: int = _f(
+        16_384, "Largest max_tokens the model accepts (the cost bound is capped by it).", "int"
+    )
     price_input_per_mtok_micros: int = _f(150_000, "Price per million input tokens, micro-USD.", "int")
     price_output_per_mtok_micros: int = _f(600_000, "Price per million output tokens, micro-USD.", "int")
     sink: str | None = _f(None, "Default sink: 'stdout', 'file:/path' or 'webhook'.")
@@ -162,6 +165,12 @@ class Settings:
     # --- Celery app
     celery_app: str | None = _f(None, "MODULE:APP of the fleet app for task routines (import path).")
     task_events: bool = _f(True, "Send task events (Flower) from the ready app.", "bool")
+    tick_time_limit: timedelta = _f(
+        timedelta(minutes=5), "Soft time limit of a tick task (hard limit = soft + 30 s).", "duration"
+    )
+    collect_time_limit: timedelta = _f(
+        timedelta(minutes=5), "Soft time limit of a collect task (hard limit = soft + 30 s).", "duration"
+    )
     # --- process
     log_level: str = _f("INFO", "Log level.")
     clock: Callable[[], datetime] = field(
@@ -268,7 +277,10 @@ def _check(s: Settings) -> None:
     for name in ("claim_limit", "tick_max_batches"):
         if getattr(s, name) < 1:
             raise ConfigurationError(f"{env_name(name)} must be at least 1")
-    for name in ("resend_first", "poll_first", "run_time_limit", "defer_first", "one_shot_window"):
+    for name in (
+        "resend_first", "poll_first", "run_time_limit", "defer_first", "one_shot_window",
+        "tick_time_limit", "collect_time_limit",
+    ):
         if getattr(s, name) <= timedelta(0):
             raise ConfigurationError(f"{env_name(name)} must be positive")
 

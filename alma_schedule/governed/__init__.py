@@ -1,11 +1,19 @@
 """Governed runners: conversation turns (``kind: turn``) and batch jobs (``kind: job``).
 
-Money caps narrowed per routine, atomic daily ceilings, at-most-once delivery, text suppression
-and closed reason codes, over the engine's run handle.
+Money caps a routine may only narrow, atomic daily ceilings, at-most-once delivery, text
+suppression and closed reason codes, over the engine's run handle. See
+:mod:`alma_schedule.governed.conversation`, :mod:`~alma_schedule.governed.batch`,
+:mod:`~alma_schedule.governed.money` and :mod:`~alma_schedule.governed.delivery`.
 """
 
 from __future__ import annotations
 
+from alma_schedule.governed.batch import GovernedBatchRunner, create_governed_batch_runner
+from alma_schedule.governed.conversation import (
+    GovernedConversationRunner,
+    create_governed_conversation_runner,
+)
+from alma_schedule.governed.money import Budget, HostCaps, MoneyPlan, Prices, parse_budget
 from alma_schedule.governed.protocols import (
     BatchProvider,
     BatchReceipt,
@@ -17,15 +25,29 @@ from alma_schedule.governed.protocols import (
     TurnReceipt,
     TurnRequest,
 )
+from alma_schedule.governed.scripted import ScriptedProvider
+from alma_schedule.governed.sinks import FileSink, StdoutSink
 
 __all__ = [
     "BatchProvider",
     "BatchReceipt",
     "BatchRequest",
     "BatchStatus",
+    "Budget",
     "ConversationProvider",
     "Delivery",
+    "FileSink",
+    "GovernedBatchRunner",
+    "GovernedConversationRunner",
+    "HostCaps",
+    "MoneyPlan",
+    "Prices",
+    "ScriptedProvider",
     "Sink",
+    "StdoutSink",
     "TurnReceipt",
     "TurnRequest",
+    "create_governed_batch_runner",
+    "create_governed_conversation_runner",
+    "parse_budget",
 ]

@@ -56,7 +56,9 @@ class Store(Protocol):
         CAS on the current revision (None = the row must not exist or be tombstoned); a mismatch
         raises :class:`StoreConflict`. Appends a :class:`RoutineVersion` when the revision is new.
         A tombstoned id with a non-terminal run is refused with :class:`RegistrationRefused`
-        naming the blocking run.
+        naming the blocking run. ``tzdata_version`` is replaced too; ``next_due_at`` is stored NULL
+        while the kept row is paused or disabled. A fresh row (new or tombstoned) takes every field
+        of ``routine`` with the planning back-off cleared.
         """
         ...
 
@@ -64,7 +66,8 @@ class Store(Protocol):
         self, scope: Scope, routine_id: str, enabled: bool, *, now: datetime, next_due_at: datetime | None
     ) -> Routine:
         """Disable (``next_due_at`` NULL) or enable (restart: ``last_fire = now``, streak 0, the given
-        ``next_due_at`` unless paused). Tenant, atomic. :class:`NotFound` for unknown or deleted ids."""
+        ``next_due_at`` unless paused). Tenant, atomic. :class:`NotFound` for unknown or deleted ids.
+        Already in the requested state: a no-op (the row is returned unchanged)."""
         ...
 
     def set_paused(
@@ -72,11 +75,13 @@ class Store(Protocol):
     ) -> Routine:
         """Pause with ``reason`` (``next_due_at`` NULL; an existing reason is KEPT: the first wins),
         or resume with None (reason cleared, streak 0, ``last_fire = now``, the given ``next_due_at``
-        unless disabled). Tenant, atomic. :class:`NotFound` for unknown or deleted ids."""
+        unless disabled). Tenant, atomic. :class:`NotFound` for unknown or deleted ids. Resuming a
+        routine that is not paused is a no-op."""
         ...
 
     def delete_routine(self, scope: Scope, routine_id: str, *, now: datetime) -> Routine:
-        """Tombstone (``deleted_at = now``, ``next_due_at`` NULL). Tenant, atomic; idempotent."""
+        """Tombstone (``deleted_at = now``, ``next_due_at`` NULL). Tenant, atomic; idempotent (a
+        repeat keeps the first ``deleted_at``). :class:`NotFound` for unknown ids."""
         ...
 
     def get_routine(self, scope: Scope, routine_id: str, *, include_deleted: bool = False) -> Routine | None:
@@ -86,7 +91,8 @@ class Store(Protocol):
     def list_routines(
         self, scope: Scope, *, include_deleted: bool = False, limit: int = 1000, after: str | None = None
     ) -> list[Routine]:
-        """The scope's routines ordered by id, ``after`` an id for paging (tenant)."""
+        """The scope's routines ordered by id (code point order, i.e. ``COLLATE "C"``), ``after`` an
+        id for paging (tenant)."""
         ...
 
     def routine_versions(self, scope: Scope, routine_id: str) -> list[RoutineVersion]:
@@ -101,7 +107,7 @@ class Store(Protocol):
         Locks up to ``limit`` routines with ``next_due_at <= now`` and not deferred
         (``defer_until`` NULL or ``<= now``), oldest ``next_due_at`` first, skipping rows locked by a
         concurrent claimer. Calls ``decide`` once per routine (pure; an exception from it is treated
-        as ``Defer(now + back-off, repr)``). Then: ``Fire`` advances the cursor (``WHERE last_fire <
+        as ``Defer(now + Timers.backoff(defer_first, defer_max, error_count), repr(exc))``). Then: ``Fire`` advances the cursor (``WHERE last_fire <
         fire_at``, ``next_due_at``, clears the error back-off) and, in a NEW statement, inserts the
         run row: ``claimed`` (``resend_at`` from the Fire or ``now + timers.resend_first``), or
         ``skipped(overlap)`` when the routine has a non-terminal run other than an older schedule
@@ -109,7 +115,7 @@ class Store(Protocol):
         ``Fire(missed=True)`` records ``skipped(missed)``. ``NotDue`` only moves ``next_due_at``.
         ``Defer`` sets ``defer_until``/``last_error`` and bumps ``error_count``. The returned
         :class:`ClaimBatch` lists claimed rows, skipped rows (overlap, missed and superseded) and
-        deferrals (``first`` True when the routine was not deferred before).
+        deferrals (``first`` True when the routine's ``error_count`` was 0).
         """
         ...
 
@@ -129,7 +135,8 @@ class Store(Protocol):
         ``skipped(missed)`` (always, even with ``send=False``). Then, if ``send``, takes up to
         ``limit`` ``claimed`` rows with ``resend_at <= now`` (skip-locked), bumps ``send_attempts``
         and pushes ``resend_at`` by ``backoff(resend_first, resend_max, attempts)`` in the same
-        statement, so concurrent callers take each row once."""
+        statement, so concurrent callers take each row once. Each list holds at most ``limit``
+        rows; a row past ``expires_at`` is never re-sent."""
         ...
 
     def take_polls(self, now: datetime, limit: int, timers: Timers) -> list[RunRecord]:
@@ -142,8 +149,9 @@ class Store(Protocol):
     def start(self, key: RunKey, *, now: datetime) -> ClaimResult:
         """CAS ``claimed -> running`` in one statement joined to the routine row. If the routine is
         deleted, disabled or paused the row becomes ``skipped`` with that reason instead (and the
-        result has ``won=False``, reason = that state). A loser gets ``duplicate`` (already taken),
-        ``superseded`` (skipped(missed)), or ``not_found``, with the current record."""
+        result has ``won=False``, reason = that state). A loser gets ``superseded`` (the row is
+        skipped(missed)), ``duplicate`` (any other state), or ``not_found``, with the current record.
+        Every guarded write below answers a wrong edge with ``duplicate`` and the unchanged record."""
         ...
 
     def submit(
@@ -175,7 +183,8 @@ class Store(Protocol):
         ``timers.failure_threshold`` (paused_reason ``failure_streak:<reason>`` unless already paused,
         ``next_due_at`` NULL), and the money settlement (spend rows moved from reserved to
         ``result.cost_micros`` or the recorded cost; the run's reservation cleared), and
-        ``erase_at = now + timers.result_retention`` when result text is kept."""
+        ``erase_at = now + timers.result_retention`` when result text is kept (and no ``erase_at``
+        was annotated). :class:`InvalidInput` for a non-terminal outcome or an unknown reason code."""
         ...
 
     def record(
@@ -192,7 +201,8 @@ class Store(Protocol):
         """Atomic: a conditional upsert per ceiling row of ``day`` (never exceeding its limit under
         concurrency) plus the run row's ``reserved_micros``/``reserve_day``/``reserve_ceilings``.
         All or nothing: ``ok=False`` names the first ceiling that would be exceeded. Only a running
-        run may reserve."""
+        run that holds no reservation may reserve (else ``ok=False``, ``ceiling`` None);
+        :class:`NotFound` for an unknown run."""
         ...
 
     def release(self, key: RunKey) -> RunRecord | None:
@@ -266,7 +276,8 @@ class Store(Protocol):
         ...
 
     def defer(self, scope: Scope, routine_id: str, *, until: datetime, error: str) -> None:
-        """Planning back-off for one routine (system)."""
+        """Planning back-off for one routine (system): ``defer_until``, ``last_error``, ``error_count``
+        + 1. :class:`NotFound` for unknown or deleted ids."""
         ...
 
     def prune(self, before: datetime) -> int:

@@ -15,28 +15,20 @@ from __future__ import annotations
 import dataclasses
 import json
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from datetime import datetime, timedelta
+from collections.abc import Callable, Iterator
+from datetime import datetime
 from typing import Any
 
 from alma_schedule.contracts import (
-    ANNOTATABLE,
-    NON_TERMINAL,
-    TERMINAL,
-    Ceiling,
     ClaimBatch,
     ClaimResult,
     Defer,
     Deferral,
     Fire,
     NotDue,
-    ReserveResult,
-    Resends,
     Routine,
     RoutineVersion,
-    RunKey,
     RunRecord,
-    RunResult,
     Scope,
 )
 from alma_schedule.errors import InvalidInput, NotFound, RegistrationRefused, StoreConflict
@@ -44,6 +36,7 @@ from alma_schedule.ids import check_id, check_scope
 from alma_schedule.settings import Timers
 from alma_schedule.stores.memory_runs import RunsMixin
 from alma_schedule.stores.validation import check_json, check_routine_key, check_text, check_utc
+from alma_schedule.stores.validation import require_utc as _utc
 
 RKey = tuple[str, str, str]
 
@@ -86,7 +79,9 @@ class MemoryStore(RunsMixin):
 
     # ------------------------------------------------------------------ routines (tenant)
 
-    def put_routine(self, routine: Routine, *, now: datetime, expected_revision: str | None = None) -> Routine:
+    def put_routine(
+        self, routine: Routine, *, now: datetime, expected_revision: str | None = None
+    ) -> Routine:
         key = check_routine_key(routine.scope, routine.routine_id)
         check_id("kind", routine.kind)
         check_id("config_revision", routine.config_revision)
@@ -107,12 +102,14 @@ class MemoryStore(RunsMixin):
             current = old.config_revision if (old is not None and live) else None
             if expected_revision != current:
                 raise StoreConflict(
-                    f"routine {routine.key} is at revision {current!r}, not the expected {expected_revision!r}"
+                    f"routine {routine.key} is at revision {current!r}, "
+                    f"not the expected {expected_revision!r}"
                 )
             if old is not None and not live and key in self._active:
                 blocking = self._runs[key][self._active[key]]
                 raise RegistrationRefused(
-                    f"routine {routine.key} was deleted and its run {blocking.run_id} is still {blocking.state}",
+                    f"routine {routine.key} was deleted and its run {blocking.run_id} "
+                    f"is still {blocking.state}",
                     blocking_run=blocking,
                 )
             if old is not None and live:
@@ -134,7 +131,11 @@ class MemoryStore(RunsMixin):
             if not history or history[-1].config_revision != routine.config_revision:
                 history.append(
                     RoutineVersion(
-                        *key, routine.config_revision, routine.kind, json.loads(schedule), json.loads(definition),
+                        *key,
+                        routine.config_revision,
+                        routine.kind,
+                        json.loads(schedule),
+                        json.loads(definition),
                         now,
                     )
                 )
@@ -160,7 +161,13 @@ class MemoryStore(RunsMixin):
             return self._out(key)
 
     def set_paused(
-        self, scope: Scope, routine_id: str, reason: str | None, *, now: datetime, next_due_at: datetime | None
+        self,
+        scope: Scope,
+        routine_id: str,
+        reason: str | None,
+        *,
+        now: datetime,
+        next_due_at: datetime | None,
     ) -> Routine:
         now = _utc("now", now)
         due = check_utc("next_due_at", next_due_at, optional=True)
@@ -173,7 +180,11 @@ class MemoryStore(RunsMixin):
             elif reason is None and row.paused_reason is not None:
                 self._write(
                     dataclasses.replace(
-                        row, paused_reason=None, consecutive_failures=0, last_fire=now, next_due_at=due,
+                        row,
+                        paused_reason=None,
+                        consecutive_failures=0,
+                        last_fire=now,
+                        next_due_at=due,
                         updated_at=now,
                     )
                 )
@@ -264,7 +275,10 @@ class MemoryStore(RunsMixin):
                     error = decision.error.replace("\x00", "\\x00")
                     self._write(
                         dataclasses.replace(
-                            row, defer_until=until, last_error=error, error_count=row.error_count + 1,
+                            row,
+                            defer_until=until,
+                            last_error=error,
+                            error_count=row.error_count + 1,
                             updated_at=now,
                         )
                     )
@@ -277,15 +291,27 @@ class MemoryStore(RunsMixin):
                     continue  # the cursor is already past this fire: nothing to advance, no row
                 self._write(
                     dataclasses.replace(
-                        row, last_fire=fire_at, next_due_at=next_due, defer_until=None, last_error=None,
-                        error_count=0, updated_at=now,
+                        row,
+                        last_fire=fire_at,
+                        next_due_at=next_due,
+                        defer_until=None,
+                        last_error=None,
+                        error_count=0,
+                        updated_at=now,
                     )
                 )
                 runs = self._runs.setdefault(key, {})
                 if decision.run_id in runs:
                     continue
                 base = RunRecord(
-                    *key, decision.run_id, "claimed", "schedule", row.config_revision, fire_at, now, now,
+                    *key,
+                    decision.run_id,
+                    "claimed",
+                    "schedule",
+                    row.config_revision,
+                    fire_at,
+                    now,
+                    now,
                     expires_at,
                 )
                 if decision.missed:
@@ -311,7 +337,14 @@ class MemoryStore(RunsMixin):
         return ClaimBatch(tuple(claimed), tuple(skipped), tuple(deferred))
 
     def claim_manual(
-        self, scope: Scope, routine_id: str, run_id: str, *, now: datetime, expires_at: datetime, resend_at: datetime
+        self,
+        scope: Scope,
+        routine_id: str,
+        run_id: str,
+        *,
+        now: datetime,
+        expires_at: datetime,
+        resend_at: datetime,
     ) -> ClaimResult:
         key = check_routine_key(scope, routine_id)
         check_id("run_id", run_id)
@@ -332,7 +365,16 @@ class MemoryStore(RunsMixin):
             if run_id in runs:
                 return ClaimResult(False, runs[run_id], "duplicate")
             rec = RunRecord(
-                *key, run_id, "claimed", "manual", row.config_revision, now, now, now, expires, resend_at=resend
+                *key,
+                run_id,
+                "claimed",
+                "manual",
+                row.config_revision,
+                now,
+                now,
+                now,
+                expires,
+                resend_at=resend,
             )
             self._put_run(rec)
             return ClaimResult(True, rec, "won")
@@ -377,7 +419,7 @@ class MemoryStore(RunsMixin):
         until = _utc("until", until)
         check_text("error", error, optional=False)
         with self._lock:
-            key, row = self._live(scope, routine_id)
+            _, row = self._live(scope, routine_id)
             self._write(
                 dataclasses.replace(row, defer_until=until, last_error=error, error_count=row.error_count + 1)
             )
@@ -394,7 +436,11 @@ class MemoryStore(RunsMixin):
             return len(keys)
 
     def reindex(
-        self, derive: Callable[[Routine], datetime | None], *, tzdata_version: str | None = None, batch: int = 1000
+        self,
+        derive: Callable[[Routine], datetime | None],
+        *,
+        tzdata_version: str | None = None,
+        batch: int = 1000,
     ) -> int:
         check_text("tzdata_version", tzdata_version)
         changed = 0
@@ -412,7 +458,9 @@ class MemoryStore(RunsMixin):
                     if due != row.next_due_at:
                         changed += 1
                     updates.append(
-                        dataclasses.replace(row, next_due_at=due, tzdata_version=tzdata_version or row.tzdata_version)
+                        dataclasses.replace(
+                            row, next_due_at=due, tzdata_version=tzdata_version or row.tzdata_version
+                        )
                     )
                 for row in updates:
                     self._write(row)
@@ -422,10 +470,3 @@ class MemoryStore(RunsMixin):
 
     def close(self) -> None:
         """Nothing to release: the state lives as long as the instance."""
-
-
-def _utc(name: str, value: object) -> datetime:
-    out = check_utc(name, value)
-    assert out is not None
-    return out
-

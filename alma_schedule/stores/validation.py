@@ -35,6 +35,7 @@ __all__ = [
     "check_routine_key",
     "check_text",
     "check_utc",
+    "require_utc",
 ]
 
 
@@ -69,6 +70,14 @@ def check_utc(name: str, value: object, *, optional: bool = False) -> datetime |
     if value.tzinfo is None or value.utcoffset() is None:
         raise InvalidInput(f"{name} must be timezone-aware")
     return value.astimezone(UTC)
+
+
+def require_utc(name: str, value: object) -> datetime:
+    """:func:`check_utc` for a mandatory value."""
+    out = check_utc(name, value)
+    if out is None:  # pragma: no cover - check_utc refuses None when not optional
+        raise InvalidInput(f"{name} is required")
+    return out
 
 
 def check_micros(name: str, value: object) -> int:

@@ -1,7 +1,8 @@
 """A local fake of an OpenAI-compatible API (an ASGI app, starlette), for tests and the demo.
 
-It speaks the real wire format of the endpoints :class:`~alma_schedule.adapters.openai.OpenAICompatibleProvider`
-uses: ``POST /v1/chat/completions``, ``POST /v1/files`` (multipart, ``purpose=batch``),
+It speaks the real wire format of the endpoints that
+:class:`~alma_schedule.adapters.openai.OpenAICompatibleProvider` uses: ``POST /v1/chat/completions``,
+``POST /v1/files`` (multipart, ``purpose=batch``),
 ``GET /v1/files/{id}/content``, ``POST /v1/batches`` and ``GET /v1/batches/{id}``.
 
 - Usage is realistic and deterministic: a text costs ``ceil(words * 1.3)`` tokens
@@ -226,7 +227,7 @@ class FakeOpenAI:
     def complete(self, body: dict[str, Any]) -> dict[str, Any]:
         """A chat completion object for a request body (also used for batch lines)."""
         messages = list(body.get("messages") or [])
-        last_user = next((m for m in reversed(messages) if m.get("role") == "user"), {})
+        last_user: dict[str, Any] = next((m for m in reversed(messages) if m.get("role") == "user"), {})
         words = self._reply(str(last_user.get("content") or "")).split()
         limit = body.get("max_completion_tokens", body.get("max_tokens"))
         finish = "stop"
@@ -363,20 +364,19 @@ class FakeOpenAI:
         if status == "completed":
             _, content, _ = self._files[data["input_file_id"]]
             lines = [json.loads(line) for line in content.decode().splitlines() if line.strip()]
-            out_lines = []
-            for line in lines:
-                out_lines.append(
-                    {
-                        "id": self._new_id("batch_req_"),
-                        "custom_id": line.get("custom_id"),
-                        "response": {
-                            "status_code": 200,
-                            "request_id": self._new_id("req_"),
-                            "body": self.complete(line.get("body") or {}),
-                        },
-                        "error": None,
-                    }
-                )
+            out_lines = [
+                {
+                    "id": self._new_id("batch_req_"),
+                    "custom_id": line.get("custom_id"),
+                    "response": {
+                        "status_code": 200,
+                        "request_id": self._new_id("req_"),
+                        "body": self.complete(line.get("body") or {}),
+                    },
+                    "error": None,
+                }
+                for line in lines
+            ]
             output_id = self._new_id("file-")
             blob = "".join(json.dumps(o) + "\n" for o in out_lines).encode()
             with self._lock:

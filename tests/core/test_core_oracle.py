@@ -196,44 +196,56 @@ def _field(lo: int, hi: int, hot: list[int], steps: list[int], star: float) -> s
     lst = st.lists(st.one_of(v.map(str), rng), min_size=2, max_size=3).map(",".join)
     star_step = st.sampled_from(steps).map(lambda s: f"*/{s}")
     other = st.one_of(v.map(str), rng, stepped, start_step, lst, star_step)
-    weight = int(star * 10)
-    return st.one_of(*([st.just("*")] * weight), *([other] * (10 - weight)))
+    pct = int(star * 100)
+    return st.sampled_from(range(100)).flatmap(lambda i: st.just("*") if i < pct else other)
 
 
-EXPRS = st.tuples(
-    _field(0, 59, [0, 15, 30, 45, 59], [1, 2, 5, 7, 10, 15, 20, 30], 0.2),
-    _field(0, 23, [0, 1, 2, 3, 22, 23], [1, 2, 3, 5, 12], 0.3),
-    _field(1, 31, [1, 5, 26, 30, 31], [2, 3, 7], 0.7),
-    _field(1, 12, [2, 3, 4, 9, 10, 11], [2, 3], 0.8),
-    _field(0, 7, [0, 6, 7], [2, 3], 0.7),
-).map(" ".join)
+def expressions(hot_hours: list[int], hot_minutes: list[int]) -> st.SearchStrategy[str]:
+    """Cron text from structured parts; hour and minute values biased to the transition's wall clock."""
+    return st.tuples(
+        _field(0, 59, [0, 15, 30, 45, 59, *hot_minutes], [1, 2, 5, 7, 10, 15, 20, 30], 0.2),
+        _field(0, 23, [0, 23, *hot_hours], [1, 2, 3, 5, 12], 0.25),
+        _field(1, 31, [1, 5, 26, 30, 31], [2, 3, 7], 0.75),
+        _field(1, 12, [2, 3, 4, 9, 10, 11], [2, 3], 0.8),
+        _field(0, 7, [0, 6, 7], [2, 3], 0.75),
+    ).map(" ".join)
 
 
 @st.composite
-def cases(draw: st.DrawFn) -> tuple[str, str, datetime, datetime, datetime]:
+def cases(draw: st.DrawFn, targeted: bool = False) -> tuple[str, str, datetime, datetime, datetime]:
     zone = draw(st.sampled_from(ZONES))
     anchor = draw(st.sampled_from(anchors(zone)))
-    near = draw(st.booleans())
-    minutes = draw(st.integers(-180, 180) if near else st.integers(-PROBE, PROBE))
+    tz = ZoneInfo(zone)
+    before, after = (anchor - MINUTE).astimezone(tz), anchor.astimezone(tz)
+    hot_hours = sorted({before.hour, after.hour, (before.hour + 1) % 24, (after.hour + 23) % 24})
+    hot_minutes = sorted({before.minute, after.minute, (before.minute + 1) % 60})
+    if targeted:  # wall times inside/around the gap or fold, mostly fixed-time jobs, every day
+        minute = draw(st.sampled_from(["30", "0", "45", "0,30", "15,45", "*/20", "59", "*/30", "1-5"]))
+        hour = draw(st.sampled_from([str(h) for h in hot_hours] + ["*/2", ",".join(map(str, hot_hours))]))
+        day = draw(st.sampled_from(["* * *", "* * *", "* * 0", "26,27,28 * *", "*/2 * *"]))
+        expr = f"{minute} {hour} {day}"
+        window = draw(st.sampled_from([150, 150, 600]))
+    else:
+        expr = draw(expressions(hot_hours, hot_minutes))
+        window = draw(st.sampled_from([180, PROBE, 600]))
+    minutes = draw(st.integers(-window, window))
     second = draw(st.sampled_from([0, 0, 0, 30, 59]))
     micro = draw(st.sampled_from([0, 0, 0, 1, 999_999]))
     probe = anchor + timedelta(minutes=minutes, seconds=second, microseconds=micro)
-    kind = draw(st.sampled_from(["far", "before", "before", "after"]))
+    kind = draw(st.sampled_from(["far", "before", "far", "after"]))
     if kind == "far":
         registered = datetime(2000, 1, 1, tzinfo=UTC)
     else:
         delta = timedelta(seconds=draw(st.integers(0, 30 * 3600)))
         registered = probe - delta if kind == "before" else probe + delta
-    return draw(EXPRS), zone, anchor, probe, registered
+    return expr, zone, anchor, probe, registered
 
 
 def _floor_minute(t: datetime) -> datetime:
     return t.replace(second=0, microsecond=0)
 
 
-@settings(max_examples=2000, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
-@given(cases())
-def test_latest_and_next_match_the_oracle(case: tuple[str, str, datetime, datetime, datetime]) -> None:
+def check_against_oracle(case: tuple[str, str, datetime, datetime, datetime]) -> None:
     expr, zone, anchor, probe, registered = case
     lo, hi = anchor - HALF, anchor + HALF
     fires = oracle_fires(expr, zone, lo, hi)
@@ -262,3 +274,15 @@ def test_latest_and_next_match_the_oracle(case: tuple[str, str, datetime, dateti
         assert got_latest is None or r <= got_latest < lo, note
     for got in (got_next, got_latest):
         assert got is None or (got.tzinfo is UTC and got.microsecond == 0)
+
+
+@settings(max_examples=2000, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(cases())
+def test_latest_and_next_match_the_oracle(case: tuple[str, str, datetime, datetime, datetime]) -> None:
+    check_against_oracle(case)
+
+
+@settings(max_examples=1000, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(cases(targeted=True))
+def test_transition_wall_times_match_the_oracle(case: tuple[str, str, datetime, datetime, datetime]) -> None:
+    check_against_oracle(case)

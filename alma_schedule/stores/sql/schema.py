@@ -60,7 +60,14 @@ routines = sa.Table(
     sa.Column("updated_at", UtcDateTime, nullable=False),
 )
 # The tick's index: only routines that can come due are in it (NULL while paused/disabled/deleted).
-sa.Index("ix_routines_due", routines.c.next_due_at, **_where("next_due_at IS NOT NULL"))
+sa.Index(
+    "ix_routines_due",
+    routines.c.next_due_at,
+    routines.c.org,
+    routines.c.uid,
+    routines.c.routine_id,
+    **_where("next_due_at IS NOT NULL"),
+)
 sa.Index(
     "ix_routines_inactive",
     routines.c.org,
@@ -76,8 +83,8 @@ routine_versions = sa.Table(
     sa.Column("org", ID, primary_key=True),
     sa.Column("uid", ID, primary_key=True),
     sa.Column("routine_id", ID, primary_key=True),
-    sa.Column("config_revision", sa.String(128), primary_key=True),
-    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("version", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("config_revision", sa.String(128), nullable=False),
     sa.Column("kind", sa.Text, nullable=False),
     sa.Column("schedule", Json, nullable=False),
     sa.Column("definition", Json, nullable=False),

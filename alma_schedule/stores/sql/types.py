@@ -4,16 +4,12 @@
 SQLite (which sorts and compares correctly as text). Values in must be aware (a naive datetime is
 :class:`InvalidInput`: the store never guesses a zone); values out are always aware UTC.
 
-:data:`Json` is ``jsonb`` on PostgreSQL and JSON text on SQLite. :func:`check_json` validates a value
-before any statement: JSON-serialisable, finite numbers, no NUL characters (PostgreSQL's ``jsonb``
-cannot hold them) and valid UTF-8 text.
+:data:`Json` is ``jsonb`` on PostgreSQL and JSON text on SQLite (values are validated before any
+statement by :mod:`alma_schedule.stores.validation`).
 """
 
 from __future__ import annotations
 
-import json
-import math
-from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -58,40 +54,3 @@ class UtcDateTime(sa.types.TypeDecorator[datetime]):
 
 #: JSON on every dialect (``jsonb`` on PostgreSQL).
 Json = sa.JSON().with_variant(postgresql.JSONB(), "postgresql")
-
-
-def _plain(value: Any, where: str) -> Any:
-    if isinstance(value, str):
-        if "\x00" in value:
-            raise InvalidInput(f"{where} contains a NUL character")
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise InvalidInput(f"{where} is not valid UTF-8 text") from None
-        return value
-    if isinstance(value, bool) or value is None or isinstance(value, int):
-        return value
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise InvalidInput(f"{where} holds a non-finite number")
-        return value
-    if isinstance(value, Mapping):
-        out: dict[str, Any] = {}
-        for k, v in value.items():
-            if not isinstance(k, str):
-                raise InvalidInput(f"{where} has a non-text key {k!r}")
-            out[_plain(k, where)] = _plain(v, where)
-        return out
-    if isinstance(value, (list, tuple)):
-        return [_plain(v, where) for v in value]
-    raise InvalidInput(f"{where} holds a {type(value).__name__}, which is not JSON")
-
-
-def check_json(name: str, value: Any) -> Any:
-    """Return a plain JSON copy of ``value`` (dicts and lists) or raise :class:`InvalidInput`."""
-    plain = _plain(value, name)
-    try:
-        json.dumps(plain, allow_nan=False)
-    except (TypeError, ValueError) as exc:  # pragma: no cover - _plain already refuses these
-        raise InvalidInput(f"{name} is not JSON: {exc}") from None
-    return plain

@@ -1,0 +1,152 @@
+"""``import-beat``: read a Celery app's ``beat_schedule``, show what each entry becomes, register them.
+
+* :func:`plan_import` reads the app (its configured modules imported, so its task names are known)
+  and converts every entry (:mod:`alma_schedule.beat.convert`); it writes nothing.
+* :func:`apply_import` registers each converted entry through the engine's ``register``. Each
+  registration is its own store transaction; re-registering an unchanged routine is a no-op, so
+  running the import twice creates nothing new (``unchanged``). A refused entry is never written;
+  an entry the engine refuses is reported and the others still go in. Routines whose entries left
+  the ``beat_schedule`` are not deleted (``alma-schedule routines delete`` does that).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from alma_schedule.beat.convert import AppZone, Conversion, app_zone, convert_beat_schedule
+from alma_schedule.beat.runner import TaskRunner
+from alma_schedule.contracts import Scope
+from alma_schedule.errors import RegistrationRefused
+
+if TYPE_CHECKING:
+    from celery import Celery
+
+    from alma_schedule.engine import Schedule
+
+
+def system_local_zone(environ: Mapping[str, str] | None = None, *, root: str = "/") -> str | None:
+    """The IANA name of the zone the C library's local time uses, or None when it cannot be told.
+
+    ``TZ`` wins (``:Area/City`` or a zoneinfo path); else the ``/etc/localtime`` link target; else
+    ``/etc/timezone``. A ``TZ`` that is not an IANA name (a POSIX rule string) gives None.
+    """
+    from alma_schedule.core.zones import available_zones
+
+    env = os.environ if environ is None else environ
+    zones = available_zones()
+
+    def known(name: str | None) -> str | None:
+        return name if name and name in zones else None
+
+    tz = env.get("TZ")
+    if tz is not None:
+        tz = tz.lstrip(":").strip()
+        if "zoneinfo/" in tz:
+            tz = tz.split("zoneinfo/", 1)[1]
+        return known(tz)
+    link = Path(root, "etc/localtime")
+    try:
+        target = os.path.realpath(link)
+    except OSError:  # pragma: no cover
+        target = ""
+    if "zoneinfo/" in target:
+        found = known(target.split("zoneinfo/", 1)[1])
+        if found:
+            return found
+    try:
+        return known(Path(root, "etc/timezone").read_text(encoding="utf-8").strip())
+    except OSError:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class ImportPlan:
+    """What an import would register: every entry of the app's ``beat_schedule``, converted or refused."""
+
+    app: str
+    scope: Scope
+    zone: AppZone
+    conversions: tuple[Conversion, ...]
+
+    @property
+    def converted(self) -> tuple[Conversion, ...]:
+        return tuple(c for c in self.conversions if c.ok)
+
+    @property
+    def refused(self) -> tuple[Conversion, ...]:
+        return tuple(c for c in self.conversions if not c.ok)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "app": self.app,
+            "scope": str(self.scope),
+            "zone": self.zone.zone,
+            "zone_source": self.zone.source,
+            "entries": [c.to_dict() for c in self.conversions],
+        }
+
+
+_AUTO: Any = object()
+
+
+def plan_import(app: Celery, scope: Scope, *, local_zone: str | None = _AUTO) -> ImportPlan:
+    """Convert ``app``'s ``beat_schedule`` for ``scope`` (imports the app's modules; writes nothing).
+
+    ``local_zone`` is the system zone Celery would read crontabs in when ``enable_utc=False`` and no
+    ``timezone`` is set (default: :func:`system_local_zone`).
+    """
+    runner = TaskRunner(app)
+    known = set(runner.tasks())
+    zone = app_zone(
+        app.conf.timezone,
+        bool(app.conf.enable_utc),
+        system_local_zone() if local_zone is _AUTO else local_zone,
+    )
+    conversions = convert_beat_schedule(app.conf.beat_schedule, scope, zone, known_tasks=known)
+    return ImportPlan(app.main or "?", scope, zone, tuple(conversions))
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """One entry after ``apply_import``: ``created``, ``updated``, ``unchanged`` or ``refused``."""
+
+    name: str
+    outcome: str
+    detail: str | None = None
+    next_fires: tuple[datetime, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "outcome": self.outcome,
+            "detail": self.detail,
+            "next_fires": [f.isoformat() for f in self.next_fires],
+        }
+
+
+def apply_import(schedule: Schedule, plan: ImportPlan, *, now: datetime | None = None) -> list[Applied]:
+    """Register every converted entry of ``plan`` (one ``register`` each); refused ones are skipped.
+
+    Idempotent: an entry whose routine is already registered unchanged reports ``unchanged`` and
+    writes nothing. The engine must serve kind ``task`` (a :class:`TaskRunner` or a resolver).
+    """
+    out: list[Applied] = []
+    for conv in plan.conversions:
+        if conv.spec is None:
+            out.append(Applied(conv.name, "refused", conv.refused))
+            continue
+        existed = schedule.store.get_routine(conv.spec.scope, conv.spec.routine_id) is not None
+        try:
+            receipt = schedule.register(conv.spec, now=now)
+        except RegistrationRefused as exc:
+            out.append(Applied(conv.name, "refused", exc.reason))
+            continue
+        outcome = "unchanged" if not receipt.changed else ("updated" if existed else "created")
+        detail = "; ".join(receipt.warnings) or None
+        out.append(Applied(conv.name, outcome, detail, receipt.next_fires))
+    return out

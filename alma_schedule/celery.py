@@ -1,0 +1,93 @@
+"""The Celery adapter: ``install`` for an existing fleet, and ``app``, the ready app.
+
+``app`` (also reachable as ``celery``, the names ``celery -A alma_schedule.celery`` looks for) is
+built on first attribute access, from the ``ALMA_*`` settings, and NEVER becomes the current or
+default Celery app: a fleet that imports :func:`install` from here keeps its own ``shared_task``
+routing. Importing this module builds nothing.
+
+The ready app: broker and result backend from settings; JSON only (tasks, results, events;
+pickle refused); routes of our three tasks to ``alma.tick`` / ``alma.run`` / ``alma.collect``
+(settings), which are also its declared queues, so a worker with no ``-Q`` serves all three (run
+ticks on a worker of their own all the same: ``-Q alma.tick -c 1``); task events per
+``ALMA_TASK_EVENTS``; ``worker_prefetch_multiplier=1``; broker connection retried on start-up.
+
+Examples::
+
+    celery -A alma_schedule.celery worker -Q alma.tick -c 1 -E
+    celery -A alma_schedule.celery worker -Q alma.run,alma.collect
+    celery -A alma_schedule.celery call alma_schedule.tick --expires 55     # a crontab line
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+from alma_schedule.tasks.install import install, our_routes
+
+if TYPE_CHECKING:
+    from celery import Celery
+
+    from alma_schedule.settings import Settings
+    from alma_schedule.tasks.registry import KindRegistry
+
+__all__ = ["create_app", "install", "ready_app_config"]  # `app` is lazy: module __getattr__
+
+_lock = threading.Lock()
+_app: Celery | None = None
+
+
+def ready_app_config(settings: Settings) -> dict[str, Any]:
+    """The configuration of the ready app (plain Celery settings)."""
+    from kombu.entity import Exchange, Queue
+
+    queues = (settings.tick_queue, settings.run_queue, settings.collect_queue)
+    return {
+        "broker_url": settings.broker_url,
+        "result_backend": settings.result_backend,
+        "task_serializer": "json",
+        "result_serializer": "json",
+        "accept_content": ["json"],
+        "result_accept_content": ["json"],
+        "event_serializer": "json",
+        "task_routes": our_routes(settings),
+        "task_queues": tuple(
+            Queue(name, Exchange(name), routing_key=name)  # type: ignore[no-untyped-call]
+            for name in queues
+        ),
+        "task_default_queue": settings.run_queue,
+        "worker_send_task_events": settings.task_events,
+        "task_send_sent_event": settings.task_events,
+        "worker_prefetch_multiplier": 1,
+        "broker_connection_retry_on_startup": True,
+        "enable_utc": True,
+        "timezone": "UTC",
+    }
+
+
+def create_app(
+    settings: Settings | None = None, *, registry: KindRegistry | None = None, main: str = "alma_schedule"
+) -> Celery:
+    """A new ready app (not current, not default) with our tasks installed.
+
+    ``settings`` defaults to :func:`alma_schedule.settings.load_settings` (the environment).
+    """
+    from celery import Celery
+
+    from alma_schedule.settings import load_settings
+
+    settings = settings if settings is not None else load_settings()
+    new = Celery(main, set_as_current=False)
+    new.conf.update(ready_app_config(settings))
+    install(new, settings=settings, registry=registry)
+    return new
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("app", "celery"):
+        global _app
+        with _lock:
+            if _app is None:
+                _app = create_app()
+            return _app
+    raise AttributeError(f"module 'alma_schedule.celery' has no attribute {name!r}")

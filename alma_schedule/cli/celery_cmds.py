@@ -1,0 +1,132 @@
+"""Celery-side commands: ``clock send``, ``clock run``, ``serve-http`` and ``worker-check``."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from datetime import datetime
+from types import FrameType
+
+import click
+
+from alma_schedule.cli.context import CliContext, emit_json, handle_errors, json_option, print_table
+from alma_schedule.errors import InvalidInput
+from alma_schedule.settings import parse_duration
+
+
+def _instant(text: str | None) -> datetime | None:
+    if text is None:
+        return None
+    try:
+        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidInput(f"--now {text!r} is not an ISO instant") from None
+    if value.tzinfo is None:
+        raise InvalidInput("--now needs a UTC offset (e.g. 2026-01-01T00:00:00Z)")
+    return value
+
+
+@click.group("clock")
+def clock_group() -> None:
+    """Send ticks: the clock lives outside the library (cron, a CronJob, this command, HTTP)."""
+
+
+@clock_group.command("send")
+@click.option("--now", "now", default=None, help="ISO instant the tick uses (default: the worker's clock).")
+@click.pass_obj
+@handle_errors
+def clock_send(obj: CliContext, now: str | None) -> None:
+    """Send ONE tick message to the tick queue and print its task id (for cron).
+
+    The message expires after ALMA_TICK_EXPIRES, so ticks piled up during an outage are dropped.
+
+    \b
+    Example (crontab, every minute):
+      * * * * * ALMA_BROKER_URL=redis://127.0.0.1:6379/0 alma-schedule clock send
+    """
+    from alma_schedule.clock import send_tick
+
+    click.echo(send_tick(obj.settings, _instant(now)))
+
+
+@clock_group.command("run")
+@click.option("--every", "every", default="60s", show_default=True, help="Tick period (90, 30s, 1m, ...).")
+@click.pass_obj
+@handle_errors
+def clock_run(obj: CliContext, every: str) -> None:
+    """Send a tick now and then at every multiple of --every, until SIGTERM or Ctrl-C.
+
+    A clock for compose and development: it only enqueues ticks (run as many as you like; claims
+    make duplicate ticks harmless).
+
+    \b
+    Example:
+      alma-schedule clock run --every 60s
+    """
+    from alma_schedule.clock import run_clock
+
+    period = parse_duration("--every", every)
+    logging.basicConfig(level=obj.settings.log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    sent = run_clock(obj.settings, period, stop)
+    click.echo(f"clock stopped after {sent} tick(s)", err=True)
+
+
+@click.command("serve-http")
+@click.option("--host", default=None, help="Bind address [env ALMA_HTTP_HOST, default 127.0.0.1].")
+@click.option("--port", default=None, type=int, help="Port [env ALMA_HTTP_PORT, default 8080].")
+@click.pass_obj
+@handle_errors
+def serve_http_cmd(obj: CliContext, host: str | None, port: int | None) -> None:
+    """Serve POST /tick (enqueue a tick; X-Alma-Secret header) and GET /healthz (heartbeat age).
+
+    Refuses to start without ALMA_HTTP_SECRET. Needs the 'http' extra.
+
+    \b
+    Example:
+      ALMA_HTTP_SECRET=s3cret alma-schedule serve-http --port 8080
+      curl -X POST -H 'X-Alma-Secret: s3cret' http://127.0.0.1:8080/tick
+    """
+    from alma_schedule.http import serve_http
+
+    serve_http(obj.settings, host=host, port=port)
+
+
+@click.command("worker-check")
+@json_option
+@click.pass_obj
+@handle_errors
+def worker_check(obj: CliContext, as_json: bool) -> None:
+    """Check that this configuration can serve every routine kind in the store (what a worker
+    serving alma.run checks before it starts); exit 1 naming the missing setting otherwise.
+
+    \b
+    Example:
+      ALMA_DATABASE_URL=postgresql+psycopg://alma@db/alma alma-schedule worker-check
+    """
+    from alma_schedule.tasks.registry import KindRegistry, stored_kinds
+
+    registry = KindRegistry(obj.settings)
+    kinds = registry.check(stored_kinds(obj.store()))
+    sources = registry.sources()
+    if as_json:
+        emit_json({"ok": True, "kinds": kinds, "sources": sources})
+        return
+    print_table(
+        "routine kinds in the store: all served",
+        ["kind", "factory"],
+        [(k, sources.get(k, "")) for k in kinds] or [("(none)", "")],
+    )
+
+
+def register(group: click.Group) -> None:
+    group.add_command(clock_group)
+    group.add_command(serve_http_cmd)
+    group.add_command(worker_check)

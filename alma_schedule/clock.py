@@ -1,0 +1,148 @@
+"""Clocks outside the library: send one tick message, or keep sending them on a cadence.
+
+A tick message is a plain Celery (protocol 2) message for ``alma_schedule.tick``, published with
+kombu alone: no task module and no fleet app is imported, so any process with the broker URL can
+be a clock (cron, a CronJob, ``alma-schedule clock send``, the HTTP endpoint). Each message
+expires after ``tick_expires`` (below the tick period): ticks piled up while the workers were
+down are discarded, never fired late. Any number of clocks may run: claims make duplicate ticks
+harmless.
+
+Equivalent crontab line with Celery's own CLI::
+
+    * * * * * celery -A alma_schedule.celery call alma_schedule.tick --expires 55
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import uuid
+from datetime import datetime, timedelta
+from typing import Any
+
+from alma_schedule.contracts import TICK_TASK
+from alma_schedule.errors import DispatchError
+from alma_schedule.settings import Settings
+
+log = logging.getLogger(__name__)
+
+#: Publish retries before a send gives up (each send is one message).
+RETRY_POLICY = {"max_retries": 3, "interval_start": 0.2, "interval_step": 0.5, "interval_max": 2.0}
+
+
+def tick_message(
+    task_id: str, *, now: datetime | None, expires: datetime, origin: str | None = None
+) -> tuple[list[Any], dict[str, Any]]:
+    """The body and headers of one Celery protocol-2 ``alma_schedule.tick`` message (JSON-ready)."""
+    kwargs: dict[str, Any] = {} if now is None else {"now": now.isoformat()}
+    body: list[Any] = [[], kwargs, {"callbacks": None, "errbacks": None, "chain": None, "chord": None}]
+    headers: dict[str, Any] = {
+        "lang": "py",
+        "task": TICK_TASK,
+        "id": task_id,
+        "shadow": None,
+        "eta": None,
+        "expires": expires.isoformat(),
+        "group": None,
+        "group_index": None,
+        "retries": 0,
+        "timelimit": [None, None],
+        "root_id": task_id,
+        "parent_id": None,
+        "argsrepr": "()",
+        "kwargsrepr": repr(kwargs),
+        "origin": origin or f"alma-schedule-clock@{socket.gethostname()}:{os.getpid()}",
+        "ignore_result": False,
+    }
+    return body, headers
+
+
+def _kombu() -> Any:
+    import kombu
+
+    return kombu
+
+
+def _publish(connection: Any, settings: Settings, now: datetime | None, expires_in: timedelta) -> str:
+    kombu = _kombu()
+    task_id = str(uuid.uuid4())
+    expires = settings.clock() + expires_in
+    body, headers = tick_message(task_id, now=now, expires=expires)
+    name = settings.tick_queue
+    queue = kombu.Queue(name, kombu.Exchange(name), routing_key=name)
+    producer = kombu.Producer(connection, serializer="json", auto_declare=False)
+    producer.publish(
+        body,
+        exchange="",
+        routing_key=settings.tick_queue,
+        headers=headers,
+        correlation_id=task_id,
+        delivery_mode=2,
+        declare=[queue],
+        retry=True,
+        retry_policy=RETRY_POLICY,
+    )
+    return task_id
+
+
+def send_tick(settings: Settings, now: datetime | None = None, *, expires_in: timedelta | None = None) -> str:
+    """Publish ONE tick message to ``settings.tick_queue``; return its task id.
+
+    ``now`` (aware) is the instant the tick should use (the worker takes ``min(now, its clock)``);
+    None lets the worker use its own clock. ``expires_in`` defaults to ``settings.tick_expires``.
+    Raises :class:`DispatchError` when the broker cannot take the message.
+    """
+    try:
+        with _kombu().Connection(settings.broker_url) as connection:
+            return _publish(connection, settings, now, expires_in or settings.tick_expires)
+    except DispatchError:
+        raise
+    except Exception as exc:
+        raise DispatchError(f"could not send a tick to the broker ({type(exc).__name__})") from exc
+
+
+def next_boundary(now: datetime, every: timedelta) -> datetime:
+    """The first multiple of ``every`` since the epoch strictly after ``now`` (clocks align)."""
+    step = every.total_seconds()
+    epoch = datetime(1970, 1, 1, tzinfo=now.tzinfo)
+    elapsed = (now - epoch).total_seconds()
+    return epoch + timedelta(seconds=(int(elapsed // step) + 1) * step)
+
+
+def run_clock(settings: Settings, every: timedelta, stop_event: threading.Event) -> int:
+    """Send a tick now, then one at every multiple of ``every``, until ``stop_event`` is set.
+
+    Each tick carries its scheduled instant as ``now`` and expires within ``min(tick_expires,
+    0.9 * every)``. A broker failure is logged and the next tick tried on a new connection; the
+    clock never stops on its own. Returns how many ticks were sent.
+    """
+    if every <= timedelta(0):
+        from alma_schedule.errors import ConfigurationError
+
+        raise ConfigurationError(f"--every must be positive, got {every}")
+    expires_in = min(settings.tick_expires, every * 0.9)
+    sent = 0
+    connection: Any = None
+    at: datetime | None = None  # the first tick uses the worker's clock
+    while not stop_event.is_set():
+        try:
+            if connection is None:
+                connection = _kombu().Connection(settings.broker_url)
+            task_id = _publish(connection, settings, at, expires_in)
+            sent += 1
+            log.info("tick sent: %s (now=%s)", task_id, at.isoformat() if at else "worker clock")
+        except Exception as exc:
+            log.warning("tick not sent (%s): the next one is tried on a new connection", type(exc).__name__)
+            if connection is not None:
+                try:
+                    connection.release()
+                except Exception:  # an already broken connection
+                    pass
+            connection = None
+        at = next_boundary(settings.clock(), every)
+        stop_event.wait(max(0.0, (at - settings.clock()).total_seconds()))
+    if connection is not None:
+        connection.release()
+    return sent

@@ -1,0 +1,91 @@
+"""The pure ``decide``: one routine + now + settings -> ``Fire`` | ``NotDue`` | ``Defer``.
+
+This is the only scheduling policy the tick applies, and it writes nothing: ``claim_due`` calls it
+once per locked routine inside its transaction and writes what it answers.
+
+* Due = the latest fire at or before ``now`` (the core's ``latest_fire``, anchored on
+  ``registered_at``) that is later than the cursor ``last_fire``. Older fires are never replayed:
+  after any downtime only the latest one is claimed.
+* A fire stays eligible until the routine's NEXT fire (``expires_at``); an ``at`` fire, which has no
+  next fire, for ``one_shot_window``. ``max_catch_up`` (optional) caps that window. A fire whose
+  window has already closed at ``now`` is recorded ``skipped(missed)`` (``Fire(missed=True)``).
+* ``next_due_at`` = the first fire after ``max(fire, now)`` (None when the schedule is exhausted).
+* A routine that cannot be planned (a bad schedule row, a resolver that raises) is a ``Defer`` with
+  back-off ``Timers.backoff(defer_first, defer_max, error_count)``: one entry in the tick's
+  ``errors``, and every other routine still runs.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+
+from alma_schedule.contracts import Decision, Defer, Fire, NotDue, Routine
+from alma_schedule.core import fire_id, latest_fire, next_fire, parse_schedule
+from alma_schedule.errors import AlmaScheduleError
+from alma_schedule.settings import Settings, Timers
+
+from .runtime import Runtime
+
+log = logging.getLogger("alma_schedule.engine")
+
+__all__ = ["Planner", "decide", "describe_error"]
+
+MAX_ERROR = 300
+
+
+def decide(routine: Routine, now: datetime, settings: Settings) -> Fire | NotDue:
+    """The fire to claim for ``routine`` at ``now``, or when to look again. Pure; raises on a bad row."""
+    if routine.inactive_reason is not None:
+        return NotDue(None)
+    schedule = parse_schedule(routine.schedule)
+    anchor = routine.registered_at
+    last = routine.last_fire
+    fire = latest_fire(schedule, anchor, now)
+    if fire is None or (last is not None and fire <= last):
+        after = now if last is None or last < now else last
+        return NotDue(next_fire(schedule, anchor, after))
+    following = next_fire(schedule, anchor, fire)
+    expires_at = following if following is not None else fire + settings.one_shot_window
+    if settings.max_catch_up is not None:
+        expires_at = min(expires_at, fire + settings.max_catch_up)
+    return Fire(
+        run_id=fire_id(fire),
+        fire_at=fire,
+        expires_at=expires_at,
+        next_due_at=next_fire(schedule, anchor, max(fire, now)),
+        resend_at=now + settings.resend_first,
+        missed=now >= expires_at,
+    )
+
+
+def describe_error(exc: BaseException) -> str:
+    """What a planning error may say in ``errors`` and ``last_error``: our own errors keep their
+    message (they name the field); foreign exceptions only their class (the message goes to the log)."""
+    if isinstance(exc, AlmaScheduleError):
+        text = f"{type(exc).__name__}: {exc}"
+    else:
+        text = type(exc).__name__
+    return text if len(text) <= MAX_ERROR else text[: MAX_ERROR - 3] + "..."
+
+
+@dataclass(frozen=True, slots=True)
+class Planner:
+    """``decide`` bound to one tick's ``now``, with runner resolution and the planning back-off.
+
+    Calling it never raises: any exception (bad row, resolver) becomes ``Defer``.
+    """
+
+    runtime: Runtime
+    now: datetime
+
+    def __call__(self, routine: Routine) -> Decision:
+        try:
+            self.runtime.resolve(routine)
+            return decide(routine, self.now, self.runtime.settings)
+        except Exception as exc:
+            log.warning("routine %s cannot be planned: %s", routine.key, exc, exc_info=exc)
+            s = self.runtime.settings
+            until = self.now + Timers.backoff(s.defer_first, s.defer_max, routine.error_count)
+            return Defer(until=until, error=describe_error(exc))

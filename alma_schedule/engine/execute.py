@@ -1,0 +1,179 @@
+"""What a run message, a collect message and an operator's reconciliation do.
+
+* :func:`execute`: a message that arrives after the run's window (``expires_at``) does nothing
+  (the tick's expiry sweep records it ``skipped(missed)``: nothing runs late). Otherwise ``start``
+  (the ``claimed -> running`` CAS joined to the routine row: a loser gets the current record and
+  does nothing; a paused / disabled / deleted routine ends ``skipped``), then the runner, then
+  ``finish`` (terminal state, streak and money in one store transaction). A runner that raises
+  ends ``failed(runner_error)`` with its exception class in ``error_class`` and its message only
+  in the log; a kind no runner serves ends ``failed(unknown_kind)``.
+* :func:`collect`: only while ``submitted`` (a collect never claims and never submits). Past its
+  deadline -> ``timed_out(deadline_passed)``; otherwise ``runner.collect``; ``RunResult.submitted()``
+  means "still pending" (or "I lost the collecting CAS") and writes nothing. A run whose routine
+  changed revision can never end ``completed``: the engine records ``failed(config_revision_changed)``.
+* :func:`record`: the operator's CAS from any non-terminal state to a terminal one; never resends.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from alma_schedule.contracts import (
+    REASONS,
+    TERMINAL,
+    ClaimResult,
+    RunKey,
+    RunRecord,
+    RunResult,
+    Scope,
+)
+from alma_schedule.errors import InvalidInput, NotFound
+from alma_schedule.ids import check_id, check_scope
+
+from .handle import StoreRunHandle
+from .runtime import Runtime, UnknownKind
+
+log = logging.getLogger("alma_schedule.engine")
+
+__all__ = ["collect", "execute", "record"]
+
+_RUNNER_OUTCOMES = frozenset({"completed", "failed", "refused", "submitted"})
+_DEFAULT_REASON = {"completed": "ok", "failed": "runner_error", "timed_out": "deadline_passed"}
+
+
+def _checked(result: object, *, allowed: frozenset[str]) -> RunResult:
+    """The runner's answer, or ``failed(runner_error, InvalidRunResult)`` when it is not a usable one."""
+    if not isinstance(result, RunResult) or result.outcome not in allowed:
+        log.error("runner returned an invalid result: %r", result)
+        return RunResult.failed("runner_error", error_class="InvalidRunResult")
+    if result.outcome == "submitted":
+        return result
+    reason = result.reason or _DEFAULT_REASON.get(result.outcome)
+    if reason not in REASONS:
+        log.error("runner returned an unknown reason code: %r", result.reason)
+        return RunResult.failed("runner_error", result.cost_micros, "InvalidRunResult")
+    if reason != result.reason:
+        return RunResult(result.outcome, reason, result.cost_micros, result.error_class)
+    return result
+
+
+def _finish(rt: Runtime, key: RunKey, result: RunResult, now: datetime) -> RunRecord:
+    res = rt.store.finish(key, result, now=now, timers=rt.timers)
+    if res.record is None:
+        raise NotFound(f"run {key} does not exist")
+    if not res.won:
+        log.info(
+            "finish %s as %s lost (%s): the run is %s", key, result.outcome, res.reason, res.record.state
+        )
+    return res.record
+
+
+def _runner_failure(key: RunKey, exc: Exception, what: str) -> RunResult:
+    log.error("runner %s of %s raised %s", what, key, type(exc).__name__, exc_info=exc)
+    return RunResult.failed("runner_error", error_class=type(exc).__name__)
+
+
+def _later(rt: Runtime, start: datetime, given: datetime | None) -> datetime:
+    """The instant to finish at: the given one, or the clock now (never before ``start``)."""
+    return start if given is not None else max(start, rt.now(None))
+
+
+def execute(rt: Runtime, key: RunKey, now: datetime | None = None) -> RunRecord:
+    """Run one fire at most once. Returns the run's record after this call (a loser's is the winner's)."""
+    at = rt.now(now)
+    current = rt.store.get(key.scope, key.routine_id, key.run_id)
+    if current is None:
+        raise NotFound(f"run {key} does not exist")
+    if current.state != "claimed":
+        log.info("run %s not started: already %s", key, current.state)
+        return current
+    if at >= current.expires_at:  # a late message: never run a fire past its window
+        log.warning("run %s not started: its window closed at %s", key, current.expires_at.isoformat())
+        return current
+    started = rt.store.start(key, now=at)
+    if started.record is None:
+        raise NotFound(f"run {key} does not exist")
+    if not started.won:
+        log.info("run %s not started: %s (%s)", key, started.reason, started.record.state)
+        return started.record
+    record = started.record
+    routine = rt.store.get_routine(key.scope, key.routine_id, include_deleted=True)
+    if routine is None:  # purged under us: cannot happen while the run is non-terminal, but never hang
+        return _finish(rt, key, RunResult.failed("unknown_kind", error_class="RoutineGone"), at)
+    try:
+        runner = rt.resolve(routine)
+    except UnknownKind as exc:
+        log.error("run %s: %s", key, exc, exc_info=exc.__cause__)
+        return _finish(rt, key, RunResult.failed("unknown_kind", error_class=exc.cause), at)
+    handle = StoreRunHandle(rt, record, routine, at)
+    try:
+        result = _checked(runner.run(routine, handle), allowed=_RUNNER_OUTCOMES)
+    except Exception as exc:
+        result = _runner_failure(key, exc, "run")
+    if result.outcome == "submitted":
+        current = handle.result()
+        if current.state != "running":  # submitted (or already collected / recorded)
+            return current
+        log.error("run %s: the runner answered submitted without submitting", key)
+        result = RunResult.failed("runner_error", error_class="NotSubmitted")
+    return _finish(rt, key, result, _later(rt, at, now))
+
+
+def collect(rt: Runtime, key: RunKey, now: datetime | None = None) -> RunRecord:
+    """Poll one submitted run (``key.run_id`` is the ``collect_run_id``). Writes nothing while pending."""
+    at = rt.now(now)
+    record = rt.store.get(key.scope, key.routine_id, key.run_id)
+    if record is None:
+        raise NotFound(f"run {key} does not exist")
+    if record.state != "submitted":
+        return record
+    if record.deadline is not None and at >= record.deadline:
+        return _finish(rt, key, RunResult.timed_out("deadline_passed"), at)
+    routine = rt.store.get_routine(key.scope, key.routine_id, include_deleted=True)
+    if routine is None:
+        return _finish(rt, key, RunResult.failed("config_revision_changed", error_class="RoutineGone"), at)
+    try:
+        runner = rt.resolve(routine)
+    except UnknownKind as exc:
+        log.error("collect %s: %s", key, exc, exc_info=exc.__cause__)
+        return _finish(rt, key, RunResult.failed("unknown_kind", error_class=exc.cause), at)
+    collector = getattr(runner, "collect", None)
+    if collector is None:
+        log.error("collect %s: the runner of kind %r cannot collect", key, routine.kind)
+        return _finish(rt, key, RunResult.failed("runner_error", error_class="NoCollect"), at)
+    handle = StoreRunHandle(rt, record, routine, at)
+    try:
+        result = _checked(collector(routine, handle), allowed=_RUNNER_OUTCOMES - {"refused"} | {"timed_out"})
+    except Exception as exc:
+        result = _runner_failure(key, exc, "collect")
+    if result.outcome == "submitted":
+        return handle.result()
+    if result.outcome == "completed" and handle.config_changed:
+        log.error("collect %s: routine revision changed but the runner completed; recorded as failed", key)
+        result = RunResult.failed("config_revision_changed", result.cost_micros, result.error_class)
+    if result.outcome == "completed" and handle.record.state == "submitted":
+        # A runner with nothing to deliver may skip the CAS; take it here so one caller finishes.
+        if not handle.begin_collecting():
+            return handle.result()
+    return _finish(rt, key, result, _later(rt, at, now))
+
+
+def record(
+    rt: Runtime,
+    scope: Scope,
+    routine_id: str,
+    run_id: str,
+    outcome: str,
+    reason: str,
+    now: datetime | None = None,
+) -> ClaimResult:
+    """The operator's reconciliation: CAS any non-terminal run to ``outcome(reason)``. Never resends."""
+    check_scope(scope)
+    check_id("routine_id", routine_id)
+    check_id("run_id", run_id)
+    if outcome not in TERMINAL:
+        raise InvalidInput(f"outcome {outcome!r} is not a terminal state ({', '.join(sorted(TERMINAL))})")
+    if reason not in REASONS:
+        raise InvalidInput(f"reason {reason!r} is not a known reason code")
+    return rt.store.record(scope, routine_id, run_id, outcome, reason, now=rt.now(now))

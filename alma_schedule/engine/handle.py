@@ -1,0 +1,131 @@
+"""``StoreRunHandle``: a runner's only door to its run row (the :class:`RunHandle` protocol).
+
+The engine builds one per ``execute`` / ``collect`` call, after it has won ``claimed -> running``
+(execute) or found the run ``submitted`` (collect). Every method is one store call, so each is
+atomic on its own; none writes a terminal state (the engine does, through ``finish``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from alma_schedule.contracts import Ceiling, ClaimResult, ReserveResult, Routine, RunKey, RunRecord
+from alma_schedule.errors import InvalidInput, NotFound
+
+from .runtime import Runtime, aware_utc
+
+__all__ = ["StoreRunHandle", "money_day"]
+
+
+def money_day(now: datetime, tz: str) -> str:
+    """The ISO calendar day (``YYYY-MM-DD``) of ``now`` in zone ``tz``: the day ceilings count in."""
+    return now.astimezone(ZoneInfo(tz)).date().isoformat()
+
+
+class StoreRunHandle:
+    """The :class:`~alma_schedule.contracts.RunHandle` of one run, over the store.
+
+    ``config_changed`` is True when the run was claimed under another ``config_revision`` than the
+    routine's current one (or the routine is gone): a collecting runner then repairs cost and
+    returns ``failed(config_revision_changed)`` without delivering.
+    """
+
+    __slots__ = ("_key", "_now", "_record", "_routine", "_rt")
+
+    def __init__(self, runtime: Runtime, record: RunRecord, routine: Routine | None, now: datetime) -> None:
+        self._rt = runtime
+        self._key = record.key
+        self._record = record
+        self._routine = routine
+        self._now = now
+
+    @property
+    def key(self) -> RunKey:
+        return self._key
+
+    @property
+    def now(self) -> datetime:
+        return self._now
+
+    @property
+    def routine(self) -> Routine | None:
+        """The routine row as read when the handle was made (None if it was purged)."""
+        return self._routine
+
+    @property
+    def record(self) -> RunRecord:
+        """The run row as the engine last saw it (call :meth:`result` to re-read)."""
+        return self._record
+
+    @property
+    def config_changed(self) -> bool:
+        r = self._routine
+        return r is None or r.config_revision != self._record.config_revision
+
+    def result(self) -> RunRecord:
+        """Re-read the run row (before any egress: an erasure or an operator's ``record`` wins)."""
+        k = self._key
+        record = self._rt.store.get(k.scope, k.routine_id, k.run_id)
+        if record is None:
+            raise NotFound(f"run {k} does not exist")
+        self._record = record
+        return record
+
+    def last_delivery_hash(self) -> str | None:
+        """The delivery hash of the routine's last ``completed(delivered)`` run (text suppression)."""
+        k = self._key
+        last = self._rt.store.last_completed_delivery(k.scope, k.routine_id)
+        return None if last is None else last.delivery_hash
+
+    def submit(
+        self,
+        batch_id: str | None,
+        deadline: datetime,
+        *,
+        target_task_id: str | None = None,
+        next_poll_at: datetime | None = None,
+    ) -> ClaimResult:
+        """CAS ``running -> submitted``; first poll at ``next_poll_at`` (default ``now + poll_first``)."""
+        if deadline is None:
+            raise InvalidInput("every submission needs a deadline")
+        deadline = aware_utc("deadline", deadline)
+        first_poll = (
+            self._now + self._rt.timers.poll_first
+            if next_poll_at is None
+            else aware_utc("next_poll_at", next_poll_at)
+        )
+        res = self._rt.store.submit(
+            self._key,
+            now=self._now,
+            batch_id=batch_id,
+            deadline=deadline,
+            next_poll_at=first_poll,
+            target_task_id=target_task_id,
+        )
+        if res.record is not None:
+            self._record = res.record
+        return res
+
+    def begin_collecting(self) -> bool:
+        """The ``submitted -> collecting`` CAS: True for exactly one caller, the only one that delivers."""
+        res = self._rt.store.begin_collecting(self._key, now=self._now)
+        if res.record is not None:
+            self._record = res.record
+        return res.won
+
+    def annotate(self, **values: Any) -> RunRecord:
+        """Write session, turn, caps crossed, delivery hash, result text, cost repair (never the state)."""
+        record = self._rt.store.annotate(self._key, values)
+        self._record = record
+        return record
+
+    def reserve(self, amount_micros: int, ceilings: Sequence[Ceiling]) -> ReserveResult:
+        """Reserve a hard per-run bound against every ceiling, all or nothing, on today's money day."""
+        day = money_day(self._now, self._rt.settings.money_day_tz)
+        res = self._rt.store.reserve(self._key, day, amount_micros, ceilings)
+        if res.record is not None:
+            self._record = res.record
+        return res

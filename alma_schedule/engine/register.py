@@ -1,0 +1,173 @@
+"""``register``: put a routine through the schedule, so what a tick could not run is refused now.
+
+Steps (the store write is ONE transaction, a compare-and-set on the current revision):
+
+1. validate ids, the schedule (the core, with ``now``: an ``at`` before now is refused) and the
+   definition (JSON); every refusal is :class:`RegistrationRefused` with the reason;
+2. resolve the runner and ask it to ``validate`` the routine (any exception refuses, its message is
+   the reason); an ``every`` shorter than the tick period gets a warning in the receipt;
+3. ``config_revision`` = sha256 of (kind, canonical schedule, definition, the runner's optional
+   ``config_revision_inputs(routine)``). Unchanged -> no-op (``changed=False``);
+4. the cursor: a new routine (or a tombstoned id) starts with no cursor and ``registered_at = now``;
+   a SCHEDULE change restarts the cursor at now (``last_fire = now``, ``next_due_at`` re-derived);
+   ``registered_at`` (the anchor of ``every``) moves only when the ``every`` interval changes (or the
+   type becomes ``every``); a definition-only change keeps the cursor and the index;
+5. ``store.put_routine(expected_revision=...)``; a concurrent writer (``StoreConflict``) -> re-read
+   and try again (3 times). A tombstoned id whose old runs are non-terminal is refused by the store.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from alma_schedule.contracts import Routine, RoutineSpec
+from alma_schedule.core import Every, Schedule, next_fire, next_fires, parse_schedule, validate_schedule
+from alma_schedule.errors import InvalidInput, InvalidSchedule, RegistrationRefused, StoreConflict
+from alma_schedule.ids import check_id, check_scope
+
+from .revision import canonical_json, config_revision
+from .runtime import Runtime, UnknownKind
+
+__all__ = ["RegistrationReceipt", "register"]
+
+SECOND = timedelta(seconds=1)
+ATTEMPTS = 3
+PREVIEW = 3
+
+
+@dataclass(frozen=True, slots=True)
+class RegistrationReceipt:
+    """What ``register`` did: the stored routine, its next fires, warnings, and whether it changed."""
+
+    routine: Routine
+    next_fires: tuple[datetime, ...]
+    warnings: tuple[str, ...] = ()
+    changed: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "routine": self.routine.to_dict(),
+            "next_fires": [f.isoformat() for f in self.next_fires],
+            "warnings": list(self.warnings),
+            "changed": self.changed,
+        }
+
+
+def _canonical_schedule(value: Mapping[str, Any]) -> str | None:
+    try:
+        return canonical_json(parse_schedule(value).to_json())
+    except (InvalidSchedule, InvalidInput):
+        return None
+
+
+def _anchor_moves(old: Mapping[str, Any], new: Schedule) -> bool:
+    """True when ``registered_at`` must move: the type becomes ``every`` or its interval changes."""
+    if not isinstance(new, Every):
+        return False
+    try:
+        before = parse_schedule(old)
+    except InvalidSchedule:
+        return True
+    return not isinstance(before, Every) or before.interval != new.interval
+
+
+def _candidate(spec: RoutineSpec, schedule: Schedule, live: Routine | None, at: datetime) -> Routine:
+    sched_json = schedule.to_json()
+    if live is None:
+        anchor = at.replace(microsecond=0)
+        return Routine(
+            org=spec.org,
+            uid=spec.uid,
+            routine_id=spec.routine_id,
+            kind=spec.kind,
+            schedule=sched_json,
+            definition=dict(spec.definition),
+            registered_at=anchor,
+            config_revision="",
+            next_due_at=next_fire(schedule, anchor, anchor - SECOND),
+        )
+    if _canonical_schedule(live.schedule) == canonical_json(sched_json):
+        return dataclasses.replace(
+            live, kind=spec.kind, schedule=sched_json, definition=dict(spec.definition)
+        )
+    anchor = at.replace(microsecond=0) if _anchor_moves(live.schedule, schedule) else live.registered_at
+    active = live.inactive_reason is None
+    return dataclasses.replace(
+        live,
+        kind=spec.kind,
+        schedule=sched_json,
+        definition=dict(spec.definition),
+        registered_at=anchor,
+        last_fire=at,
+        next_due_at=next_fire(schedule, anchor, at) if active else None,
+    )
+
+
+def _receipt(
+    routine: Routine, schedule: Schedule, at: datetime, warnings: list[str], changed: bool
+) -> RegistrationReceipt:
+    after = at
+    if routine.next_due_at is not None and routine.next_due_at <= at:
+        after = routine.next_due_at - SECOND
+    fires = tuple(next_fires(schedule, routine.registered_at, after, PREVIEW))
+    return RegistrationReceipt(routine, fires, tuple(warnings), changed)
+
+
+def _refusal(exc: BaseException) -> str:
+    return str(exc) or type(exc).__name__
+
+
+def register(rt: Runtime, spec: RoutineSpec, now: datetime | None = None) -> RegistrationReceipt:
+    """Register or re-register ``spec``. See the module docstring for what is checked and kept."""
+    if not isinstance(spec, RoutineSpec):
+        raise InvalidInput(f"register takes a RoutineSpec, not {type(spec).__name__}")
+    at = rt.now(now)
+    check_scope(spec.scope)
+    check_id("routine_id", spec.routine_id)
+    check_id("kind", spec.kind)
+    try:
+        schedule = validate_schedule(spec.schedule, now=at)
+    except InvalidSchedule as exc:
+        raise RegistrationRefused(str(exc)) from exc
+    if not isinstance(spec.definition, Mapping):
+        raise RegistrationRefused("definition must be a JSON object")
+    try:
+        canonical_json(spec.definition)
+    except InvalidInput as exc:
+        raise RegistrationRefused(f"definition is {exc}") from None
+    warnings: list[str] = []
+    if isinstance(schedule, Every) and schedule.interval < rt.settings.tick_period:
+        warnings.append(
+            f"every {schedule.to_json()['every']} is shorter than the tick period "
+            f"({int(rt.settings.tick_period.total_seconds())}s): it fires at most once per tick"
+        )
+    for _ in range(ATTEMPTS):
+        existing = rt.store.get_routine(spec.scope, spec.routine_id, include_deleted=True)
+        live = existing if existing is not None and existing.deleted_at is None else None
+        candidate = _candidate(spec, schedule, live, at)
+        try:
+            runner = rt.resolve(candidate)
+        except UnknownKind as exc:
+            raise RegistrationRefused(str(exc)) from exc
+        inputs_of = getattr(runner, "config_revision_inputs", None)
+        try:
+            inputs = inputs_of(candidate) if callable(inputs_of) else None
+            revision = config_revision(spec.kind, schedule.to_json(), spec.definition, inputs)
+            candidate = dataclasses.replace(candidate, config_revision=revision)
+            runner.validate(candidate)
+        except Exception as exc:
+            raise RegistrationRefused(_refusal(exc)) from exc
+        if live is not None and live.config_revision == revision:
+            return _receipt(live, schedule, at, warnings, changed=False)
+        try:
+            stored = rt.store.put_routine(
+                candidate, now=at, expected_revision=None if live is None else live.config_revision
+            )
+        except StoreConflict:
+            continue
+        return _receipt(stored, schedule, at, warnings, changed=True)
+    raise StoreConflict(f"routine {spec.key} was re-registered concurrently {ATTEMPTS} times; try again")

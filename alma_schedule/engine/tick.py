@@ -1,0 +1,224 @@
+"""The tick (writes) and the plan (reads): DESIGN.md's flow, in order.
+
+:func:`tick`, at one clamped ``now``:
+
+1. ``claim_due`` in batches of ``claim_limit`` (each batch ONE store transaction, with the pure
+   ``decide``), the claimed fires sent after each batch's commit, until a batch comes back short
+   (at most ``tick_max_batches``);
+2. ``take_resends``: its expiry sweep always runs; its sends pause while the dispatcher reports a run
+   queue deeper than ``resend_pause_depth``;
+3. ``take_polls`` -> one collect message per submitted run (key = ``collect_run_id``);
+4. maintenance: expired result text erased, a few tombstoned routines purged, the heartbeat;
+5. ``blocked``, every tick, so a stuck run is never silent.
+
+The tick never raises for one routine (a planning error is one entry in ``errors``, deferred with
+back-off) nor for a dispatcher or a maintenance step that fails (logged, reported in ``errors``;
+claimed rows stay claimed and later re-sends recover them). A store that is down does raise.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from datetime import datetime
+
+from alma_schedule.contracts import (
+    Fire,
+    NotDue,
+    PlannedFire,
+    PlannedRoutine,
+    Routine,
+    RunKey,
+    RunRecord,
+    TickError,
+    TickPlan,
+    TickReport,
+)
+
+from .decide import Planner
+from .runtime import Runtime
+
+log = logging.getLogger("alma_schedule.engine")
+
+__all__ = ["PURGE_LIMIT", "plan", "tick"]
+
+PURGE_LIMIT = 100
+ERASE_LIMIT = 1000
+DISPATCHER = "<dispatcher>"
+MAINTENANCE = "<maintenance>"
+
+
+def _send(
+    what: str, send: Callable[[Sequence[RunRecord]], None], runs: Sequence[RunRecord]
+) -> TickError | None:
+    if not runs:
+        return None
+    try:
+        send(runs)
+    except Exception as exc:
+        log.error(
+            "dispatcher failed to send %d %s message(s): %s",
+            len(runs),
+            what,
+            type(exc).__name__,
+            exc_info=exc,
+        )
+        return TickError(
+            DISPATCHER, f"{what}: {type(exc).__name__} ({len(runs)} not sent; re-sends recover them)"
+        )
+    return None
+
+
+def _queue_depth(rt: Runtime) -> int | None:
+    try:
+        return rt.dispatcher.run_queue_depth()
+    except Exception as exc:
+        log.warning("run queue depth unknown: %s", type(exc).__name__, exc_info=exc)
+        return None
+
+
+def tick(rt: Runtime, now: datetime | None = None) -> TickReport:
+    """One tick at ``now`` (clamped to the clock). See the module docstring for the order."""
+    at = rt.now(now)
+    store, s, timers, dispatcher = rt.store, rt.settings, rt.timers, rt.dispatcher
+    planner = Planner(rt, at)
+    claimed: list[RunKey] = []
+    skipped: list[RunKey] = []
+    errors: list[TickError] = []
+    for _ in range(s.tick_max_batches):
+        batch = store.claim_due(at, s.claim_limit, planner, timers)
+        claimed.extend(r.key for r in batch.claimed)
+        skipped.extend(r.key for r in batch.skipped)
+        errors.extend(
+            TickError(f"{d.org}/{d.uid}/{d.routine_id}", d.error) for d in batch.deferred if d.first
+        )
+        err = _send("run", dispatcher.send_runs, batch.claimed)
+        if err:
+            errors.append(err)
+        if len(batch.claimed) + len(batch.skipped) + len(batch.deferred) < s.claim_limit:
+            break
+
+    depth = _queue_depth(rt)
+    sends = depth is None or depth <= s.resend_pause_depth
+    resends = store.take_resends(at, s.claim_limit, timers, send=sends)
+    err = _send("re-send", dispatcher.send_runs, resends.resend)
+    if err:
+        errors.append(err)
+
+    polls = store.take_polls(at, s.claim_limit, timers)
+    err = _send("collect", dispatcher.send_collects, polls)
+    if err:
+        errors.append(err)
+
+    for name, step in (
+        ("erase_expired_results", lambda: store.erase_expired_results(at, ERASE_LIMIT)),
+        ("purge_deleted", lambda: store.purge_deleted(PURGE_LIMIT)),
+        ("beat", lambda: store.beat(at)),
+    ):
+        try:
+            step()
+        except Exception as exc:
+            log.error("tick maintenance %s failed: %s", name, type(exc).__name__, exc_info=exc)
+            errors.append(TickError(MAINTENANCE, f"{name}: {type(exc).__name__}"))
+
+    blocked = store.blocked(at, s.run_time_limit)
+    report = TickReport(
+        at=at,
+        claimed=tuple(claimed),
+        resent=tuple(r.key for r in resends.resend),
+        collect=tuple(r.key for r in polls),
+        skipped=tuple(skipped),
+        blocked=tuple(r.key for r in blocked),
+        errors=tuple(errors),
+        expired=tuple(r.key for r in resends.expired),
+        sends_paused=not sends,
+    )
+    if blocked:
+        log.warning("tick %s: %d blocked run(s), e.g. %s", at.isoformat(), len(blocked), blocked[0].key)
+    return report
+
+
+# --------------------------------------------------------------------------- plan (read-only)
+
+
+def _blocking_run(rt: Runtime, routine: Routine) -> RunRecord | None:
+    """The routine's non-terminal run, if any (at most one exists)."""
+    for state in ("running", "submitted", "collecting", "claimed"):
+        rows = rt.store.list_runs(routine.scope, routine_id=routine.routine_id, state=state, limit=1)
+        if rows:
+            return rows[0]
+    return None
+
+
+def _plan_one(
+    rt: Runtime, planner: Planner, routine: Routine
+) -> tuple[PlannedFire | None, PlannedRoutine | None]:
+    k = routine.key
+    decision = planner(routine)
+    if isinstance(decision, NotDue):
+        nxt = decision.next_due_at.isoformat() if decision.next_due_at else "never"
+        return None, PlannedRoutine(k.org, k.uid, k.routine_id, f"not due (stale index): next fire {nxt}")
+    if not isinstance(decision, Fire):
+        why = f"deferred until {decision.until.isoformat()}: {decision.error}"
+        return None, PlannedRoutine(k.org, k.uid, k.routine_id, why)
+    fire = decision
+
+    def planned(action: str, why: str) -> PlannedFire:
+        return PlannedFire(k.org, k.uid, k.routine_id, fire.run_id, fire.fire_at, action, why)
+
+    if fire.missed:
+        why = f"missed: fire {fire.run_id} is past its window (closed {fire.expires_at.isoformat()})"
+        return planned("skip:missed", why), PlannedRoutine(k.org, k.uid, k.routine_id, why)
+    blocking = _blocking_run(rt, routine)
+    if blocking is None:
+        return planned("claim", f"due; eligible until {fire.expires_at.isoformat()}"), None
+    if blocking.state == "claimed" and blocking.origin == "schedule":
+        return planned("claim", f"due; supersedes claimed {blocking.run_id} (skipped: missed)"), None
+    why = f"overlap with run {blocking.run_id} ({blocking.state})"
+    return planned("skip:overlap", why), PlannedRoutine(k.org, k.uid, k.routine_id, why)
+
+
+def plan(rt: Runtime, now: datetime | None = None) -> TickPlan:
+    """What a tick at ``now`` would claim, re-send, expire, poll and skip, and why. Writes nothing."""
+    at = rt.peek_now(now)
+    s = rt.settings
+    planner = Planner(rt, at)
+    due: list[PlannedFire] = []
+    skipped: list[PlannedRoutine] = []
+    for routine in rt.store.peek_due(at, s.claim_limit):
+        fire, skip = _plan_one(rt, planner, routine)
+        if fire is not None:
+            due.append(fire)
+        if skip is not None:
+            skipped.append(skip)
+    resends = rt.store.peek_resends(at, s.claim_limit)
+    polls = tuple(
+        {
+            "org": r.org,
+            "uid": r.uid,
+            "routine_id": r.routine_id,
+            "run_id": r.run_id,
+            "collect_run_id": r.run_id,
+        }
+        for r in rt.store.peek_polls(at, s.claim_limit)
+    )
+    inactive = tuple(
+        PlannedRoutine(r.org, r.uid, r.routine_id, _inactive_why(r))
+        for r in rt.store.list_inactive(s.claim_limit)
+    )
+    return TickPlan(
+        at=at,
+        due=tuple(due),
+        resends=tuple(r.key for r in resends.resend),
+        expiring=tuple(r.key for r in resends.expired),
+        polls=polls,
+        skipped=tuple(skipped),
+        inactive=inactive,
+        blocked=tuple(r.key for r in rt.store.blocked(at, s.run_time_limit)),
+    )
+
+
+def _inactive_why(routine: Routine) -> str:
+    if not routine.enabled:
+        return "disabled"
+    return f"paused: {routine.paused_reason}"

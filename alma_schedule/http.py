@@ -1,0 +1,179 @@
+"""``alma-schedule serve-http``: a tiny ASGI clock endpoint and the clock's own alarm.
+
+* ``POST /tick`` enqueues one tick (:func:`alma_schedule.clock.send_tick`) and answers
+  ``202 {"task_id": ...}``. The ``X-Alma-Secret`` header must equal ``ALMA_HTTP_SECRET``
+  (constant-time comparison), else 401. Bodies above ``ALMA_HTTP_MAX_BODY`` bytes are refused with
+  413 before they are read in full. An optional JSON body ``{"now": "<ISO instant>"}`` sets the
+  tick's instant (the worker still takes ``min(now, its clock)``).
+* ``GET /healthz`` answers 200 with the heartbeat's age, or 503 when no tick has run for
+  ``ALMA_HEARTBEAT_MAX_AGE`` (or ever): point an uptime check at it.
+
+With no secret configured the app refuses to start (:class:`ConfigurationError`). Needs the
+``http`` extra (starlette, uvicorn).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import threading
+from collections.abc import AsyncIterator, Callable
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from alma_schedule.errors import AlmaScheduleError, ConfigurationError, DispatchError, InvalidInput
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+    from alma_schedule.settings import Settings
+    from alma_schedule.stores.base import Store
+
+log = logging.getLogger(__name__)
+
+SECRET_HEADER = "X-Alma-Secret"
+
+Sender = Callable[["Settings", "datetime | None"], str]
+
+
+class _Body(Exception):
+    """The request body exceeds the cap."""
+
+
+def _require_secret(settings: Settings) -> None:
+    if settings.http_secret is None or not settings.http_secret:
+        raise ConfigurationError("serve-http needs ALMA_HTTP_SECRET (the X-Alma-Secret header value)")
+
+
+async def _read_capped(request: Request, cap: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.strip().isdigit() and int(declared) > cap:
+        raise _Body
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > cap:
+            raise _Body
+    return bytes(body)
+
+
+def _parse_now(body: bytes) -> datetime | None:
+    if not body.strip():
+        return None
+    try:
+        value = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise InvalidInput("the body must be JSON: {} or {\"now\": \"<ISO instant>\"}") from None
+    if not isinstance(value, dict) or set(value) - {"now"}:
+        raise InvalidInput("the body may only hold {\"now\": \"<ISO instant>\"}")
+    raw = value.get("now")
+    if raw is None:
+        return None
+    if not isinstance(raw, str):
+        raise InvalidInput("now must be an ISO-8601 string")
+    try:
+        now = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidInput(f"now {raw!r} is not an ISO-8601 instant") from None
+    if now.tzinfo is None:
+        raise InvalidInput(f"now {raw!r} has no UTC offset")
+    return now
+
+
+def create_http_app(
+    settings: Settings, *, store: Store | None = None, send: Sender | None = None
+) -> Starlette:
+    """The ASGI app. ``store`` defaults to ``open_store(settings.database_url)`` (opened on first
+    ``/healthz``, closed at shutdown); ``send`` defaults to :func:`~alma_schedule.clock.send_tick`."""
+    from starlette.applications import Starlette
+    from starlette.concurrency import run_in_threadpool
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    _require_secret(settings)
+    secret = settings.http_secret
+    assert secret is not None
+    if send is None:
+        from alma_schedule.clock import send_tick
+
+        send = send_tick
+    sender: Sender = send
+    lock = threading.Lock()
+    opened: dict[str, Any] = {"store": store, "own": store is None}
+
+    def get_store() -> Store:
+        with lock:
+            if opened["store"] is None:
+                from alma_schedule.stores import open_store
+
+                opened["store"] = open_store(settings.database_url)
+            return opened["store"]  # type: ignore[no-any-return]
+
+    async def tick(request: Request) -> Response:
+        given = request.headers.get(SECRET_HEADER)
+        if given is None or not secret.matches(given):
+            return JSONResponse({"error": "unauthorized"}, status_code=401)
+        try:
+            body = await _read_capped(request, settings.http_max_body)
+        except _Body:
+            too_big = f"body larger than {settings.http_max_body} bytes"
+            return JSONResponse({"error": too_big}, status_code=413)
+        try:
+            now = _parse_now(body)
+            task_id = await run_in_threadpool(sender, settings, now)
+        except InvalidInput as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        except DispatchError as exc:
+            log.warning("POST /tick: %s", exc)
+            return JSONResponse({"error": "the broker did not take the tick"}, status_code=503)
+        return JSONResponse({"task_id": task_id}, status_code=202)
+
+    async def healthz(request: Request) -> Response:
+        try:
+            last = await run_in_threadpool(lambda: get_store().last_tick())
+        except AlmaScheduleError as exc:
+            log.warning("GET /healthz: %s", type(exc).__name__)
+            return JSONResponse({"ok": False, "error": "store unavailable"}, status_code=503)
+        if last is None:
+            return JSONResponse({"ok": False, "last_tick": None, "error": "no tick has run"}, status_code=503)
+        age = (settings.clock() - last).total_seconds()
+        ok = age <= settings.heartbeat_max_age.total_seconds()
+        payload = {
+            "ok": ok,
+            "last_tick": last.isoformat(),
+            "age_seconds": round(age, 3),
+            "max_age_seconds": settings.heartbeat_max_age.total_seconds(),
+        }
+        return JSONResponse(payload, status_code=200 if ok else 503)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            with lock:
+                if opened["own"] and opened["store"] is not None:
+                    opened["store"].close()
+                    opened["store"] = None
+
+    return Starlette(
+        routes=[Route("/tick", tick, methods=["POST"]), Route("/healthz", healthz, methods=["GET"])],
+        lifespan=lifespan,
+    )
+
+
+def serve_http(settings: Settings, *, host: str | None = None, port: int | None = None) -> None:
+    """Run the app under uvicorn until interrupted (refuses to start without a secret)."""
+    import uvicorn
+
+    app = create_http_app(settings)
+    uvicorn.run(
+        app,
+        host=host or settings.http_host,
+        port=port if port is not None else settings.http_port,
+        log_level=settings.log_level.lower(),
+        server_header=False,
+    )

@@ -1,0 +1,39 @@
+"""Stores: the :class:`Store` protocol and its backends, opened by URL with :func:`open_store`.
+
+* ``memory://``: :class:`~alma_schedule.stores.memory.MemoryStore` (the reference; per instance)
+* ``sqlite:///path``: :class:`~alma_schedule.stores.sql.SqlStore` on an SQLite file (embedded default)
+* ``postgresql+psycopg://user@host/db`` (or ``postgresql://``): :class:`SqlStore` on PostgreSQL
+
+SQL stores must be migrated first (:func:`migrate_store`, ``alma-schedule migrate``). Backends are
+imported lazily: ``import alma_schedule.stores`` loads neither SQLAlchemy nor the memory store.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from alma_schedule.stores.base import Store
+
+if TYPE_CHECKING:
+    from alma_schedule.stores.sql import SqlStore, migrate_store
+
+__all__ = ["SqlStore", "Store", "migrate_store", "open_store"]
+
+
+def open_store(url: str) -> Store:
+    """The store named by ``url`` (see the module docstring)."""
+    if url.strip().lower().startswith("memory:"):
+        from alma_schedule.stores.memory import MemoryStore
+
+        return MemoryStore()
+    from alma_schedule.stores.sql import SqlStore
+
+    return SqlStore(url)
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("SqlStore", "migrate_store"):
+        from alma_schedule.stores import sql
+
+        return getattr(sql, name)
+    raise AttributeError(f"module 'alma_schedule.stores' has no attribute {name!r}")

@@ -1,0 +1,104 @@
+"""Engines: how a URL becomes a configured SQLAlchemy :class:`~sqlalchemy.engine.Engine`.
+
+PostgreSQL (``postgresql+psycopg://``; a bare ``postgresql://`` is given the psycopg driver): READ
+COMMITTED pinned, a SMALL pool per process (prefork workers multiply it against
+``max_connections``), ``pool_pre_ping``. After a fork, call ``engine.dispose(close=False)``.
+
+SQLite (``sqlite:///path``): WAL, a busy timeout, and the driver's own transaction handling turned
+off so that WE emit ``BEGIN IMMEDIATE`` for every write transaction (the write lock is taken at
+BEGIN: two writers never both read and then collide) and a plain deferred ``BEGIN`` for reads
+(connections with the ``alma_read`` execution option). ``RETURNING`` needs SQLite >= 3.35: checked
+here, at start-up.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.engine import URL, Engine, make_url
+
+from alma_schedule.errors import ConfigurationError, StoreError
+from alma_schedule.stores.sql.errors import safe_url
+
+SQLITE_MIN = (3, 35, 0)
+SQLITE_BUSY_MS = 30_000
+READ = {"alma_read": True}
+
+
+def normalize_url(url: str | URL) -> URL:
+    """Parse ``url``; ``postgresql://`` / ``postgres://`` get the psycopg 3 driver."""
+    try:
+        parsed = make_url(url)
+    except Exception as exc:
+        raise ConfigurationError(f"ALMA_DATABASE_URL: {safe_url(url)} is not a database URL") from exc
+    backend = parsed.get_backend_name()
+    if backend in ("postgresql", "postgres"):
+        if parsed.get_driver_name() not in ("psycopg", "") and "+" in parsed.drivername:
+            raise ConfigurationError(
+                f"ALMA_DATABASE_URL: use postgresql+psycopg:// (psycopg 3), not {parsed.drivername}://"
+            )
+        return parsed.set(drivername="postgresql+psycopg")
+    if backend == "sqlite":
+        if not parsed.database or parsed.database == ":memory:":
+            raise ConfigurationError(
+                "ALMA_DATABASE_URL: an SQLite store needs a file (sqlite:///path); use memory:// for RAM"
+            )
+        return parsed
+    raise ConfigurationError(
+        f"ALMA_DATABASE_URL: unsupported store {safe_url(url)} (postgresql+psycopg://, sqlite:///, memory://)"
+    )
+
+
+def check_sqlite_version(version: tuple[int, ...] = sqlite3.sqlite_version_info) -> None:
+    """Refuse an SQLite library without ``RETURNING`` (< 3.35)."""
+    if tuple(version) < SQLITE_MIN:
+        have = ".".join(str(v) for v in version)
+        raise StoreError(f"SQLite {have} is too old: alma-schedule needs >= 3.35 (UPDATE/INSERT ... RETURNING)")
+
+
+def make_engine(url: str | URL, *, pool_size: int = 2, max_overflow: int = 2) -> Engine:
+    """A configured engine for ``url`` (no connection is opened here)."""
+    parsed = normalize_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        return _sqlite_engine(parsed, pool_size=max(pool_size, 5), max_overflow=max(max_overflow, 20))
+    return sa.create_engine(
+        parsed,
+        isolation_level="READ COMMITTED",
+        pool_size=pool_size,
+        max_overflow=max_overflow,
+        pool_pre_ping=True,
+        pool_timeout=30,
+        connect_args={"connect_timeout": 10, "application_name": "alma-schedule"},
+    )
+
+
+def _sqlite_engine(url: URL, *, pool_size: int, max_overflow: int) -> Engine:
+    check_sqlite_version()
+    engine = sa.create_engine(
+        url,
+        pool_size=pool_size,
+        max_overflow=max_overflow,
+        pool_timeout=60,
+        connect_args={"timeout": SQLITE_BUSY_MS / 1000, "check_same_thread": False},
+    )
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = None  # we emit BEGIN ourselves (see _on_begin)
+        cur = dbapi_conn.cursor()
+        try:
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_MS}")
+            cur.execute("PRAGMA synchronous=FULL")
+        finally:
+            cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: sa.Connection) -> None:
+        read_only = conn.get_execution_options().get("alma_read", False)
+        conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
+
+    return engine

@@ -1,0 +1,101 @@
+"""What every part of :class:`~alma_schedule.stores.sql.SqlStore` shares: the engine, transactions
+behind the error boundary, the schema-version check, and key validation.
+
+Every public method runs ``with self._tx() as conn:`` (ONE transaction: committed when the block
+ends, rolled back if anything raises) or ``self._tx(read=True)`` for reads (on SQLite a deferred
+``BEGIN`` instead of ``BEGIN IMMEDIATE``). Driver errors leave as :class:`StoreError` subclasses.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from alma_schedule.contracts import RunKey, Scope
+from alma_schedule.errors import SchemaMismatch
+from alma_schedule.ids import check_id
+from alma_schedule.stores.sql import queries as q
+from alma_schedule.stores.sql.engine import READ, make_engine, normalize_url
+from alma_schedule.stores.sql.errors import mapped_errors, safe_url
+from alma_schedule.stores.sql.schema import HEAD_REVISION
+from alma_schedule.stores.validation import check_routine_key
+
+RKey = tuple[str, str, str]
+
+
+class Abort(Exception):
+    """Raised inside a transaction to roll it back and return ``value`` instead."""
+
+    def __init__(self, value: Any) -> None:
+        super().__init__("rolled back")
+        self.value = value
+
+
+def run_key(key: RunKey) -> RKey:
+    """Validate a run key (before any statement); returns its routine key."""
+    rk = check_routine_key(Scope(key.org, key.uid), key.routine_id)
+    check_id("run_id", key.run_id)
+    return rk
+
+
+class SqlBase:
+    """Engine, transactions and the schema check (see the module docstring)."""
+
+    def __init__(self, url: str, *, pool_size: int = 2, max_overflow: int = 2) -> None:
+        self._url = normalize_url(url)
+        self._engine = make_engine(self._url, pool_size=pool_size, max_overflow=max_overflow)
+        self.dialect: str = self._engine.dialect.name
+        self._schema_ok = False
+        self._schema_lock = threading.Lock()
+
+    @property
+    def url(self) -> str:
+        """The store URL with its password hidden."""
+        return safe_url(self._url)
+
+    @property
+    def engine(self) -> sa.Engine:
+        return self._engine
+
+    def __repr__(self) -> str:
+        return f"SqlStore({self.url!r})"
+
+    @contextmanager
+    def _tx(self, *, read: bool = False) -> Iterator[Connection]:
+        """ONE transaction behind the error boundary (see the module docstring)."""
+        if not self._schema_ok:
+            self._check_schema()
+        with mapped_errors(self._url), self._engine.connect() as conn:
+            if read:
+                conn.execution_options(**READ)
+            with conn.begin():
+                yield conn
+
+    def _check_schema(self) -> None:
+        """Refuse to work on a database that is not at this code's revision (once per instance)."""
+        with self._schema_lock:
+            if self._schema_ok:
+                return
+            with mapped_errors(self._url), self._engine.connect() as conn:
+                conn.execution_options(**READ)
+                with conn.begin():
+                    version = conn.execute(q.select_schema_version()).scalar()
+            if version != HEAD_REVISION:
+                raise SchemaMismatch(
+                    f"store {self.url} is at schema revision {version!r}, this version needs "
+                    f"{HEAD_REVISION!r}: run `alma-schedule migrate`"
+                )
+            self._schema_ok = True
+
+    def dispose(self) -> None:
+        """Forget pooled connections WITHOUT closing them (call in a child after ``fork``)."""
+        self._engine.dispose(close=False)
+
+    def close(self) -> None:
+        """Release connections."""
+        self._engine.dispose()

@@ -1,0 +1,213 @@
+"""Routine writes and reads of :class:`~alma_schedule.stores.sql.SqlStore` (tenant operations).
+
+Each write locks the routine row (``SELECT ... FOR UPDATE``; SQLite: the write transaction) and
+then writes it in the same transaction. The row invariant holds on every write: ``next_due_at`` is
+NULL while the routine is paused, disabled or deleted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.engine import Connection
+
+from alma_schedule.contracts import Routine, RoutineVersion, Scope
+from alma_schedule.errors import NotFound, RegistrationRefused, StoreConflict
+from alma_schedule.ids import check_id, check_scope
+from alma_schedule.stores.sql import queries as q
+from alma_schedule.stores.sql.rows import routine_from_row, routine_values, run_from_row, version_from_row
+from alma_schedule.stores.sql.store_base import RKey, SqlBase
+from alma_schedule.stores.validation import (
+    check_json,
+    check_routine_key,
+    check_text,
+    check_utc,
+    require_utc,
+)
+
+
+def _invariant(row: Routine) -> Routine:
+    if row.inactive_reason is not None and row.next_due_at is not None:
+        return dataclasses.replace(row, next_due_at=None)
+    return row
+
+
+class RoutinesMixin(SqlBase):
+    def _locked_live(self, conn: Connection, key: RKey) -> Routine:
+        row = conn.execute(q.select_routine(*key, lock=True)).first()
+        if row is None or row._mapping["deleted_at"] is not None:
+            raise NotFound(f"routine {key[0]}/{key[1]}/{key[2]} not found")
+        return routine_from_row(row)
+
+    def _update(self, conn: Connection, key: RKey, values: dict[str, Any]) -> Routine:
+        return routine_from_row(conn.execute(q.update_routine(*key, values)).one())
+
+    def put_routine(self, routine: Routine, *, now: datetime, expected_revision: str | None = None) -> Routine:
+        """Register or re-register (tenant, ONE transaction): see :meth:`Store.put_routine`."""
+        key = check_routine_key(routine.scope, routine.routine_id)
+        check_id("kind", routine.kind)
+        check_id("config_revision", routine.config_revision)
+        schedule = json.loads(check_json("schedule", routine.schedule))
+        definition = json.loads(check_json("definition", routine.definition))
+        now = require_utc("now", now)
+        fields: dict[str, Any] = {
+            "registered_at": require_utc("registered_at", routine.registered_at),
+            "last_fire": check_utc("last_fire", routine.last_fire, optional=True),
+            "next_due_at": check_utc("next_due_at", routine.next_due_at, optional=True),
+            "tzdata_version": check_text("tzdata_version", routine.tzdata_version),
+            "kind": routine.kind,
+            "config_revision": routine.config_revision,
+            "schedule": schedule,
+            "definition": definition,
+        }
+        check_text("paused_reason", routine.paused_reason)
+        with self._tx() as conn:
+            found = conn.execute(q.select_routine(*key, lock=True)).first()
+            old = routine_from_row(found) if found is not None else None
+            live = old is not None and old.deleted_at is None
+            current = old.config_revision if (old is not None and live) else None
+            if expected_revision != current:
+                raise StoreConflict(
+                    f"routine {routine.key} is at revision {current!r}, not the expected {expected_revision!r}"
+                )
+            if old is not None and not live:
+                blocking = conn.execute(q.select_open_run(*key)).first()
+                if blocking is not None:
+                    rec = run_from_row(blocking)
+                    raise RegistrationRefused(
+                        f"routine {routine.key} was deleted and its run {rec.run_id} is still {rec.state}",
+                        blocking_run=rec,
+                    )
+            if old is not None and live:
+                row = dataclasses.replace(old, **fields, updated_at=now)
+            else:
+                row = dataclasses.replace(
+                    routine,
+                    **fields,
+                    deleted_at=None,
+                    defer_until=None,
+                    last_error=None,
+                    error_count=0,
+                    created_at=now,
+                    updated_at=now,
+                )
+            values = routine_values(_invariant(row))
+            if old is None:
+                stored = routine_from_row(conn.execute(q.insert_routine(values)).one())
+            else:
+                stored = self._update(conn, key, values)
+            latest = conn.execute(q.latest_version(*key)).first()
+            if latest is None or latest.config_revision != routine.config_revision:
+                conn.execute(
+                    q.insert_version(
+                        {
+                            "org": key[0],
+                            "uid": key[1],
+                            "routine_id": key[2],
+                            "version": 1 if latest is None else latest.version + 1,
+                            "config_revision": routine.config_revision,
+                            "kind": routine.kind,
+                            "schedule": schedule,
+                            "definition": definition,
+                            "created_at": now,
+                        }
+                    )
+                )
+            return stored
+
+    def set_enabled(
+        self, scope: Scope, routine_id: str, enabled: bool, *, now: datetime, next_due_at: datetime | None
+    ) -> Routine:
+        """Disable / enable (restart the cursor at now). Tenant, ONE transaction; no-op if unchanged."""
+        key = check_routine_key(scope, routine_id)
+        now = require_utc("now", now)
+        due = check_utc("next_due_at", next_due_at, optional=True)
+        with self._tx() as conn:
+            row = self._locked_live(conn, key)
+            if row.enabled == enabled:
+                return row
+            if enabled:
+                new = dataclasses.replace(row, enabled=True, last_fire=now, consecutive_failures=0, next_due_at=due)
+            else:
+                new = dataclasses.replace(row, enabled=False, next_due_at=None)
+            new = _invariant(new)
+            return self._update(
+                conn,
+                key,
+                {
+                    "enabled": new.enabled,
+                    "last_fire": new.last_fire,
+                    "consecutive_failures": new.consecutive_failures,
+                    "next_due_at": new.next_due_at,
+                    "updated_at": now,
+                },
+            )
+
+    def set_paused(
+        self, scope: Scope, routine_id: str, reason: str | None, *, now: datetime, next_due_at: datetime | None
+    ) -> Routine:
+        """Pause (the first reason wins) / resume (restart at now, streak 0). Tenant, ONE transaction."""
+        key = check_routine_key(scope, routine_id)
+        now = require_utc("now", now)
+        due = check_utc("next_due_at", next_due_at, optional=True)
+        if reason is not None:
+            check_id("reason", reason)
+        with self._tx() as conn:
+            row = self._locked_live(conn, key)
+            if reason is not None and row.paused_reason is None:
+                return self._update(conn, key, {"paused_reason": reason, "next_due_at": None, "updated_at": now})
+            if reason is None and row.paused_reason is not None:
+                new = _invariant(
+                    dataclasses.replace(row, paused_reason=None, consecutive_failures=0, last_fire=now, next_due_at=due)
+                )
+                return self._update(
+                    conn,
+                    key,
+                    {
+                        "paused_reason": None,
+                        "consecutive_failures": 0,
+                        "last_fire": now,
+                        "next_due_at": new.next_due_at,
+                        "updated_at": now,
+                    },
+                )
+            return row
+
+    def delete_routine(self, scope: Scope, routine_id: str, *, now: datetime) -> Routine:
+        """Tombstone (tenant, ONE transaction, idempotent); :class:`NotFound` for an unknown id."""
+        now = require_utc("now", now)
+        key = check_routine_key(scope, routine_id)
+        with self._tx() as conn:
+            found = conn.execute(q.select_routine(*key, lock=True)).first()
+            if found is None:
+                raise NotFound(f"routine {scope}/{routine_id} not found")
+            row = routine_from_row(found)
+            if row.deleted_at is not None:
+                return row
+            return self._update(conn, key, {"deleted_at": now, "next_due_at": None, "updated_at": now})
+
+    def get_routine(self, scope: Scope, routine_id: str, *, include_deleted: bool = False) -> Routine | None:
+        key = check_routine_key(scope, routine_id)
+        with self._tx(read=True) as conn:
+            found = conn.execute(q.select_routine(*key)).first()
+        if found is None:
+            return None
+        row = routine_from_row(found)
+        return None if (row.deleted_at is not None and not include_deleted) else row
+
+    def list_routines(
+        self, scope: Scope, *, include_deleted: bool = False, limit: int = 1000, after: str | None = None
+    ) -> list[Routine]:
+        check_scope(scope)
+        check_text("after", after)
+        stmt = q.list_routines(scope.org, scope.uid, include_deleted=include_deleted, limit=max(limit, 0), after=after)
+        with self._tx(read=True) as conn:
+            return [routine_from_row(r) for r in conn.execute(stmt)]
+
+    def routine_versions(self, scope: Scope, routine_id: str) -> list[RoutineVersion]:
+        key = check_routine_key(scope, routine_id)
+        with self._tx(read=True) as conn:
+            return [version_from_row(r) for r in conn.execute(q.select_versions(*key))]

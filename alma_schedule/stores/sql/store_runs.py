@@ -1,0 +1,347 @@
+"""Run transitions, money and ledger reads of :class:`~alma_schedule.stores.sql.SqlStore`.
+
+Every guarded transition is ONE ``UPDATE ... WHERE state IN (<edge sources>) RETURNING`` (the CAS
+of one edge of :data:`~alma_schedule.contracts.EDGES`); a loser re-reads the row and gets it with a
+reason, never an exception. Lock order, everywhere in the store: routine row, then run row, then
+spend rows in ceiling-key order (so concurrent transactions never deadlock).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.engine import Connection
+
+from alma_schedule.contracts import (
+    ANNOTATABLE,
+    EDGES,
+    NON_TERMINAL,
+    TERMINAL,
+    Ceiling,
+    ClaimResult,
+    ReserveResult,
+    RunKey,
+    RunRecord,
+    RunResult,
+    Scope,
+)
+from alma_schedule.errors import InvalidInput, NotFound, StoreConflict
+from alma_schedule.ids import check_id, check_scope
+from alma_schedule.settings import Timers
+from alma_schedule.stores.sql import queries as q
+from alma_schedule.stores.sql.rows import run_from_row
+from alma_schedule.stores.sql.store_base import Abort, SqlBase, run_key
+from alma_schedule.stores.validation import (
+    check_micros,
+    check_reason,
+    check_routine_key,
+    check_text,
+    check_utc,
+    require_utc,
+)
+
+ALL_STATES = NON_TERMINAL | TERMINAL
+
+
+def _settlement(rec: RunRecord, cost: int) -> tuple[dict[str, Any], list[tuple[str, int, int]]]:
+    """Run-row values and spend moves ``(ceiling, reserved_delta, settled_delta)`` moving the run's
+    reservation to ``cost`` (0 = a release). Nothing when the run reserved against no ceiling."""
+    if not rec.reserve_ceilings or rec.reserve_day is None:
+        return {}, []
+    moves = [(c, -rec.reserved_micros, cost) for c in sorted(rec.reserve_ceilings)]
+    return {"reserved_micros": 0, "reserve_ceilings": []}, moves
+
+
+class RunsMixin(SqlBase):
+    # ------------------------------------------------------------------ helpers
+
+    def _current(self, conn: Connection, key: RunKey, *, lock: bool = False) -> RunRecord | None:
+        row = conn.execute(q.select_run(key, lock=lock)).first()
+        return None if row is None else run_from_row(row)
+
+    def _lost(self, conn: Connection, key: RunKey) -> ClaimResult:
+        cur = self._current(conn, key)
+        return ClaimResult(False, cur, "not_found" if cur is None else "duplicate")
+
+    def _move(self, conn: Connection, day: str, moves: Sequence[tuple[str, int, int]]) -> None:
+        for ceiling, reserved_delta, settled_delta in moves:
+            conn.execute(q.spend_adjust(ceiling, day, reserved_delta, settled_delta))
+
+    def _edge(self, key: RunKey, target: str, now: datetime, values: Mapping[str, Any]) -> ClaimResult:
+        with self._tx() as conn:
+            row = conn.execute(q.cas(key, sorted(EDGES[target]), {"state": target, "state_at": now, **values})).first()
+            if row is not None:
+                return ClaimResult(True, run_from_row(row), "won")
+            return self._lost(conn, key)
+
+    # ------------------------------------------------------------------ transitions
+
+    def start(self, key: RunKey, *, now: datetime) -> ClaimResult:
+        """CAS ``claimed -> running`` in ONE statement joined to the routine row; if that moved nothing,
+        a second statement decides: inactive routine -> ``skipped`` with that reason (CAS), else the
+        loser's reason with the current record."""
+        run_key(key)
+        now = require_utc("now", now)
+        with self._tx() as conn:
+            for _attempt in range(3):
+                row = conn.execute(q.start_cas(key, now)).first()
+                if row is not None:
+                    return ClaimResult(True, run_from_row(row), "won")
+                found = conn.execute(q.select_run_with_routine(key)).first()
+                if found is None:
+                    return ClaimResult(False, None, "not_found")
+                rec = run_from_row(found)
+                if rec.state != "claimed":
+                    missed = rec.state == "skipped" and rec.reason == "missed"
+                    return ClaimResult(False, rec, "superseded" if missed else "duplicate")
+                m = found._mapping
+                if m["r_exists"] is None or m["r_deleted_at"] is not None:
+                    inactive: str | None = "deleted"
+                elif not m["r_enabled"]:
+                    inactive = "disabled"
+                elif m["r_paused_reason"] is not None:
+                    inactive = "paused"
+                else:
+                    inactive = None  # the routine came back between the two statements: try again
+                if inactive is not None:
+                    values = {"state": "skipped", "reason": inactive, "state_at": now, "finished_at": now}
+                    skipped = conn.execute(q.cas(key, ["claimed"], values)).first()
+                    if skipped is not None:
+                        return ClaimResult(False, run_from_row(skipped), inactive)
+            raise StoreConflict(f"run {key} kept changing under start(); try again")
+
+    def submit(
+        self,
+        key: RunKey,
+        *,
+        now: datetime,
+        batch_id: str | None,
+        deadline: datetime,
+        next_poll_at: datetime,
+        target_task_id: str | None = None,
+    ) -> ClaimResult:
+        """CAS ``running -> submitted`` with the batch / target task id, deadline and first poll."""
+        run_key(key)
+        now = require_utc("now", now)
+        values = {
+            "submitted_at": now,
+            "batch_id": check_text("batch_id", batch_id),
+            "target_task_id": check_text("target_task_id", target_task_id),
+            "deadline": require_utc("deadline", deadline),
+            "next_poll_at": require_utc("next_poll_at", next_poll_at),
+            "poll_attempts": 0,
+        }
+        return self._edge(key, "submitted", now, values)
+
+    def begin_collecting(self, key: RunKey, *, now: datetime) -> ClaimResult:
+        """CAS ``submitted -> collecting``: exactly one caller wins."""
+        run_key(key)
+        return self._edge(key, "collecting", require_utc("now", now), {})
+
+    def annotate(self, key: RunKey, values: Mapping[str, Any]) -> RunRecord:
+        """Write :data:`ANNOTATABLE` fields of a NON-terminal run (one statement); never its state."""
+        run_key(key)
+        unknown = sorted(set(values) - ANNOTATABLE)
+        if unknown:
+            raise InvalidInput(f"annotate cannot write {', '.join(unknown)}")
+        clean: dict[str, Any] = {}
+        for name, value in values.items():
+            if name == "caps_crossed":
+                if isinstance(value, str) or not isinstance(value, Sequence):
+                    raise InvalidInput("caps_crossed must be a sequence of texts")
+                clean[name] = [check_text(name, v, optional=False) for v in value]
+            elif name == "cost_micros":
+                clean[name] = check_micros(name, value)
+            elif name == "erase_at":
+                clean[name] = check_utc(name, value, optional=True)
+            else:
+                clean[name] = check_text(name, value)
+        with self._tx() as conn:
+            row = conn.execute(q.cas(key, sorted(NON_TERMINAL), clean)).first() if clean else None
+            if row is not None:
+                return run_from_row(row)
+            cur = self._current(conn, key)
+        if cur is None:
+            raise NotFound(f"run {key} not found")
+        return cur
+
+    def finish(self, key: RunKey, result: RunResult, *, now: datetime, timers: Timers) -> ClaimResult:
+        """The terminal CAS, the failure streak (and the pause latch) and the money settlement, in
+        ONE transaction."""
+        rk = run_key(key)
+        now = require_utc("now", now)
+        if result.outcome not in TERMINAL:
+            raise InvalidInput(f"finish needs a terminal outcome, not {result.outcome!r}")
+        check_reason("reason", result.reason)
+        cost_in = None if result.cost_micros is None else check_micros("cost_micros", result.cost_micros)
+        error_class = check_text("error_class", result.error_class)
+        counts = result.outcome == "timed_out" or (
+            result.outcome == "failed" and result.reason != "config_revision_changed"
+        )
+        resets = result.outcome == "completed" and result.reason != "sent"
+        with self._tx() as conn:
+            routine = None
+            if counts or resets:  # lock order: the routine row before the run row
+                routine = conn.execute(q.select_routine(*rk, lock=True)).first()
+            rec = self._current(conn, key, lock=True)
+            if rec is None:
+                return ClaimResult(False, None, "not_found")
+            if rec.state not in EDGES[result.outcome]:
+                return ClaimResult(False, rec, "duplicate")
+            cost = rec.cost_micros if cost_in is None else cost_in
+            erase_at = rec.erase_at
+            if rec.result_text is not None and erase_at is None:
+                erase_at = now + timers.result_retention
+            settle, moves = _settlement(rec, cost)
+            values = {
+                "state": result.outcome,
+                "reason": result.reason,
+                "state_at": now,
+                "finished_at": now,
+                "cost_micros": cost,
+                "error_class": error_class,
+                "erase_at": erase_at,
+                **settle,
+            }
+            new = run_from_row(conn.execute(q.cas(key, [rec.state], values)).one())
+            if rec.reserve_day is not None:
+                self._move(conn, rec.reserve_day, moves)
+            if routine is not None:
+                self._streak(conn, rk, routine._mapping, result, counts, now, timers)
+            return ClaimResult(True, new, "won")
+
+    def _streak(
+        self, conn: Connection, rk: tuple[str, str, str], row: Mapping[str, Any], result: RunResult,
+        counts: bool, now: datetime, timers: Timers,
+    ) -> None:
+        if counts:
+            streak = row["consecutive_failures"] + 1
+            values: dict[str, Any] = {"consecutive_failures": streak, "updated_at": now}
+            threshold = timers.failure_threshold
+            if threshold > 0 and streak >= threshold and row["paused_reason"] is None:
+                values["paused_reason"] = f"failure_streak:{result.reason or result.outcome}"
+                values["next_due_at"] = None
+            conn.execute(q.update_routine(*rk, values))
+        elif row["consecutive_failures"]:
+            conn.execute(q.update_routine(*rk, {"consecutive_failures": 0, "updated_at": now}))
+
+    def record(
+        self, scope: Scope, routine_id: str, run_id: str, outcome: str, reason: str, *, now: datetime
+    ) -> ClaimResult:
+        """The operator's CAS from ANY non-terminal state to ``outcome`` (tenant, ONE transaction);
+        settles the reservation to the recorded cost; never touches the streak; never resends."""
+        rk = check_routine_key(scope, routine_id)
+        check_id("run_id", run_id)
+        now = require_utc("now", now)
+        if outcome not in TERMINAL:
+            raise InvalidInput(f"record needs a terminal outcome, not {outcome!r}")
+        check_reason("reason", reason, optional=False)
+        key = RunKey(*rk, run_id)
+        with self._tx() as conn:
+            rec = self._current(conn, key, lock=True)
+            if rec is None:
+                return ClaimResult(False, None, "not_found")
+            if rec.terminal:
+                return ClaimResult(False, rec, "duplicate")
+            settle, moves = _settlement(rec, rec.cost_micros)
+            values = {"state": outcome, "reason": reason, "state_at": now, "finished_at": now, **settle}
+            new = run_from_row(conn.execute(q.cas(key, [rec.state], values)).one())
+            if rec.reserve_day is not None:
+                self._move(conn, rec.reserve_day, moves)
+            return ClaimResult(True, new, "won")
+
+    # ------------------------------------------------------------------ money
+
+    def reserve(self, key: RunKey, day: str, amount_micros: int, ceilings: Sequence[Ceiling]) -> ReserveResult:
+        """ONE transaction: a conditional upsert per ceiling (in key order), then the run row; any
+        ceiling that would be exceeded rolls everything back (``ok=False`` names the first, in the
+        order given)."""
+        run_key(key)
+        check_id("day", day)
+        amount = check_micros("amount_micros", amount_micros)
+        keys = [check_id("ceiling", c.key) for c in ceilings]
+        limits = {c.key: check_micros("limit_micros", c.limit_micros) for c in ceilings}
+        if len(set(keys)) != len(keys):
+            raise InvalidInput("a ceiling is listed twice")
+        try:
+            with self._tx() as conn:
+                rec = self._current(conn, key, lock=True)
+                if rec is None:
+                    raise NotFound(f"run {key} not found")
+                if rec.state != "running" or rec.reserve_ceilings:
+                    return ReserveResult(False, None, rec)
+                exceeded = set()
+                for ceiling in sorted(keys):
+                    fits = amount <= limits[ceiling] and conn.execute(
+                        q.reserve_upsert(self.dialect, ceiling, day, amount, limits[ceiling])
+                    ).first()
+                    if not fits:
+                        exceeded.add(ceiling)
+                if exceeded:
+                    raise Abort(ReserveResult(False, next(k for k in keys if k in exceeded), rec))
+                values = {"reserved_micros": amount, "reserve_day": day, "reserve_ceilings": keys}
+                new = run_from_row(conn.execute(q.cas(key, ["running"], values)).one())
+                return ReserveResult(True, None, new)
+        except Abort as rolled_back:
+            result: ReserveResult = rolled_back.value
+            return result
+
+    def release(self, key: RunKey) -> RunRecord | None:
+        """Give back the run's whole reservation (ONE transaction)."""
+        run_key(key)
+        with self._tx() as conn:
+            rec = self._current(conn, key, lock=True)
+            if rec is None:
+                return None
+            settle, moves = _settlement(rec, 0)
+            if not settle or rec.reserve_day is None:
+                return rec
+            self._move(conn, rec.reserve_day, moves)
+            return run_from_row(conn.execute(q.cas(key, [rec.state], settle)).one())
+
+    def spend(self, ceiling_key: str, day: str) -> int:
+        """Reserved plus settled micro-USD of one ceiling on one day (system read)."""
+        check_text("ceiling_key", ceiling_key, optional=False)
+        check_text("day", day, optional=False)
+        with self._tx(read=True) as conn:
+            value = conn.execute(q.select_spend(ceiling_key, day)).scalar()
+        return int(value or 0)
+
+    # ------------------------------------------------------------------ reads
+
+    def get(self, scope: Scope, routine_id: str, run_id: str) -> RunRecord | None:
+        rk = check_routine_key(scope, routine_id)
+        check_id("run_id", run_id)
+        with self._tx(read=True) as conn:
+            return self._current(conn, RunKey(*rk, run_id))
+
+    def list_runs(
+        self,
+        scope: Scope,
+        *,
+        routine_id: str | None = None,
+        state: str | None = None,
+        since: datetime | None = None,
+        limit: int = 100,
+        before: tuple[datetime, str] | None = None,
+    ) -> list[RunRecord]:
+        check_scope(scope)
+        if routine_id is not None:
+            check_id("routine_id", routine_id)
+        if state is not None and state not in ALL_STATES:
+            raise InvalidInput(f"unknown run state {state!r}")
+        since = check_utc("since", since, optional=True)
+        edge = None if before is None else (require_utc("before", before[0]), check_text("before", before[1]) or "")
+        stmt = q.list_runs(
+            scope.org, scope.uid, routine_id=routine_id, state=state, since=since, limit=max(limit, 0), before=edge
+        )
+        with self._tx(read=True) as conn:
+            return [run_from_row(r) for r in conn.execute(stmt)]
+
+    def last_completed_delivery(self, scope: Scope, routine_id: str) -> RunRecord | None:
+        rk = check_routine_key(scope, routine_id)
+        with self._tx(read=True) as conn:
+            row = conn.execute(q.last_completed_delivery(*rk)).first()
+        return None if row is None else run_from_row(row)

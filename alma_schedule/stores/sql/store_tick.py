@@ -1,0 +1,253 @@
+"""The tick's operations of :class:`~alma_schedule.stores.sql.SqlStore`: ``claim_due``,
+``claim_manual``, ``take_resends``, ``take_polls`` and their read-only peeks.
+
+``claim_due`` is ONE transaction with a constant number of statements per batch, whatever the
+batch size (cost O(due), never O(routines)):
+
+1. lock up to ``limit`` due routines (``FOR UPDATE SKIP LOCKED``; SQLite: ``BEGIN IMMEDIATE``);
+2. ask ``decide`` for each, in Python (the cron math stays in the core);
+3. one batched UPDATE advancing the cursors (``WHERE last_fire IS NULL OR last_fire < fire``), one
+   for ``NotDue`` and one for ``Defer`` (only when there are any);
+4. one SELECT of the fires whose run key already exists (duplicates: no row, no supersession);
+5. one UPDATE superseding older schedule ``claimed`` runs to ``skipped(missed)`` (CAS, RETURNING);
+6. one INSERT of the run rows with an UNTARGETED ``ON CONFLICT DO NOTHING RETURNING`` (a targeted
+   one raises on the partial unique index); a fire it did not take, whose key did not exist, lost
+   to the routine's non-terminal run: one more INSERT records it ``skipped(overlap)``.
+
+A single CTE cannot do this: SQLite has no DML in a CTE, and in PostgreSQL all parts of one
+statement share a snapshot, so a racing manual claim could leave an advanced cursor with no row.
+Every insert of a run locks its routine row first (here and in ``claim_manual``), so nothing
+inserts runs of a routine between steps 4 and 6.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from alma_schedule.contracts import (
+    ClaimBatch,
+    ClaimResult,
+    Defer,
+    Deferral,
+    Fire,
+    NotDue,
+    Resends,
+    Routine,
+    RunKey,
+    RunRecord,
+    Scope,
+)
+from alma_schedule.errors import InvalidInput
+from alma_schedule.ids import check_id
+from alma_schedule.settings import Timers
+from alma_schedule.stores.sql import queries as q
+from alma_schedule.stores.sql.rows import new_run, routine_from_row, run_from_row
+from alma_schedule.stores.sql.schema import runs
+from alma_schedule.stores.sql.store_base import RKey, SqlBase
+from alma_schedule.stores.validation import check_routine_key, check_utc, require_utc
+
+Decision = Fire | NotDue | Defer
+
+
+def _decide(decide: Callable[[Routine], Any], routine: Routine, now: datetime, timers: Timers) -> Decision:
+    """``decide``'s answer, validated; anything it raises (or a bad answer) becomes a ``Defer``."""
+    try:
+        d = decide(routine)
+        if isinstance(d, Fire):
+            check_id("run_id", d.run_id)
+            return dataclasses.replace(
+                d,
+                fire_at=require_utc("fire_at", d.fire_at),
+                expires_at=require_utc("expires_at", d.expires_at),
+                resend_at=check_utc("resend_at", d.resend_at, optional=True),
+                next_due_at=check_utc("next_due_at", d.next_due_at, optional=True),
+            )
+        if isinstance(d, NotDue):
+            return NotDue(check_utc("next_due_at", d.next_due_at, optional=True))
+        if isinstance(d, Defer):
+            return Defer(require_utc("until", d.until), d.error)
+        raise InvalidInput(f"decide returned {type(d).__name__}")
+    except Exception as exc:
+        delay = Timers.backoff(timers.defer_first, timers.defer_max, routine.error_count)
+        return Defer(now + delay, repr(exc))
+
+
+def _clean_error(text: str) -> str:
+    return text.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode("utf-8")[:2000]
+
+
+def _pushes(now: datetime, first: timedelta, cap: timedelta) -> tuple[list[datetime], datetime]:
+    """``now + backoff(first, cap, attempts + 1)`` for each attempt count below the cap, and the cap."""
+    pushes: list[datetime] = []
+    for attempts in range(31):
+        delay = Timers.backoff(first, cap, attempts + 1)
+        if delay >= cap:
+            break
+        pushes.append(now + delay)
+    return pushes, now + cap
+
+
+def _by_fire(rec: RunRecord) -> tuple[Any, ...]:
+    return (rec.fire_at, rec.run_id, rec.org, rec.uid, rec.routine_id)
+
+
+class TickMixin(SqlBase):
+    def claim_due(self, now: datetime, limit: int, decide: Callable[[Routine], Any], timers: Timers) -> ClaimBatch:
+        """System, ONE transaction, a constant number of statements (see the module docstring)."""
+        now = require_utc("now", now)
+        d = self.dialect
+        with self._tx() as conn:
+            due = [routine_from_row(r) for r in conn.execute(q.select_due(now, max(limit, 0), lock=True))]
+            fires: list[tuple[Routine, Fire]] = []
+            not_due: list[dict[str, Any]] = []
+            defers: list[dict[str, Any]] = []
+            deferred: list[Deferral] = []
+            for routine in due:
+                dec = _decide(decide, routine, now, timers)
+                rk = {"org": routine.org, "uid": routine.uid, "routine_id": routine.routine_id}
+                if isinstance(dec, Defer):
+                    error = _clean_error(dec.error)
+                    defers.append({**rk, "until": dec.until, "error": error})
+                    deferred.append(
+                        Deferral(routine.org, routine.uid, routine.routine_id, dec.until, error,
+                                 first=routine.error_count == 0)
+                    )
+                elif isinstance(dec, NotDue):
+                    not_due.append({**rk, "next_due_at": dec.next_due_at})
+                elif routine.last_fire is None or routine.last_fire < dec.fire_at:
+                    fires.append((routine, dec))
+            if fires:
+                rows = [{"org": r.org, "uid": r.uid, "routine_id": r.routine_id, "fire": f.fire_at,
+                         "next_due_at": f.next_due_at} for r, f in fires]
+                conn.execute(*q.advance_cursors(d, rows, now))
+            if not_due:
+                conn.execute(*q.move_due(d, not_due, now))
+            if defers:
+                conn.execute(*q.defer_batch(d, defers, now))
+            claimed, skipped = self._insert_fires(conn, fires, now, timers) if fires else ([], [])
+        return ClaimBatch(tuple(claimed), tuple(skipped), tuple(deferred))
+
+    def _insert_fires(
+        self, conn: Any, fires: list[tuple[Routine, Fire]], now: datetime, timers: Timers
+    ) -> tuple[list[RunRecord], list[RunRecord]]:
+        d = self.dialect
+        keys4 = [(r.org, r.uid, r.routine_id, f.run_id) for r, f in fires]
+        stmt, params = q.existing_runs(d, keys4)
+        existing = {tuple(row) for row in conn.execute(stmt, params)}
+        fresh = [(r, f) for (r, f), k in zip(fires, keys4, strict=True) if k not in existing]
+        superseded: dict[RKey, RunRecord] = {}
+        claims = [(r.org, r.uid, r.routine_id) for r, f in fresh if not f.missed]
+        if claims:
+            stmt, params = q.supersede(d, claims, now)
+            for row in conn.execute(stmt, params):
+                rec = run_from_row(row)
+                superseded[(rec.org, rec.uid, rec.routine_id)] = rec
+        new_rows = [
+            new_run(
+                (r.org, r.uid, r.routine_id),
+                f.run_id,
+                state="skipped" if f.missed else "claimed",
+                reason="missed" if f.missed else None,
+                origin="schedule",
+                config_revision=r.config_revision,
+                fire_at=f.fire_at,
+                now=now,
+                expires_at=f.expires_at,
+                resend_at=None if f.missed else (f.resend_at or now + timers.resend_first),
+            )
+            for r, f in fresh
+        ]
+        inserted: dict[tuple[str, ...], RunRecord] = {}
+        if new_rows:
+            for row in conn.execute(q.insert_runs(d), new_rows):
+                rec = run_from_row(row)
+                inserted[(rec.org, rec.uid, rec.routine_id, rec.run_id)] = rec
+        lost = [
+            {**row, "state": "skipped", "reason": "overlap", "resend_at": None, "finished_at": now}
+            for row in new_rows
+            if (row["org"], row["uid"], row["routine_id"], row["run_id"]) not in inserted
+        ]
+        if lost:  # not a duplicate (checked above): the routine's non-terminal run blocks it
+            for row in conn.execute(q.insert_runs(d), lost):
+                rec = run_from_row(row)
+                inserted[(rec.org, rec.uid, rec.routine_id, rec.run_id)] = rec
+        claimed: list[RunRecord] = []
+        skipped: list[RunRecord] = []
+        for r, f in fresh:
+            gone = superseded.get((r.org, r.uid, r.routine_id))
+            if gone is not None:
+                skipped.append(gone)
+            rec = inserted[(r.org, r.uid, r.routine_id, f.run_id)]
+            (claimed if rec.state == "claimed" else skipped).append(rec)
+        return claimed, skipped
+
+    def claim_manual(
+        self, scope: Scope, routine_id: str, run_id: str, *, now: datetime, expires_at: datetime, resend_at: datetime
+    ) -> ClaimResult:
+        """Tenant, ONE transaction: lock the routine row, then insert a ``claimed`` manual run."""
+        key = check_routine_key(scope, routine_id)
+        check_id("run_id", run_id)
+        now = require_utc("now", now)
+        expires = require_utc("expires_at", expires_at)
+        resend = require_utc("resend_at", resend_at)
+        with self._tx() as conn:
+            found = conn.execute(q.select_routine(*key, lock=True)).first()
+            if found is None:
+                return ClaimResult(False, None, "not_found")
+            routine = routine_from_row(found)
+            if routine.inactive_reason is not None:
+                return ClaimResult(False, None, routine.inactive_reason)
+            blocking = conn.execute(q.select_open_run(*key)).first()
+            if blocking is not None:
+                return ClaimResult(False, run_from_row(blocking), "overlap")
+            values = new_run(key, run_id, state="claimed", origin="manual", config_revision=routine.config_revision,
+                             fire_at=now, now=now, expires_at=expires, resend_at=resend)
+            row = conn.execute(q.insert_run(self.dialect, values)).first()
+            if row is not None:
+                return ClaimResult(True, run_from_row(row), "won")
+            existing = conn.execute(q.select_run(RunKey(*key, run_id))).first()
+            return ClaimResult(False, run_from_row(existing) if existing is not None else None, "duplicate")
+
+    def take_resends(self, now: datetime, limit: int, timers: Timers, *, send: bool = True) -> Resends:
+        """System, ONE transaction: expire, then (if ``send``) take and push back, skip-locked."""
+        now = require_utc("now", now)
+        n = max(limit, 0)
+        with self._tx() as conn:
+            expired = sorted((run_from_row(r) for r in conn.execute(q.expire_claimed(now, n))),
+                             key=lambda r: (r.expires_at, *_by_fire(r)))
+            resend: list[RunRecord] = []
+            if send:
+                pushes, cap = _pushes(now, timers.resend_first, timers.resend_max)
+                resend = sorted((run_from_row(r) for r in conn.execute(q.take_resends(now, n, pushes, cap))),
+                                key=_by_fire)
+        return Resends(tuple(resend), tuple(expired))
+
+    def take_polls(self, now: datetime, limit: int, timers: Timers) -> list[RunRecord]:
+        """System, ONE statement: take due polls and push ``next_poll_at`` back, skip-locked."""
+        now = require_utc("now", now)
+        pushes, cap = _pushes(now, timers.poll_first, timers.poll_max)
+        with self._tx() as conn:
+            rows = conn.execute(q.take_polls(now, max(limit, 0), pushes, cap))
+            return sorted((run_from_row(r) for r in rows), key=_by_fire)
+
+    def peek_due(self, now: datetime, limit: int) -> list[Routine]:
+        now = require_utc("now", now)
+        with self._tx(read=True) as conn:
+            return [routine_from_row(r) for r in conn.execute(q.select_due(now, max(limit, 0), lock=False))]
+
+    def peek_resends(self, now: datetime, limit: int) -> Resends:
+        now = require_utc("now", now)
+        n = max(limit, 0)
+        with self._tx(read=True) as conn:
+            resend = [run_from_row(r) for r in conn.execute(q.peek_runs(runs.c.resend_at, "claimed", now, n, live=True))]
+            expired = [run_from_row(r) for r in conn.execute(q.peek_runs(runs.c.expires_at, "claimed", now, n))]
+        return Resends(tuple(resend), tuple(expired))
+
+    def peek_polls(self, now: datetime, limit: int) -> list[RunRecord]:
+        now = require_utc("now", now)
+        with self._tx(read=True) as conn:
+            return [run_from_row(r) for r in conn.execute(q.peek_runs(runs.c.next_poll_at, "submitted", now,
+                                                                       max(limit, 0)))]

@@ -1,0 +1,106 @@
+"""The three Celery tasks, bound to an app: thin calls into the engine.
+
+* ``alma_schedule.tick(now=None)``: ``Schedule.tick``; returns the small report dict.
+* ``alma_schedule.run(org, uid, routine_id, run_id)``: ``Schedule.execute`` (``acks_late=False``,
+  ``ignore_result=True``, soft limit = ``run_time_limit``, hard limit = soft + 30 s).
+* ``alma_schedule.collect(org, uid, routine_id, collect_run_id)``: ``Schedule.collect``; collects
+  only that run and never submits (``ignore_result=True``, its own limits).
+
+Times cross the message boundary as ISO strings. At the boundary ``now = min(given, worker clock)``:
+a clock that runs ahead never makes a tick claim early. Every task reads its composition (store,
+registry, schedule) lazily, once per process. Tasks are registered with ``shared=False`` so they
+never leak onto other apps of the process.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from alma_schedule.contracts import COLLECT_TASK, RUN_TASK, TICK_TASK, RunKey
+from alma_schedule.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from celery import Celery, Task
+
+    from alma_schedule.settings import Settings
+    from alma_schedule.tasks.composition import Composition
+
+#: Seconds between a task's soft time limit and its hard one.
+HARD_LIMIT_GRACE = 30.0
+
+
+@dataclass(frozen=True)
+class AlmaTasks:
+    """The tasks :func:`define_tasks` registered on one app."""
+
+    tick: Task
+    run: Task
+    collect: Task
+
+
+def parse_now(value: str | None, settings: Settings) -> datetime:
+    """``min(given, worker clock)``; the worker clock when ``value`` is None.
+
+    ``value`` is an ISO-8601 instant with an offset (``Z`` accepted); anything else is
+    :class:`InvalidInput`.
+    """
+    clock = settings.clock()
+    if value is None:
+        return clock
+    if not isinstance(value, str):
+        raise InvalidInput(f"now must be an ISO-8601 string, not {type(value).__name__}")
+    try:
+        given = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidInput(f"now {value!r} is not an ISO-8601 instant") from None
+    if given.tzinfo is None:
+        raise InvalidInput(f"now {value!r} has no UTC offset")
+    return min(given, clock)
+
+
+def limits(soft: timedelta) -> dict[str, float]:
+    """Celery ``soft_time_limit`` / ``time_limit`` from one duration (hard = soft + 30 s)."""
+    seconds = soft.total_seconds()
+    return {"soft_time_limit": seconds, "time_limit": seconds + HARD_LIMIT_GRACE}
+
+
+def define_tasks(app: Celery, composition: Composition) -> AlmaTasks:
+    """Register the tick, run and collect tasks on ``app``, each calling into ``composition``."""
+    settings = composition.settings
+
+    @app.task(name=TICK_TASK, shared=False, acks_late=False, **limits(settings.tick_time_limit))
+    def tick(now: str | None = None) -> dict[str, Any]:
+        """One tick: claim the due fires, dispatch them, re-send, poll, and report (a small dict)."""
+        at = parse_now(now, settings)
+        report = composition.schedule().tick(now=at)
+        return report.to_dict()
+
+    @app.task(
+        name=RUN_TASK,
+        shared=False,
+        acks_late=False,
+        ignore_result=True,
+        **limits(settings.run_time_limit),
+    )
+    def run(org: str, uid: str, routine_id: str, run_id: str) -> dict[str, Any]:
+        """Execute one claimed fire: ``claimed -> running`` CAS, the runner, the terminal write."""
+        key = RunKey(org, uid, routine_id, run_id)
+        record = composition.schedule().execute(key, now=settings.clock())
+        return {"run": str(key), "state": record.state, "reason": record.reason}
+
+    @app.task(
+        name=COLLECT_TASK,
+        shared=False,
+        acks_late=False,
+        ignore_result=True,
+        **limits(settings.collect_time_limit),
+    )
+    def collect(org: str, uid: str, routine_id: str, collect_run_id: str) -> dict[str, Any]:
+        """Poll (and on a terminal status, deliver) exactly the run ``collect_run_id``; never submits."""
+        key = RunKey(org, uid, routine_id, collect_run_id)
+        record = composition.schedule().collect(key, now=settings.clock())
+        return {"run": str(key), "state": record.state, "reason": record.reason}
+
+    return AlmaTasks(tick=tick, run=run, collect=collect)

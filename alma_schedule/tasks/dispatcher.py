@@ -1,0 +1,117 @@
+"""``CeleryDispatcher``: how claimed fires and polls leave a tick, through Celery's public API.
+
+Every message goes through ``app.send_task`` with one producer (one broker connection) per batch,
+so the app's ``task_routes`` decide the queue and ``task-sent`` events are emitted when the app
+has ``task_send_sent_event`` on (Flower sees the sends). Run messages expire at the fire's
+``expires_at``: Celery discards an expired message and the tick's expiry sweep then records the
+fire ``skipped(missed)``. Nothing here writes to the store: a message that could not be sent
+leaves its row ``claimed`` and a later tick re-sends it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from alma_schedule.contracts import COLLECT_TASK, RUN_TASK, RunRecord
+from alma_schedule.errors import DispatchError
+
+if TYPE_CHECKING:
+    from celery import Celery
+
+    from alma_schedule.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+class CeleryDispatcher:
+    """The engine's :class:`~alma_schedule.contracts.Dispatcher` over a Celery app.
+
+    ``send_runs`` and ``send_collects`` send one message per record, all through ONE producer
+    acquired from the app's pool; they raise :class:`DispatchError` (naming how many were sent)
+    when the broker refuses. ``run_queue_depth`` asks the broker how many messages wait in the
+    run queue (None when it cannot tell).
+    """
+
+    def __init__(self, app: Celery, settings: Settings) -> None:
+        self.app = app
+        self.settings = settings
+
+    # ------------------------------------------------------------------ sends
+
+    def send_runs(self, runs: Sequence[RunRecord]) -> None:
+        """One ``alma_schedule.run`` message per record, expiring at ``record.expires_at``."""
+        self._send(RUN_TASK, ((r.key.args(), r.expires_at) for r in runs), len(runs))
+
+    def send_collects(self, runs: Sequence[RunRecord]) -> None:
+        """One ``alma_schedule.collect`` message per submitted record (its key is the collect run id).
+
+        A collect message expires at the record's next poll (by then a later tick sends a fresh one),
+        never sooner than ``poll_first`` from now.
+        """
+        floor = self.settings.clock() + self.settings.poll_first
+        items = ((r.key.args(), max(r.next_poll_at or floor, floor)) for r in runs)
+        self._send(COLLECT_TASK, items, len(runs))
+
+    def _send(self, name: str, items: Iterable[tuple[list[str], datetime | None]], total: int) -> None:
+        if total == 0:
+            return
+        sent = 0
+        send_task = self.app.send_task
+        try:
+            with self.app.producer_or_acquire() as producer:
+                for args, expires in items:
+                    send_task(
+                        name,
+                        args=args,
+                        expires=expires,
+                        producer=producer,
+                        ignore_result=True,
+                        add_to_parent=False,
+                    )
+                    sent += 1
+        except Exception as exc:
+            log.warning("sent %d of %d %s messages: %s", sent, total, name, type(exc).__name__)
+            raise DispatchError(
+                f"the broker refused {name} messages after {sent} of {total} "
+                f"({type(exc).__name__}); the unsent fires stay claimed and are re-sent by a later tick"
+            ) from exc
+
+    # ------------------------------------------------------------------ depth
+
+    def run_queue_depth(self) -> int | None:
+        """Messages waiting in the run queue (a passive declare); 0 when the broker has no such queue
+        yet; None when the broker cannot say (unreachable, or a transport without counts)."""
+        return queue_depth(self.app, self.settings.run_queue)
+
+
+def queue_depth(app: Celery, queue: str) -> int | None:
+    """Messages waiting in ``queue`` per the broker, through a passive ``queue_declare``.
+
+    On Redis this is the LLEN of the queue's lists (an empty queue has no key: NOT_FOUND -> 0).
+    """
+    try:
+        with app.connection_or_acquire() as conn:
+            channel: Any = conn.channel()
+            try:
+                _name, count, _consumers = channel.queue_declare(queue=queue, passive=True)
+                return int(count)
+            except Exception as exc:
+                if _not_found(exc):
+                    return 0
+                raise
+            finally:
+                try:
+                    channel.close()
+                except Exception:  # a channel a failed passive declare already closed
+                    pass
+    except Exception as exc:
+        log.debug("run queue depth unknown: %s", type(exc).__name__)
+        return None
+
+
+def _not_found(exc: BaseException) -> bool:
+    code = getattr(exc, "reply_code", None)
+    return str(code) == "404" or "NOT_FOUND" in str(exc)

@@ -1,0 +1,100 @@
+"""``install(app, *, settings)``: put alma-schedule's tasks and routes on an EXISTING Celery app.
+
+What it does to the app, and nothing else:
+
+* registers ``alma_schedule.tick``, ``alma_schedule.run`` and ``alma_schedule.collect``
+  (``shared=False``: they appear on this app only);
+* merges three routes into ``task_routes`` (name -> ``settings.*_queue``), keeping every route the
+  app already has: an app route for one of our names wins, routers given as a list keep their
+  order after ours; the merge is redone whenever the app (re)loads its configuration;
+* adds a worker bootstep that makes a worker serving our run or collect queue check, before it
+  starts, that every kind stored can be served (else it refuses to start, naming the setting).
+
+What it cannot change for you (app-wide settings it leaves alone):
+
+* ``accept_content`` is app-wide: our queues must be served by workers whose app refuses pickle
+  (``accept_content=['json']``); our messages are JSON either way.
+* ``worker_prefetch_multiplier``, events (``worker_send_task_events``, ``task_send_sent_event``)
+  and the broker are yours; ticks need a worker of their own (``-Q alma.tick -c 1``) or they wait
+  behind long tasks; run and collect need workers started with ``-Q alma.run,alma.collect``.
+* It never makes any app the current app and never touches ``task_queues``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from alma_schedule.contracts import COLLECT_TASK, RUN_TASK, TICK_TASK
+from alma_schedule.errors import ConfigurationError
+from alma_schedule.tasks.composition import Composition, KindCheckStep, bind, composition_of
+from alma_schedule.tasks.definitions import define_tasks
+
+if TYPE_CHECKING:
+    from celery import Celery
+
+    from alma_schedule.settings import Settings
+    from alma_schedule.tasks.registry import KindRegistry
+
+
+def our_routes(settings: Settings) -> dict[str, dict[str, str]]:
+    """``task_routes`` entries for the three task names (queues from settings)."""
+    return {
+        TICK_TASK: {"queue": settings.tick_queue},
+        RUN_TASK: {"queue": settings.run_queue},
+        COLLECT_TASK: {"queue": settings.collect_queue},
+    }
+
+
+def merge_routes(existing: Any, ours: Mapping[str, Any]) -> Any:
+    """``existing`` task_routes with ``ours`` added: a dict keeps its own entries for our names;
+    a list or tuple of routers gets ours first (exact names only, so nothing else changes); a
+    single router becomes ``(ours, router)``."""
+    if existing is None:
+        return dict(ours)
+    if isinstance(existing, Mapping):
+        merged = dict(ours)
+        merged.update(existing)
+        return merged
+    if isinstance(existing, (list, tuple)):
+        rest = [r for r in existing if not _is_ours(r, ours)]
+        return (dict(ours), *rest)
+    if _is_ours(existing, ours):
+        return existing
+    return (dict(ours), existing)
+
+
+def _is_ours(router: Any, ours: Mapping[str, Any]) -> bool:
+    return isinstance(router, Mapping) and dict(router) == dict(ours)
+
+
+def _apply_routes(app: Celery, conf: Any, ours: Mapping[str, Any]) -> None:
+    conf["task_routes"] = merge_routes(conf.get("task_routes"), ours)
+    amqp = app.__dict__.get("amqp")  # only if the app already built its router (else nothing cached)
+    if amqp is not None:
+        amqp.flush_routes()
+        amqp.__dict__.pop("router", None)
+
+
+def install(app: Celery, *, settings: Settings, registry: KindRegistry | None = None) -> Composition:
+    """Register our tasks, routes and start-up check on ``app``; return its :class:`Composition`.
+
+    ``registry`` defaults to a :class:`KindRegistry` of built-in and entry-point kinds. Installing
+    twice on one app is a :class:`ConfigurationError`.
+    """
+    if composition_of(app) is not None:
+        raise ConfigurationError(f"alma_schedule is already installed on the Celery app {app.main!r}")
+    composition = Composition(app, settings, registry=registry)
+    composition.tasks = define_tasks(app, composition)
+    bind(app, composition)
+    ours = our_routes(settings)
+
+    def on_configure(sender: Any = None, source: Any = None, **_: Any) -> None:
+        if sender is app and source is not None:
+            _apply_routes(app, source, ours)
+
+    app.on_after_configure.connect(on_configure, weak=False)
+    if app.configured:
+        _apply_routes(app, app.conf, ours)
+    app.steps["worker"].add(KindCheckStep)
+    return composition

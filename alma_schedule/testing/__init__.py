@@ -1,0 +1,53 @@
+"""Reusable pytest suites for alma-schedule backends: point them at your own :class:`Store`.
+
+Usage (in a test module of yours)::
+
+    import pytest
+    from alma_schedule.testing import StoreContract, StoreRaceContract
+
+    class TestMyStore(StoreContract):
+        @pytest.fixture
+        def store(self):
+            store = MyStore(...)      # a fresh, EMPTY store per test
+            yield store
+            store.close()
+
+    class TestMyStoreRaces(StoreRaceContract):
+        race_scale = 0.2              # optional: scale the heavy races down (1.0 = as specified)
+
+        @pytest.fixture
+        def store(self): ...
+
+The suites use only the :class:`~alma_schedule.stores.base.Store` protocol, literal instants and
+hand-written ``decide`` functions. Helpers live in :mod:`alma_schedule.testing.builders`. The
+suites are loaded lazily: importing another helper of this package never imports pytest.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Any
+
+_SUITES = ("builders", "store_contract", "store_races")
+_PARTS = ("claims", "input", "money", "reads", "routines", "runs")
+
+if "pytest" in sys.modules:  # under pytest: give the suites' plain asserts pytest's rich messages
+    sys.modules["pytest"].register_assert_rewrite(
+        *(f"alma_schedule.testing.{name}" for name in _SUITES),
+        *(f"alma_schedule.testing.contract_{name}" for name in _PARTS),
+    )
+
+_EXPORTS = {
+    "StoreContract": "alma_schedule.testing.store_contract",
+    "StoreRaceContract": "alma_schedule.testing.store_races",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'alma_schedule.testing' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -1,0 +1,21 @@
+"""The store contract: every behaviour of the :class:`~alma_schedule.stores.base.Store` protocol that
+all backends share, as one pytest class to inherit (see :mod:`alma_schedule.testing` for usage).
+
+Each part lives in its own module; :class:`StoreContract` is their union. A test module provides
+the ``store`` fixture (a fresh, empty store per test).
+"""
+
+from __future__ import annotations
+
+from alma_schedule.testing.contract_claims import ClaimContract
+from alma_schedule.testing.contract_input import InputContract
+from alma_schedule.testing.contract_money import MoneyContract
+from alma_schedule.testing.contract_reads import ReadContract
+from alma_schedule.testing.contract_routines import RoutineContract
+from alma_schedule.testing.contract_runs import RunContract
+
+__all__ = ["ClaimContract", "InputContract", "MoneyContract", "ReadContract", "RoutineContract", "RunContract", "StoreContract"]
+
+
+class StoreContract(RoutineContract, ClaimContract, RunContract, MoneyContract, ReadContract, InputContract):
+    """Everything a backend must do, single-threaded. Provide a ``store`` fixture."""

@@ -1,0 +1,170 @@
+"""CeleryDispatcher against the real Redis: routes, task-sent events, expires, one connection, depth."""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+import redis
+from celery import Celery
+
+from alma_schedule.celery import create_app, install
+from alma_schedule.contracts import COLLECT_TASK, RUN_TASK, RunRecord
+from alma_schedule.errors import DispatchError
+from alma_schedule.settings import Settings
+from alma_schedule.tasks import CeleryDispatcher
+from celery_support import utcnow, wait_for
+
+pytestmark = pytest.mark.redis
+
+
+def record(i: int, *, expires_in: timedelta = timedelta(minutes=5), next_poll: Any = None) -> RunRecord:
+    now = utcnow().replace(microsecond=0)
+    return RunRecord(
+        org="acme",
+        uid="u1",
+        routine_id=f"r{i:04d}",
+        run_id="2026-01-01T00:00:00Z",
+        state="claimed",
+        origin="schedule",
+        config_revision="rev",
+        fire_at=now,
+        claimed_at=now,
+        state_at=now,
+        expires_at=now + expires_in,
+        next_poll_at=next_poll,
+    )
+
+
+def messages(r: redis.Redis, queue: str) -> list[dict[str, Any]]:
+    """The raw kombu envelopes waiting in ``queue`` (oldest first), bodies decoded."""
+    out = []
+    for raw in reversed(r.lrange(queue, 0, -1)):
+        env = json.loads(raw)
+        body = env["body"]
+        if env["properties"].get("body_encoding") == "base64":
+            body = base64.b64decode(body)
+        env["decoded"] = json.loads(body)
+        out.append(env)
+    return out
+
+
+class SentEvents:
+    """A real event receiver (the way Flower listens) collecting task-sent events in a thread."""
+
+    def __init__(self, app: Celery) -> None:
+        self.app = app
+        self.events: list[dict[str, Any]] = []
+        self.probed = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._recv: Any = None
+
+    def _on_event(self, event: dict[str, Any]) -> None:
+        if event.get("type") == "alma-probe":
+            self.probed.set()
+        elif event.get("type") == "task-sent":
+            self.events.append(event)
+
+    def _run(self) -> None:
+        with self.app.connection_for_read() as conn:
+            self._recv = self.app.events.Receiver(conn, handlers={"*": self._on_event})
+            self._recv.capture(limit=None, timeout=None, wakeup=False)
+
+    def __enter__(self) -> SentEvents:
+        self._thread.start()
+        with self.app.connection_for_write() as conn:
+            dispatcher = self.app.events.Dispatcher(conn)
+
+            def probe() -> bool:
+                dispatcher.send("alma-probe")
+                return self.probed.wait(0.2)
+
+            wait_for(probe, 15, 0, "the event receiver to listen")
+            dispatcher.close()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._recv is not None:
+            self._recv.should_stop = True
+        self._thread.join(10)
+
+
+@pytest.fixture
+def r(redis_url: str) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()
+
+
+def test_runs_go_out_routed_with_expires_and_task_sent_events(redis_url: str, r: redis.Redis) -> None:
+    settings = Settings(broker_url=redis_url, task_events=True)
+    app = create_app(settings)
+    dispatcher = CeleryDispatcher(app, settings)
+    runs = [record(i, expires_in=timedelta(seconds=60 + i)) for i in range(50)]
+    with SentEvents(app) as events:
+        received_before = r.info("stats")["total_connections_received"]
+        dispatcher.send_runs(runs)
+        opened = r.info("stats")["total_connections_received"] - received_before
+        wait_for(lambda: len(events.events) >= 50, 15, what="50 task-sent events")
+
+    assert opened <= 2  # one producer connection for the whole batch (plus at most a pool refill)
+    sent = messages(r, "alma.run")
+    assert len(sent) == 50
+    for rec, msg in zip(runs, sent, strict=True):
+        headers = msg["headers"]
+        assert msg["content-type"] == "application/json"
+        assert headers["task"] == RUN_TASK
+        assert headers["expires"] == rec.expires_at.isoformat()
+        assert msg["decoded"][0] == rec.key.args()
+        assert headers["ignore_result"] is True
+    ids = {m["headers"]["id"] for m in sent}
+    assert {e["uuid"] for e in events.events} == ids
+    assert {e["queue"] for e in events.events} == {"alma.run"}
+    assert {e["name"] for e in events.events} == {RUN_TASK}
+    assert dispatcher.run_queue_depth() == 50
+
+
+def test_collects_go_to_the_collect_queue_and_expire_at_the_next_poll(redis_url: str, r: redis.Redis) -> None:
+    settings = Settings(broker_url=redis_url)
+    app = create_app(settings)
+    later = utcnow().replace(microsecond=0) + timedelta(minutes=7)
+    CeleryDispatcher(app, settings).send_collects([record(1, next_poll=later), record(2)])
+    sent = messages(r, "alma.collect")
+    assert [m["headers"]["task"] for m in sent] == [COLLECT_TASK, COLLECT_TASK]
+    assert sent[0]["headers"]["expires"] == later.isoformat()
+    # no next poll recorded: never sooner than poll_first from now
+    floor = utcnow() + settings.poll_first - timedelta(seconds=5)
+    assert sent[1]["headers"]["expires"] >= floor.isoformat()
+    assert r.llen("alma.run") == 0
+
+
+def test_a_fleet_route_for_our_task_is_honoured(redis_url: str, r: redis.Redis) -> None:
+    app = Celery("fleet", set_as_current=False)
+    app.conf.update(broker_url=redis_url, task_routes={RUN_TASK: {"queue": "fleet.alma"}})
+    settings = Settings(broker_url="redis://ignored:1/0")  # install never changes the fleet's broker
+    install(app, settings=settings)
+    CeleryDispatcher(app, settings).send_runs([record(1)])
+    assert r.llen("fleet.alma") == 1 and r.llen("alma.run") == 0
+
+
+def test_run_queue_depth_is_zero_for_a_missing_queue_and_none_when_unknown(redis_url: str) -> None:
+    settings = Settings(broker_url=redis_url)
+    assert CeleryDispatcher(create_app(settings), settings).run_queue_depth() == 0
+    down = Settings(broker_url="redis://127.0.0.1:1/0")
+    app = create_app(down)
+    app.conf.broker_connection_timeout = 1
+    app.conf.broker_connection_max_retries = 0
+    assert CeleryDispatcher(app, down).run_queue_depth() is None
+
+
+def test_a_refusing_broker_is_a_dispatch_error_naming_what_was_sent() -> None:
+    down = Settings(broker_url="redis://127.0.0.1:1/0")
+    app = create_app(down)
+    app.conf.update(broker_connection_timeout=1, task_publish_retry=False)
+    with pytest.raises(DispatchError, match="after 0 of 2"):
+        CeleryDispatcher(app, down).send_runs([record(1), record(2)])

@@ -1,0 +1,159 @@
+"""The tasks through a real in-process worker on the real Redis, with PostgreSQL and SQLite stores."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+import redis
+from celery import Celery
+
+from alma_schedule.celery import create_app
+from alma_schedule.clock import send_tick
+from alma_schedule.contracts import RUN_TASK, TICK_TASK, RoutineSpec, Scope
+from alma_schedule.errors import ConfigurationError
+from alma_schedule.settings import Settings
+from alma_schedule.stores import migrate_store
+from alma_schedule.tasks import KindRegistry, composition_of, parse_now
+from celery_support import Recorder, inprocess_worker, make_settings, utcnow, wait_for
+
+pytestmark = [pytest.mark.redis]
+
+QUEUES = ["alma.tick", "alma.run", "alma.collect"]
+SCOPE = Scope("acme", "u1")
+
+
+def ready_app(settings: Settings, recorder: Recorder) -> Celery:
+    registry = KindRegistry(settings, builtins=False, use_entry_points=False, factories={"noop": lambda s: recorder})
+    return create_app(settings, registry=registry)
+
+
+def register_due(app: Celery, n: int) -> None:
+    """``n`` routines whose latest minute fire is due now (registered two minutes ago)."""
+    schedule = composition_of(app).schedule()  # type: ignore[union-attr]
+    ago = utcnow() - timedelta(minutes=2)
+    for i in range(n):
+        schedule.register(RoutineSpec(SCOPE.org, SCOPE.uid, f"r{i}", "noop", {"cron": "* * * * *"}), now=ago)
+
+
+def runs(app: Celery, state: str | None = None) -> list:
+    return composition_of(app).store().list_runs(SCOPE, state=state, limit=1000)  # type: ignore[union-attr]
+
+
+@pytest.mark.postgres
+def test_a_clock_tick_claims_and_the_worker_runs_each_fire_once(pg_url: str, redis_url: str) -> None:
+    migrate_store(pg_url)
+    settings = make_settings(pg_url, redis_url)
+    recorder = Recorder()
+    app = ready_app(settings, recorder)
+    register_due(app, 5)
+    try:
+        with inprocess_worker(app, QUEUES):
+            first = send_tick(settings)
+            report = app.AsyncResult(first).get(timeout=30)
+            assert report["claimed"] == 5 and report["errors"] == 0
+            wait_for(lambda: len(runs(app, "completed")) == 5, what="5 completed runs")
+            again = app.AsyncResult(send_tick(settings)).get(timeout=30)
+            assert again["claimed"] == 0  # the same minute: nothing new, nothing twice
+        assert sorted(k.routine_id for k in recorder.keys) == [f"r{i}" for i in range(5)]
+        assert composition_of(app).store().last_tick() is not None  # type: ignore[union-attr]
+    finally:
+        composition_of(app).close()  # type: ignore[union-attr]
+
+
+def test_a_tick_never_claims_ahead_of_the_worker_clock(sqlite_url: str, redis_url: str) -> None:
+    migrate_store(sqlite_url)
+    settings = make_settings(sqlite_url, redis_url)
+    app = ready_app(settings, Recorder())
+    try:
+        with inprocess_worker(app, QUEUES):
+            report = app.send_task(TICK_TASK, kwargs={"now": "2999-01-01T00:00:00Z"}).get(timeout=30)
+        assert report["at"] < "2100"  # min(given, worker clock)
+        assert report["at"] <= utcnow().isoformat()
+    finally:
+        composition_of(app).close()  # type: ignore[union-attr]
+
+
+def test_parse_now_takes_the_earlier_of_given_and_clock() -> None:
+    from datetime import UTC, datetime
+
+    from alma_schedule.errors import InvalidInput
+
+    clock = datetime(2026, 1, 1, 12, tzinfo=UTC)
+    settings = Settings(clock=lambda: clock)
+    assert parse_now(None, settings) == clock
+    assert parse_now("2026-01-01T11:00:00Z", settings) == datetime(2026, 1, 1, 11, tzinfo=UTC)
+    assert parse_now("2027-01-01T00:00:00+00:00", settings) == clock
+    for bad in ("2026-01-01T11:00:00", "yesterday", 5):
+        with pytest.raises(InvalidInput):
+            parse_now(bad, settings)  # type: ignore[arg-type]
+
+
+def test_pickle_is_refused_and_an_expired_run_message_is_discarded(sqlite_url: str, redis_url: str) -> None:
+    migrate_store(sqlite_url)
+    settings = make_settings(sqlite_url, redis_url)
+    recorder = Recorder()
+    app = ready_app(settings, recorder)
+    schedule = composition_of(app).schedule()  # type: ignore[union-attr]
+    three_hours_ago = utcnow() - timedelta(hours=3)
+    schedule.register(RoutineSpec(SCOPE.org, SCOPE.uid, "p", "noop", {"every": "1d"}), now=three_hours_ago)
+    schedule.register(RoutineSpec(SCOPE.org, SCOPE.uid, "x", "noop", {"every": "1d"}), now=three_hours_ago)
+    r = redis.Redis.from_url(redis_url)
+    try:
+        # a manual run claimed two hours ago: its message (sent by trigger) expired an hour ago
+        expired = schedule.trigger(SCOPE, "x", now=utcnow() - timedelta(hours=2))
+        with inprocess_worker(app, QUEUES):
+            wait_for(lambda: r.llen("alma.run") == 0, what="the expired message consumed")
+            # the same kind of message in pickle: refused and dropped by the JSON-only worker
+            pending = schedule.store.claim_manual(
+                SCOPE, "p", "manual:01PICKLE", now=utcnow(), expires_at=utcnow() + timedelta(hours=1),
+                resend_at=utcnow() + timedelta(hours=1),
+            ).record
+            assert pending is not None
+            app.send_task(RUN_TASK, args=pending.key.args(), serializer="pickle", ignore_result=True)
+            wait_for(lambda: r.llen("alma.run") == 0, what="the pickle message consumed")
+            report = app.send_task(TICK_TASK).get(timeout=30)  # worker is solo: the message is gone
+            assert schedule.store.get(SCOPE, "p", pending.run_id).state == "claimed"  # type: ignore[union-attr]
+            assert report["skipped"] >= 1  # the expired manual run: skipped(missed) by the sweep
+            final = schedule.store.get(SCOPE, "x", expired.run_id)
+            assert final is not None and (final.state, final.reason) == ("skipped", "missed")
+            # the JSON message of the same fire runs it
+            app.send_task(RUN_TASK, args=pending.key.args(), ignore_result=True)
+            wait_for(
+                lambda: schedule.store.get(SCOPE, "p", pending.run_id).state == "completed",  # type: ignore[union-attr]
+                what="the JSON run",
+            )
+        assert [k.run_id for k in recorder.keys] == ["manual:01PICKLE"]
+    finally:
+        r.close()
+        composition_of(app).close()  # type: ignore[union-attr]
+
+
+def test_a_worker_that_cannot_serve_a_stored_kind_refuses_to_start(sqlite_url: str, redis_url: str) -> None:
+    migrate_store(sqlite_url)
+    settings = make_settings(sqlite_url, redis_url)
+    recorder = Recorder()
+
+    def needs_webhook(s: Settings) -> Recorder:
+        if not s.webhook_url:
+            raise ConfigurationError("ALMA_WEBHOOK_URL is not set")
+        return recorder
+
+    registry = KindRegistry(
+        settings, builtins=False, use_entry_points=False, factories={"noop": lambda s: recorder}
+    )
+    app = create_app(settings, registry=registry)
+    schedule = composition_of(app).schedule()  # type: ignore[union-attr]
+    schedule.register(RoutineSpec(SCOPE.org, SCOPE.uid, "ok", "noop", {"every": "1h"}))
+    # registered through a process that could serve it; this worker's configuration cannot
+    registry.register("hooked", lambda s: recorder)
+    schedule.register(RoutineSpec(SCOPE.org, SCOPE.uid, "h", "hooked", {"every": "1h"}))
+    registry.register("hooked", needs_webhook)
+    try:
+        with pytest.raises(ConfigurationError, match="ALMA_WEBHOOK_URL"), inprocess_worker(app, ["alma.run"]):
+            pass
+        # a tick-only worker does not run runners: it starts
+        with inprocess_worker(app, ["alma.tick"]):
+            pass
+    finally:
+        composition_of(app).close()  # type: ignore[union-attr]

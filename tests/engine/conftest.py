@@ -1,0 +1,63 @@
+"""Fixtures of the engine tests: the store (per backend), the simulated clock, the runner, ``make``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from engine_support import T0, ScriptRunner, SimClock
+
+from alma_schedule.engine import Schedule, create_schedule
+from alma_schedule.settings import Settings
+from alma_schedule.stores.base import Store
+
+STORES = ["memory"]
+
+
+def open_test_store(kind: str, request: pytest.FixtureRequest) -> Store:
+    if kind == "memory":
+        from alma_schedule.stores.memory import MemoryStore
+
+        return MemoryStore()
+    from alma_schedule.stores import open_store
+    from alma_schedule.stores.sql import migrate_store
+
+    url = request.getfixturevalue("sqlite_url" if kind == "sqlite" else "pg_url")
+    migrate_store(url)
+    return open_store(url)
+
+
+@pytest.fixture
+def clock() -> SimClock:
+    return SimClock(T0)
+
+
+@pytest.fixture
+def runner() -> ScriptRunner:
+    return ScriptRunner()
+
+
+@pytest.fixture(params=STORES)
+def store(request: pytest.FixtureRequest) -> Iterator[Store]:
+    s = open_test_store(request.param, request)
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+@pytest.fixture
+def make(store: Store, clock: SimClock, runner: ScriptRunner) -> Callable[..., Schedule]:
+    """``make(dispatcher=None, runner=None, **settings)`` -> a Schedule on the test store and clock."""
+
+    def build(dispatcher: Any = None, runner_: Any = None, **overrides: Any) -> Schedule:
+        settings = Settings(clock=clock, **overrides)
+        return create_schedule(
+            store=store,
+            runner=runner if runner_ is None else runner_,
+            dispatcher=dispatcher,
+            settings=settings,
+        )
+
+    return build

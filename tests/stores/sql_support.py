@@ -1,0 +1,74 @@
+"""Helpers of the SQL store tests: shared migrated databases, reset between tests, and raw access.
+
+Creating and migrating a PostgreSQL database per test would dominate the run time, so a test class
+gets ONE migrated database and each test starts from emptied tables (a fresh, EMPTY store, as the
+contract asks). SQLite tests copy a migrated template file.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import psycopg
+
+from alma_schedule.stores.sql import SqlStore, migrate_store
+
+PG_ADMIN = os.environ.get("ALMA_TEST_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/postgres")
+TABLES = ("runs", "routine_versions", "routines", "spend", "heartbeat")
+
+
+def pg_admin(sql: str) -> None:
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        conn.execute(sql)
+
+
+def libpq_url(sa_url: str) -> str:
+    """The psycopg (libpq) form of a SQLAlchemy URL."""
+    return sa_url.replace("postgresql+psycopg://", "postgresql://", 1)
+
+
+@contextmanager
+def pg_database(*, migrated: bool = True) -> Iterator[str]:
+    """A new PostgreSQL database (migrated unless told otherwise), dropped afterwards."""
+    name = f"alma_test_{uuid.uuid4().hex[:12]}"
+    pg_admin(f'CREATE DATABASE "{name}"')
+    base = PG_ADMIN.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://", 1)
+    url = f"{base}/{name}"
+    try:
+        if migrated:
+            migrate_store(url)
+        yield url
+    finally:
+        pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def empty_pg(url: str) -> None:
+    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+        conn.execute(f"TRUNCATE {', '.join(TABLES)}")
+
+
+@contextmanager
+def sqlite_template(directory: Path) -> Iterator[Path]:
+    path = directory / "template.sqlite3"
+    migrate_store(f"sqlite:///{path}")
+    yield path
+
+
+def sqlite_copy(template: Path, directory: Path) -> str:
+    target = directory / f"store-{uuid.uuid4().hex[:8]}.sqlite3"
+    shutil.copyfile(template, target)
+    return f"sqlite:///{target}"
+
+
+@contextmanager
+def opened(url: str, **kw: int) -> Iterator[SqlStore]:
+    store = SqlStore(url, **kw)
+    try:
+        yield store
+    finally:
+        store.close()

@@ -1,0 +1,128 @@
+"""The contract suite can fail: broken stores (small mutants of the reference) are caught by it.
+
+Each mutant breaks one rule of the protocol; the named contract test must then fail with an
+AssertionError (or miss an expected error). Racy mutants do their check and their write in two
+steps, like a backend that forgot its lock or its compare-and-set.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+from alma_schedule.contracts import Ceiling, ClaimResult, ReserveResult, RunKey, Scope
+from alma_schedule.settings import Timers
+from alma_schedule.stores.memory import MemoryStore
+from alma_schedule.testing import StoreContract, StoreRaceContract
+
+
+class PauseOverwrites(MemoryStore):
+    def set_paused(self, scope: Scope, routine_id: str, reason: str | None, **kw: Any) -> Any:
+        if reason is not None:
+            with self._lock:
+                super().set_paused(scope, routine_id, None, **kw)
+        return super().set_paused(scope, routine_id, reason, **kw)
+
+
+class LeakyScope(MemoryStore):
+    def get_routine(self, scope: Scope, routine_id: str, *, include_deleted: bool = False) -> Any:
+        for key in self._routines:
+            if key[2] == routine_id:
+                return self._out(key)
+        return None
+
+
+class ResendsForever(MemoryStore):
+    def take_resends(self, now: datetime, limit: int, timers: Timers, *, send: bool = True) -> Any:
+        frozen = dataclasses.replace(timers, resend_first=timers.resend_first * 0, resend_max=timers.resend_max * 0)
+        return super().take_resends(now, limit, frozen, send=send)
+
+
+class StreakNeverResets(MemoryStore):
+    def _streak(self, rk: Any, result: Any, now: Any, timers: Any) -> None:
+        if result.outcome != "completed":
+            super()._streak(rk, result, now, timers)
+
+
+class NoSupersession(MemoryStore):
+    def claim_due(self, now: datetime, limit: int, decide: Callable[..., Any], timers: Timers) -> Any:
+        with self._lock:
+            blockers = {k: r for k, r in self._active.items() if self._runs[k][r].origin == "schedule"}
+            for k, rid in blockers.items():  # pretend schedule claims block like manual ones
+                rec = self._runs[k][rid]
+                if rec.state == "claimed":
+                    self._runs[k][rid] = dataclasses.replace(rec, origin="manual")
+            try:
+                return super().claim_due(now, limit, decide, timers)
+            finally:
+                for k, rid in blockers.items():
+                    rec = self._runs[k][rid]
+                    self._runs[k][rid] = dataclasses.replace(rec, origin="schedule")
+
+
+class RacyStart(MemoryStore):
+    def start(self, key: RunKey, *, now: datetime) -> ClaimResult:
+        rec = self.get(key.scope, key.routine_id, key.run_id)
+        if rec is None or rec.state != "claimed":
+            return super().start(key, now=now)
+        time.sleep(0.001)  # check ... then act
+        with self._lock:
+            new = dataclasses.replace(rec, state="running", started_at=now, state_at=now)
+            self._put_run(new)
+        return ClaimResult(True, new, "won")
+
+
+class RacyReserve(MemoryStore):
+    def reserve(self, key: RunKey, day: str, amount_micros: int, ceilings: Sequence[Ceiling]) -> ReserveResult:
+        for c in ceilings:
+            if self.spend(c.key, day) + amount_micros > c.limit_micros:
+                return ReserveResult(False, c.key, None)
+        time.sleep(0.005)
+        return super().reserve(key, day, amount_micros, [Ceiling(c.key, 10**12) for c in ceilings])
+
+
+class Contract(StoreContract):
+    pass
+
+
+class Races(StoreRaceContract):
+    race_scale = 0.05
+
+
+SINGLE = [
+    (PauseOverwrites, "test_pause_keeps_the_first_reason"),
+    (LeakyScope, "test_another_scope_cannot_reach_a_routine"),
+    (ResendsForever, "test_take_resends_backs_off"),
+    (StreakNeverResets, "test_streak_rules"),
+    (NoSupersession, "test_newer_fire_supersedes_an_older_claimed_one"),
+]
+RACES = [
+    (RacyStart, "test_16_threads_start_the_same_runs_once"),
+    (RacyReserve, "test_20_routines_race_the_org_ceiling"),
+]
+
+
+@pytest.mark.parametrize(("mutant", "test"), SINGLE, ids=[m.__name__ for m, _ in SINGLE])
+def test_the_contract_catches(mutant: type[MemoryStore], test: str) -> None:
+    method = getattr(Contract(), test)
+    kwargs: dict[str, Any] = {}
+    if test == "test_streak_rules":
+        from alma_schedule.contracts import RunResult
+
+        kwargs = {"result": RunResult.completed("delivered"), "expected": 0}
+    with pytest.raises((AssertionError, ValueError, pytest.fail.Exception)):
+        method(mutant(), **kwargs)
+    method(MemoryStore(), **kwargs)  # and the reference passes the same test
+
+
+@pytest.mark.parametrize(("mutant", "test"), RACES, ids=[m.__name__ for m, _ in RACES])
+def test_the_race_contract_catches(mutant: type[MemoryStore], test: str) -> None:
+    method = getattr(Races(), test)
+    with pytest.raises(AssertionError):
+        method(mutant())
+    method(MemoryStore())
