@@ -142,8 +142,10 @@ class _Refuse(Exception):
 
 
 def describe_beat(schedule: object) -> str:
-    """How beat shows a schedule value (short)."""
+    """How beat shows a schedule value (short; a default ``repr`` becomes ``<module.Class>``)."""
     text = repr(schedule)
+    if " object at 0x" in text:
+        text = f"<{type(schedule).__module__}.{type(schedule).__qualname__}>"
     return text if len(text) <= 80 else text[:77] + "..."
 
 

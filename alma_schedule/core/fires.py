@@ -50,7 +50,7 @@ def _cron_next(spec: CronSpec, key: str, a: int) -> int | None:
                 g = next_match(spec, s + poff)
                 if g is not None and g < s + off:
                     return s
-            lo = lo
+            lo = max(lo, s + poff)
     return None
 
 

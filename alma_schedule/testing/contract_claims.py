@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from alma_schedule.contracts import ClaimBatch, ClaimResult, Defer, Fire, NotDue, Resends, Routine
+from alma_schedule.contracts import ClaimBatch, ClaimResult, Defer, Fire, NotDue, Resends, Routine, RunRecord
 from alma_schedule.settings import Timers
 from alma_schedule.stores.base import Store
 from alma_schedule.testing.builders import (
@@ -257,7 +257,7 @@ class ClaimContract:
         keys = {r.key for r in store.claim_due(T0, 10, fire_due_long, TIMERS).claimed}
         assert len(keys) == 5
         now = T0 + TIMERS.resend_first
-        taken = []
+        taken: list[RunRecord] = []
         for _ in range(4):
             taken += store.take_resends(now, 2, TIMERS).resend
         assert len(taken) == 5 and {r.key for r in taken} == keys

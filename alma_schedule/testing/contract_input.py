@@ -36,7 +36,15 @@ ODD_IDS = [
     "$1 :name ?",
     "a" * 200,
 ]
-ODD_ID_NAMES = ["quote", "double_quote", "injection", "like_wildcards", "unicode", "placeholders", "200_chars"]
+ODD_ID_NAMES = [
+    "quote",
+    "double_quote",
+    "injection",
+    "like_wildcards",
+    "unicode",
+    "placeholders",
+    "200_chars",
+]
 #: Definitions that are not JSON (or that PostgreSQL's jsonb cannot hold).
 BAD_BODIES: list[Any] = [
     {"x": object()},
@@ -56,7 +64,8 @@ class InputContract:
     @pytest.mark.parametrize("bad", BAD_IDS, ids=BAD_ID_NAMES)
     @pytest.mark.parametrize("field", ["org", "uid", "routine_id"])
     def test_bad_ids_are_refused_before_any_write(self, store: Store, field: str, bad: str) -> None:
-        routine = dataclasses.replace(make_routine("r1"), **{field: bad})
+        changes: dict[str, Any] = {field: bad}
+        routine = dataclasses.replace(make_routine("r1"), **changes)
         with pytest.raises(InvalidInput):
             store.put_routine(routine, now=T0)
         assert list(store.iter_routines()) == []
@@ -108,7 +117,7 @@ class InputContract:
         assert len(store.routine_versions(SCOPE, "r3")) == 1
 
     def test_json_text_round_trips(self, store: Store) -> None:
-        body = {"q": "it's \"quoted\" \\ \u2603", "nested": {"list": [1, -2, 3.25, None, False, "x"]}, "": 0}
+        body = {"q": 'it\'s "quoted" \\ \u2603', "nested": {"list": [1, -2, 3.25, None, False, "x"]}, "": 0}
         saved = store.put_routine(make_routine("r1", definition=body), now=T0)
         got = store.get_routine(SCOPE, "r1")
         assert got is not None and dict(got.definition) == body and dict(saved.definition) == body

@@ -22,7 +22,6 @@ from alma_schedule.testing.builders import (
     register,
     run_in,
     running,
-    submitted,
 )
 
 
@@ -45,10 +44,17 @@ class ReadContract:
         assert len(runs) == 5 and runs[0].routine_id == "a" and runs[0].fire_at == T0 + 2 * MINUTE
         keys = [(r.fire_at, r.run_id) for r in runs]
         assert keys == sorted(keys, reverse=True)
-        assert [r.fire_at for r in store.list_runs(SCOPE, routine_id="a")] == [T0 + 2 * MINUTE, T0 + MINUTE, T0]
+        assert [r.fire_at for r in store.list_runs(SCOPE, routine_id="a")] == [
+            T0 + 2 * MINUTE,
+            T0 + MINUTE,
+            T0,
+        ]
         assert [r.routine_id for r in store.list_runs(SCOPE, state="failed")] == ["b"]
         assert [r.state for r in store.list_runs(SCOPE, state="claimed")] == ["claimed"]
-        assert {r.fire_at for r in store.list_runs(SCOPE, since=T0 + MINUTE)} == {T0 + MINUTE, T0 + 2 * MINUTE}
+        assert {r.fire_at for r in store.list_runs(SCOPE, since=T0 + MINUTE)} == {
+            T0 + MINUTE,
+            T0 + 2 * MINUTE,
+        }
         page = store.list_runs(SCOPE, routine_id="a", limit=2)
         assert len(page) == 2
         rest = store.list_runs(SCOPE, routine_id="a", before=(page[-1].fire_at, page[-1].run_id))
@@ -141,7 +147,11 @@ class ReadContract:
         assert store.blocked(T0 + 2 * limit, limit) == []
         later = {r.routine_id for r in store.blocked(T0 + 2 * limit + SECOND, limit)}
         assert later == {"running", "collecting"}
-        assert {r.routine_id for r in store.blocked(T0 + HOUR + SECOND, limit)} == {"running", "collecting", "submitted"}
+        assert {r.routine_id for r in store.blocked(T0 + HOUR + SECOND, limit)} == {
+            "running",
+            "collecting",
+            "submitted",
+        }
         assert len(store.blocked(T0 + HOUR + SECOND, limit, limit=2)) == 2
 
     def test_stuck(self, store: Store) -> None:
@@ -152,12 +162,11 @@ class ReadContract:
         assert {r.routine_id for r in store.stuck(T0 + 2 * HOUR, HOUR)} == {"running", "submitted"}
 
     def test_iter_routines_streams_every_scope_in_key_order(self, store: Store) -> None:
-        made = []
-        for scope in (OTHER_UID, SCOPE, OTHER_ORG):
-            for rid in ("z", "m", "a"):
-                made.append(register(store, rid, scope=scope))
+        made = [register(store, rid, scope=scope) for scope in (OTHER_UID, SCOPE, OTHER_ORG) for rid in "zma"]
         got = list(store.iter_routines(batch=2))
-        assert [(r.org, r.uid, r.routine_id) for r in got] == sorted((r.org, r.uid, r.routine_id) for r in made)
+        assert [(r.org, r.uid, r.routine_id) for r in got] == sorted(
+            (r.org, r.uid, r.routine_id) for r in made
+        )
 
     # ------------------------------------------------------------------ maintenance
 

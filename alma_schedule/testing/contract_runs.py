@@ -33,11 +33,15 @@ Op = Callable[[Store, RunRecord], object]
 #: Every guarded write, as (name, call). Each is applied to rows in states it must NOT move.
 OPS: dict[str, Op] = {
     "start": lambda s, r: s.start(r.key, now=T0 + MINUTE),
-    "submit": lambda s, r: s.submit(r.key, now=T0 + MINUTE, batch_id="b", deadline=T0 + HOUR, next_poll_at=T0 + HOUR),
+    "submit": lambda s, r: s.submit(
+        r.key, now=T0 + MINUTE, batch_id="b", deadline=T0 + HOUR, next_poll_at=T0 + HOUR
+    ),
     "begin_collecting": lambda s, r: s.begin_collecting(r.key, now=T0 + MINUTE),
     "completed": lambda s, r: s.finish(r.key, RunResult.completed(), now=T0 + MINUTE, timers=TIMERS),
     "failed": lambda s, r: s.finish(r.key, RunResult.failed("runner_error"), now=T0 + MINUTE, timers=TIMERS),
-    "refused": lambda s, r: s.finish(r.key, RunResult.refused("not_admitted"), now=T0 + MINUTE, timers=TIMERS),
+    "refused": lambda s, r: s.finish(
+        r.key, RunResult.refused("not_admitted"), now=T0 + MINUTE, timers=TIMERS
+    ),
     "skipped": lambda s, r: s.finish(r.key, RunResult("skipped", "missed"), now=T0 + MINUTE, timers=TIMERS),
     "timed_out": lambda s, r: s.finish(r.key, RunResult.timed_out(), now=T0 + MINUTE, timers=TIMERS),
 }
@@ -84,7 +88,11 @@ class RunContract:
         rec = claim(store)
         won = store.start(rec.key, now=T0 + SECOND)
         assert (won.won, won.reason) == (True, "won") and won.record is not None
-        assert (won.record.state, won.record.started_at, won.record.state_at) == ("running", T0 + SECOND, T0 + SECOND)
+        assert (won.record.state, won.record.started_at, won.record.state_at) == (
+            "running",
+            T0 + SECOND,
+            T0 + SECOND,
+        )
         again = store.start(rec.key, now=T0 + 2 * SECOND)
         assert (again.won, again.reason, again.record) == (False, "duplicate", won.record)
         assert store.get(SCOPE, "r1", rec.run_id) == won.record
@@ -123,13 +131,29 @@ class RunContract:
     def test_submit_then_collect_one_winner(self, store: Store) -> None:
         rec = run_in(store, "running")
         sub = store.submit(
-            rec.key, now=T0 + SECOND, batch_id="b-1", deadline=T0 + HOUR, next_poll_at=T0 + 30 * SECOND,
+            rec.key,
+            now=T0 + SECOND,
+            batch_id="b-1",
+            deadline=T0 + HOUR,
+            next_poll_at=T0 + 30 * SECOND,
             target_task_id="task-9",
         )
         assert sub.won and sub.record is not None
         got = sub.record
-        assert (got.state, got.batch_id, got.target_task_id, got.deadline, got.next_poll_at, got.submitted_at) == (
-            "submitted", "b-1", "task-9", T0 + HOUR, T0 + 30 * SECOND, T0 + SECOND,
+        assert (
+            got.state,
+            got.batch_id,
+            got.target_task_id,
+            got.deadline,
+            got.next_poll_at,
+            got.submitted_at,
+        ) == (
+            "submitted",
+            "b-1",
+            "task-9",
+            T0 + HOUR,
+            T0 + 30 * SECOND,
+            T0 + SECOND,
         )
         dup = store.submit(rec.key, now=T0 + SECOND, batch_id="b-2", deadline=T0, next_poll_at=T0)
         assert (dup.won, dup.reason, dup.record) == (False, "duplicate", got)
@@ -161,9 +185,15 @@ class RunContract:
     def test_annotate_writes_only_annotatable_fields(self, store: Store) -> None:
         rec = run_in(store, "running")
         values = {
-            "session_id": "s-1", "turn_id": "t-1", "batch_id": "b-1", "target_task_id": "task",
-            "caps_crossed": ["per_run"], "delivery_hash": "abc", "result_text": "hello \u2603",
-            "erase_at": T0 + HOUR, "cost_micros": 1234,
+            "session_id": "s-1",
+            "turn_id": "t-1",
+            "batch_id": "b-1",
+            "target_task_id": "task",
+            "caps_crossed": ["per_run"],
+            "delivery_hash": "abc",
+            "result_text": "hello \u2603",
+            "erase_at": T0 + HOUR,
+            "cost_micros": 1234,
         }
         out = store.annotate(rec.key, values)
         assert out.state == "running" and out.state_at == rec.state_at
@@ -172,7 +202,12 @@ class RunContract:
             if name != "caps_crossed":
                 assert getattr(out, name) == value, name
         assert store.get(SCOPE, "r1", rec.run_id) == out
-        for bad in ({"state": "completed"}, {"reason": "ok"}, {"reserved_micros": 1}, {"session_id": "x", "fire_at": T0}):
+        for bad in (
+            {"state": "completed"},
+            {"reason": "ok"},
+            {"reserved_micros": 1},
+            {"session_id": "x", "fire_at": T0},
+        ):
             with pytest.raises(InvalidInput):
                 store.annotate(rec.key, bad)
         assert store.get(SCOPE, "r1", rec.run_id) == out
@@ -195,7 +230,11 @@ class RunContract:
         assert res.won and res.record is not None
         done = res.record
         assert (done.state, done.reason, done.cost_micros, done.finished_at, done.state_at) == (
-            "completed", "delivered", 250, T0 + MINUTE, T0 + MINUTE,
+            "completed",
+            "delivered",
+            250,
+            T0 + MINUTE,
+            T0 + MINUTE,
         )
         again = store.finish(rec.key, RunResult.failed("runner_error"), now=T0 + HOUR, timers=TIMERS)
         assert (again.won, again.reason, again.record) == (False, "duplicate", done)
@@ -204,10 +243,17 @@ class RunContract:
         rec = run_in(store, "running")
         store.annotate(rec.key, {"cost_micros": 77})
         res = store.finish(
-            rec.key, RunResult.failed("provider_error", error_class="HTTPError"), now=T0 + MINUTE, timers=TIMERS
+            rec.key,
+            RunResult.failed("provider_error", error_class="HTTPError"),
+            now=T0 + MINUTE,
+            timers=TIMERS,
         )
         assert res.record is not None
-        assert (res.record.reason, res.record.error_class, res.record.cost_micros) == ("provider_error", "HTTPError", 77)
+        assert (res.record.reason, res.record.error_class, res.record.cost_micros) == (
+            "provider_error",
+            "HTTPError",
+            77,
+        )
 
     def test_finish_sets_erase_at_when_text_is_kept(self, store: Store) -> None:
         rec = run_in(store, "running")
@@ -257,7 +303,9 @@ class RunContract:
 
     def test_manual_runs_count_too(self, store: Store) -> None:
         register(store)
-        res = store.claim_manual(SCOPE, "r1", "manual:01", now=T0, expires_at=T0 + HOUR, resend_at=T0 + MINUTE)
+        res = store.claim_manual(
+            SCOPE, "r1", "manual:01", now=T0, expires_at=T0 + HOUR, resend_at=T0 + MINUTE
+        )
         assert res.record is not None
         store.start(res.record.key, now=T0)
         store.finish(res.record.key, RunResult.failed("runner_error"), now=T0, timers=TIMERS)
@@ -300,7 +348,11 @@ class RunContract:
         rec = run_in(store, state)
         res = store.record(SCOPE, "r1", rec.run_id, "failed", "reconciled", now=T0 + HOUR)
         assert res.won and res.record is not None
-        assert (res.record.state, res.record.reason, res.record.finished_at) == ("failed", "reconciled", T0 + HOUR)
+        assert (res.record.state, res.record.reason, res.record.finished_at) == (
+            "failed",
+            "reconciled",
+            T0 + HOUR,
+        )
         row = store.get_routine(SCOPE, "r1")
         assert row is not None and row.consecutive_failures == 0, "record never counts"
         again = store.record(SCOPE, "r1", rec.run_id, "completed", "reconciled", now=T0 + HOUR)

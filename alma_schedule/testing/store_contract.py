@@ -14,7 +14,15 @@ from alma_schedule.testing.contract_reads import ReadContract
 from alma_schedule.testing.contract_routines import RoutineContract
 from alma_schedule.testing.contract_runs import RunContract
 
-__all__ = ["ClaimContract", "InputContract", "MoneyContract", "ReadContract", "RoutineContract", "RunContract", "StoreContract"]
+__all__ = [
+    "ClaimContract",
+    "InputContract",
+    "MoneyContract",
+    "ReadContract",
+    "RoutineContract",
+    "RunContract",
+    "StoreContract",
+]
 
 
 class StoreContract(RoutineContract, ClaimContract, RunContract, MoneyContract, ReadContract, InputContract):

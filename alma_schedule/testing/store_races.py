@@ -119,14 +119,19 @@ class StoreRaceContract:
                         return []
             order = ids if i == 2 else ids[::-1]  # two triggers, from both ends
             return [
-                (rid, store.claim_manual(SCOPE, rid, f"manual:{i}", now=T0, expires_at=T0 + HOUR, resend_at=T0 + HOUR))
+                (
+                    rid,
+                    store.claim_manual(
+                        SCOPE, rid, f"manual:{i}", now=T0, expires_at=T0 + HOUR, resend_at=T0 + HOUR
+                    ),
+                )
                 for rid in order
             ]
 
         manual = [pair for out in race(4, worker) for pair in out]
         won = Counter(rid for rid, res in manual if res.won)
         assert set(won.values()) <= {1}, "two manual claims won on one routine"
-        for rid, res in manual:
+        for _, res in manual:
             assert res.won or res.reason == "overlap", res
         for routine in store.iter_routines():
             rid = routine.routine_id
@@ -199,7 +204,9 @@ class StoreRaceContract:
                 if res.won:
                     wins.append(key)
                 else:
-                    assert res.reason == "duplicate" and res.record is not None and res.record.state == "running"
+                    assert (
+                        res.reason == "duplicate" and res.record is not None and res.record.state == "running"
+                    )
             return wins
 
         wins = Counter(k for mine in race(16, starter) for k in mine)
@@ -208,7 +215,9 @@ class StoreRaceContract:
     def test_two_collectors_one_winner(self, store: Store) -> None:
         runs = _running(store, self.scaled(100))
         for rec in runs:
-            assert store.submit(rec.key, now=T0, batch_id="b", deadline=T0 + HOUR, next_poll_at=T0 + MINUTE).won
+            assert store.submit(
+                rec.key, now=T0, batch_id="b", deadline=T0 + HOUR, next_poll_at=T0 + MINUTE
+            ).won
 
         def collector(i: int) -> list[RunKey]:
             order = runs if i == 0 else runs[::-1]

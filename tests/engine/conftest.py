@@ -12,7 +12,7 @@ from alma_schedule.engine import Schedule, create_schedule
 from alma_schedule.settings import Settings
 from alma_schedule.stores.base import Store
 
-STORES = ["memory"]
+STORES = ["memory", "sqlite", pytest.param("pg", marks=pytest.mark.postgres)]
 
 
 def open_test_store(kind: str, request: pytest.FixtureRequest) -> Store:

@@ -60,6 +60,8 @@ CRONS = [
     ("30 6 * * 1-5", "Pacific/Chatham"),
     ("0 7 * * *", "America/New_York"),
     ("*/45 * * * *", "UTC"),
+    ("0 2 * * *", "America/Chicago"),
+    ("*/10 2-3 * * 0", "America/New_York"),
 ]
 EVERYS = ["45s", "5m", "7m", "13m", "17m", "37m", "1h", "90m", "2h", "3h", "6h", "1d", "23h"]
 ATS = [

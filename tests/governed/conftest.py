@@ -1,43 +1,93 @@
-"""Fixtures of the governed-runner tests: one real store per backend (memory, SQLite, PostgreSQL)."""
+"""Fixtures of the governed-runner tests: one real, EMPTY store per backend (memory, SQLite, PostgreSQL).
+
+Creating and migrating a database per test would dominate the run time, so the PostgreSQL backend
+migrates ONE database per test session and empties its tables before each test; SQLite copies a
+migrated template file.
+"""
 
 from __future__ import annotations
 
+import os
+import shutil
+import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
-
 from governed_support import SimClock
 
+PG_ADMIN = os.environ.get("ALMA_TEST_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/postgres")
 
-def _sql_store(url: str) -> Any:
-    from alma_schedule.stores import migrate_store, open_store
 
-    migrate_store(url)
-    return open_store(url)
+def _pg_admin(sql: str) -> None:
+    import psycopg
+
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        conn.execute(sql)
+
+
+@pytest.fixture(scope="session")
+def governed_pg_url() -> Iterator[str]:
+    """One migrated PostgreSQL database for the session (dropped afterwards)."""
+    from alma_schedule.stores import migrate_store
+
+    name = f"alma_test_gov_{uuid.uuid4().hex[:12]}"
+    _pg_admin(f'CREATE DATABASE "{name}"')
+    url = PG_ADMIN.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://", 1) + f"/{name}"
+    try:
+        migrate_store(url)
+        yield url
+    finally:
+        _pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from alma_schedule.stores import migrate_store
+
+    path = tmp_path_factory.mktemp("governed") / "template.sqlite3"
+    migrate_store(f"sqlite:///{path}")
+    return path
+
+
+def empty_tables(url: str) -> None:
+    """Delete every row of every table of the store's schema (children first)."""
+    import sqlalchemy as sa
+
+    from alma_schedule.stores.sql.schema import metadata
+
+    engine = sa.create_engine(url)
+    try:
+        with engine.begin() as conn:
+            for table in reversed(metadata.sorted_tables):
+                conn.execute(table.delete())
+    finally:
+        engine.dispose()
 
 
 @pytest.fixture(params=["memory", "sqlite", "pg"])
-def store(request: pytest.FixtureRequest) -> Iterator[Any]:
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
     """A real, empty store of each backend."""
     if request.param == "memory":
         from alma_schedule.stores.memory import MemoryStore
 
         yield MemoryStore()
         return
-    url = request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "pg_url")
-    s = _sql_store(url)
+    from alma_schedule.stores import open_store
+
+    if request.param == "sqlite":
+        target = tmp_path / f"store-{uuid.uuid4().hex[:8]}.sqlite3"
+        shutil.copyfile(request.getfixturevalue("sqlite_template"), target)
+        url = f"sqlite:///{target}"
+    else:
+        url = request.getfixturevalue("governed_pg_url")
+        empty_tables(url)
+    s = open_store(url)
     try:
         yield s
     finally:
         s.close()
-
-
-@pytest.fixture
-def memory_store() -> Any:
-    from alma_schedule.stores.memory import MemoryStore
-
-    return MemoryStore()
 
 
 @pytest.fixture

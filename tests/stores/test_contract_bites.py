@@ -39,7 +39,9 @@ class LeakyScope(MemoryStore):
 
 class ResendsForever(MemoryStore):
     def take_resends(self, now: datetime, limit: int, timers: Timers, *, send: bool = True) -> Any:
-        frozen = dataclasses.replace(timers, resend_first=timers.resend_first * 0, resend_max=timers.resend_max * 0)
+        frozen = dataclasses.replace(
+            timers, resend_first=timers.resend_first * 0, resend_max=timers.resend_max * 0
+        )
         return super().take_resends(now, limit, frozen, send=send)
 
 
@@ -78,7 +80,9 @@ class RacyStart(MemoryStore):
 
 
 class RacyReserve(MemoryStore):
-    def reserve(self, key: RunKey, day: str, amount_micros: int, ceilings: Sequence[Ceiling]) -> ReserveResult:
+    def reserve(
+        self, key: RunKey, day: str, amount_micros: int, ceilings: Sequence[Ceiling]
+    ) -> ReserveResult:
         for c in ceilings:
             if self.spend(c.key, day) + amount_micros > c.limit_micros:
                 return ReserveResult(False, c.key, None)

@@ -1,0 +1,112 @@
+"""A ``turn`` and a ``job`` routine end to end through the real Celery path: the kind registry builds
+the governed runners from settings (``ALMA_PROVIDER=scripted``, a file sink), a real worker on Redis
+runs the ticks, the run messages and the collect messages, over PostgreSQL."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from alma_schedule.celery import create_app
+from alma_schedule.clock import send_tick
+from alma_schedule.contracts import RoutineSpec, Scope
+from alma_schedule.ids import governed_key
+from alma_schedule.settings import Settings
+from alma_schedule.stores import migrate_store
+from alma_schedule.tasks import composition_of
+
+pytestmark = [pytest.mark.redis, pytest.mark.postgres]
+
+QUEUES = ["alma.tick", "alma.run", "alma.collect"]
+SCOPE = Scope("acme", "u1")
+
+
+@contextlib.contextmanager
+def worker(app: Any) -> Iterator[Any]:
+    """A real worker in a thread of this process (solo pool); the current/default app restored after."""
+    from celery import _state
+    from celery.contrib.testing.worker import start_worker
+
+    default, current = _state.default_app, _state._tls.current_app
+    try:
+        with start_worker(
+            app, pool="solo", perform_ping_check=False, queues=QUEUES, loglevel="WARNING", shutdown_timeout=30
+        ) as w:
+            yield w
+    finally:
+        _state.default_app, _state._tls.current_app = default, current
+
+
+def wait_for(predicate: Any, what: str, timeout: float = 30.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def test_turn_and_job_routines_through_real_workers(pg_url: str, redis_url: str, tmp_path: Path) -> None:
+    migrate_store(pg_url)
+    out = tmp_path / "deliveries.jsonl"
+    settings = Settings(
+        database_url=pg_url,
+        broker_url=redis_url,
+        result_backend=redis_url,
+        provider="scripted",
+        sink=f"file:{out}",
+        poll_first=timedelta(seconds=1),
+        ceiling_org_daily_micros=1_000_000,
+        cap_per_run_micros=100_000,
+    )
+    app = create_app(settings)
+    comp = composition_of(app)
+    assert comp is not None
+    schedule = comp.schedule()
+    two_minutes_ago = datetime.now(UTC) - timedelta(minutes=2)
+    for routine_id, kind in (("brief", "turn"), ("digest", "job")):
+        schedule.register(
+            RoutineSpec(SCOPE.org, SCOPE.uid, routine_id, kind, {"cron": "* * * * *"}, {"goal": f"{routine_id}!"}),
+            now=two_minutes_ago,
+        )
+    store = comp.store()
+
+    def state(routine_id: str) -> str | None:
+        runs = store.list_runs(SCOPE, routine_id=routine_id, limit=5)
+        return runs[0].state if runs else None
+
+    try:
+        with worker(app):
+            report = app.AsyncResult(send_tick(settings)).get(timeout=30)
+            assert report["claimed"] == 2 and report["errors"] == 0
+            wait_for(lambda: state("brief") == "completed", "the turn delivered")
+            wait_for(lambda: state("digest") == "submitted", "the job submitted")
+            time.sleep(1.2)  # past the first poll
+            report = app.AsyncResult(send_tick(settings)).get(timeout=30)
+            assert report["collect"] == 1
+            wait_for(lambda: state("digest") == "completed", "the job collected and delivered")
+            app.AsyncResult(send_tick(settings)).get(timeout=30)  # a later tick changes nothing
+        (turn,) = store.list_runs(SCOPE, routine_id="brief")
+        (job,) = store.list_runs(SCOPE, routine_id="digest")
+        assert (turn.reason, job.reason) == ("delivered", "delivered")
+        assert turn.session_id and job.batch_id == "scripted-" + governed_key(SCOPE, "digest", job.run_id)
+        assert turn.cost_micros > 0 and job.cost_micros > 0
+        assert (turn.reserved_micros, job.reserved_micros) == (0, 0)
+        day = turn.fire_at.date().isoformat()
+        assert store.spend(f"org:{SCOPE.org}", day) == turn.cost_micros + job.cost_micros
+        lines = [json.loads(line) for line in out.read_text().splitlines()]
+        assert sorted((d["routine_id"], d["idempotency_key"]) for d in lines) == [
+            ("brief", governed_key(SCOPE, "brief", turn.run_id)),
+            ("digest", governed_key(SCOPE, "digest", job.run_id)),
+        ]
+    finally:
+        comp.close()
