@@ -61,7 +61,7 @@ def _cron_latest(spec: CronSpec, key: str, n: int) -> int | None:
     hi = n + off
     memo_hi, memo_w = 0, 1  # "the last match at or before memo_hi is memo_w" (empty: hi < w)
     for _ in range(_MAX_SEGMENTS):
-        lo = max(s + off, s + poff) if fixed else s + off
+        lo = s + off
         if not memo_w <= hi <= memo_hi:
             found = prev_match(spec, hi)
             if found is None:

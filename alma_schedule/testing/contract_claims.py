@@ -125,6 +125,14 @@ class ClaimContract:
         assert row is not None and row.next_due_at == T0 + 5 * MINUTE and row.last_fire == T0 - MINUTE
         assert store.list_runs(SCOPE) == []
 
+    def test_a_fire_the_cursor_has_passed_is_never_claimed(self, store: Store) -> None:
+        register(store, last_fire=T0, next_due_at=T0)  # a stale index: the T0 fire was taken
+        batch = store.claim_due(T0, 10, fire_due, TIMERS)
+        assert batch.claimed == () and batch.skipped == ()
+        assert store.list_runs(SCOPE) == []
+        row = store.get_routine(SCOPE, "r1")
+        assert row is not None and row.last_fire == T0
+
     def test_missed_fire_is_recorded_skipped(self, store: Store) -> None:
         register(store)
         batch = store.claim_due(T0, 10, fire_next_due(missed=True), TIMERS)
@@ -261,6 +269,15 @@ class ClaimContract:
         for _ in range(4):
             taken += store.take_resends(now, 2, TIMERS).resend
         assert len(taken) == 5 and {r.key for r in taken} == keys
+
+    def test_take_resends_covers_manual_runs(self, store: Store) -> None:
+        register(store)
+        res = _manual(store)  # resend_at T0 + 2 min, expires T0 + 1 hour
+        assert res.record is not None
+        [again] = store.take_resends(T0 + 2 * MINUTE, 10, TIMERS).resend
+        assert again.key == res.record.key and again.send_attempts == 1
+        [gone] = store.take_resends(T0 + HOUR, 10, TIMERS).expired
+        assert (gone.key, gone.state, gone.reason) == (res.record.key, "skipped", "missed")
 
     def test_take_resends_ignores_started_runs(self, store: Store) -> None:
         register(store)

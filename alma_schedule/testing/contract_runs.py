@@ -56,6 +56,7 @@ ALLOWED: dict[str, set[str]] = {
     "skipped": {"claimed"},
     "timed_out": {"submitted"},
 }
+RIGHT = [(op, state) for op, states in ALLOWED.items() for state in sorted(states) if op != "start"]
 WRONG = [
     (op, state)
     for op in OPS
@@ -162,6 +163,20 @@ class RunContract:
         assert col.record.state_at == T0 + MINUTE
         lost = store.begin_collecting(rec.key, now=T0 + MINUTE)
         assert (lost.won, lost.reason, lost.record) == (False, "duplicate", col.record)
+
+    @pytest.mark.parametrize(("op", "state"), RIGHT)
+    def test_a_right_edge_moves_once(self, store: Store, op: str, state: str) -> None:
+        rec = _in(store, state)
+        res = OPS[op](store, rec)
+        target = {"submit": "submitted", "begin_collecting": "collecting"}.get(op, op)
+        assert (res.won, res.reason) == (True, "won")  # type: ignore[attr-defined]
+        moved = res.record  # type: ignore[attr-defined]
+        assert moved is not None and (moved.state, moved.state_at) == (target, T0 + MINUTE)
+        assert store.get(SCOPE, "r1", rec.run_id) == moved
+        if moved.terminal:
+            assert moved.finished_at == T0 + MINUTE
+        again = OPS[op](store, rec)
+        assert (again.won, again.reason, again.record) == (False, "duplicate", moved)  # type: ignore[attr-defined]
 
     @pytest.mark.parametrize(("op", "state"), WRONG)
     def test_a_wrong_edge_changes_nothing(self, store: Store, op: str, state: str) -> None:

@@ -22,7 +22,12 @@ from alma_schedule.settings import Settings
 from alma_schedule.stores import migrate_store
 from alma_schedule.tasks import composition_of
 
-pytestmark = [pytest.mark.redis, pytest.mark.postgres]
+pytestmark = [
+    pytest.mark.redis,
+    pytest.mark.postgres,
+    # redis-py deprecates the call Celery's Redis result backend makes, in the worker's thread
+    pytest.mark.filterwarnings("ignore:Call to deprecated setex:DeprecationWarning"),
+]
 
 QUEUES = ["alma.tick", "alma.run", "alma.collect"]
 SCOPE = Scope("acme", "u1")
@@ -87,7 +92,7 @@ def test_turn_and_job_routines_through_real_workers(pg_url: str, redis_url: str,
     try:
         with worker(app):
             report = app.AsyncResult(send_tick(settings)).get(timeout=30)
-            assert report["claimed"] == 2 and report["errors"] == 0
+            assert report["claimed"] == 2 and report["errors"] == 0, (report, list(store.iter_routines()))
             wait_for(lambda: state("brief") == "completed", "the turn delivered")
             wait_for(lambda: state("digest") == "submitted", "the job submitted")
             time.sleep(1.2)  # past the first poll

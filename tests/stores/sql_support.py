@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -54,6 +55,25 @@ def empty_pg(url: str) -> None:
     """Empty every table (DELETE: far cheaper than TRUNCATE on tables this small)."""
     with psycopg.connect(libpq_url(url), autocommit=True) as conn:
         conn.execute("; ".join(f"DELETE FROM {t}" for t in TABLES))
+
+
+def empty_store(store: SqlStore) -> None:
+    """Empty every table through the store's own pool (no new connection)."""
+    with store.engine.begin() as conn:
+        for table in TABLES:
+            conn.exec_driver_sql(f"DELETE FROM {table}")
+
+
+@contextmanager
+def fast_dir() -> Iterator[Path]:
+    """A scratch directory on tmpfs when there is one (SQLite's fsyncs cost nothing there; the
+    store still runs with synchronous=FULL), removed afterwards."""
+    base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+    path = Path(tempfile.mkdtemp(prefix="alma-sqlite-", dir=base))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 @contextmanager

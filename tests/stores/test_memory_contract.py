@@ -24,3 +24,25 @@ class TestMemoryStoreRaces(StoreRaceContract):
         store = MemoryStore()
         yield store
         store.close()
+
+
+def test_instances_share_nothing() -> None:
+    from alma_schedule.testing.builders import SCOPE, T0, register
+
+    a, b = MemoryStore(), MemoryStore()
+    register(a)
+    a.beat(T0)
+    assert b.get_routine(SCOPE, "r1") is None and list(b.iter_routines()) == [] and b.last_tick() is None
+
+
+def test_the_one_open_run_index_is_enforced() -> None:
+    import dataclasses
+
+    from alma_schedule.errors import StoreConflict
+    from alma_schedule.testing.builders import claim, register
+
+    store = MemoryStore()
+    register(store)
+    rec = claim(store)
+    with pytest.raises(StoreConflict):
+        store._put_run(dataclasses.replace(rec, run_id="manual:x"))

@@ -9,32 +9,38 @@ import pytest
 
 from alma_schedule.stores.sql import SqlStore
 from alma_schedule.testing import StoreContract, StoreRaceContract
-from tests.stores.sql_support import empty_pg, opened, pg_database, sqlite_copy, sqlite_template
+from tests.stores.sql_support import empty_store, fast_dir, opened, pg_database, sqlite_copy, sqlite_template
 
 
 @pytest.fixture(scope="module")
-def sqlite_template_file(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    with sqlite_template(tmp_path_factory.mktemp("sqlite-template")) as path:
+def scratch() -> Iterator[Path]:
+    with fast_dir() as path:
         yield path
 
 
 @pytest.fixture(scope="module")
-def shared_pg() -> Iterator[str]:
-    with pg_database() as url:
-        yield url
+def sqlite_template_file(scratch: Path) -> Iterator[Path]:
+    with sqlite_template(scratch) as path:
+        yield path
 
 
-@pytest.fixture
-def sqlite_store(sqlite_template_file: Path, tmp_path: Path) -> Iterator[SqlStore]:
-    with opened(sqlite_copy(sqlite_template_file, tmp_path)) as store:
+@pytest.fixture(scope="module")
+def shared_pg_store() -> Iterator[SqlStore]:
+    """ONE migrated database and store for the module; emptied before each test."""
+    with pg_database() as url, opened(url) as store:
         yield store
 
 
 @pytest.fixture
-def pg_store(shared_pg: str) -> Iterator[SqlStore]:
-    empty_pg(shared_pg)
-    with opened(shared_pg) as store:
+def sqlite_store(sqlite_template_file: Path, scratch: Path) -> Iterator[SqlStore]:
+    with opened(sqlite_copy(sqlite_template_file, scratch)) as store:
         yield store
+
+
+@pytest.fixture
+def pg_store(shared_pg_store: SqlStore) -> SqlStore:
+    empty_store(shared_pg_store)
+    return shared_pg_store
 
 
 class TestSqliteStore(StoreContract):

@@ -1,0 +1,175 @@
+"""End to end: a fleet app with three tasks, its beat_schedule imported, two workers, two clocks.
+
+alma-schedule is installed on the fleet's own app (the existing-fleet path); one in-process worker
+serves the tick queue, another the run and collect queues and the fleet's tasks, all on the real
+Redis; the store is PostgreSQL. Two clocks send a tick for every simulated minute (the settings
+clock is advanced by the test, so ten minutes take seconds). Each fleet task records its real
+executions in Redis; the test checks them against fires computed here by plain arithmetic.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import redis
+
+from alma_schedule.beat.importer import apply_import, plan_import
+from alma_schedule.beat.runner import TaskRunner, task_id_for
+from alma_schedule.celery import install
+from alma_schedule.clock import send_tick
+from alma_schedule.contracts import RoutineSpec, RunRecord, Scope
+from alma_schedule.stores import migrate_store
+from alma_schedule.tasks import KindRegistry
+from tests.beat import fleet_app
+from tests.celery.celery_support import inprocess_worker, make_settings, wait_for
+
+pytestmark = [
+    pytest.mark.redis,
+    pytest.mark.postgres,
+    pytest.mark.filterwarnings("ignore:Call to deprecated setex:DeprecationWarning"),
+]
+
+SCOPE = Scope("acme", "ops")
+MINUTE = timedelta(minutes=1)
+ADD, PING, BOOM = "add-every-2-min", "ping-every-3-min", "boom-every-5-min"
+TRACKED = (ADD, BOOM)
+
+
+class Clock:
+    def __init__(self, at: datetime) -> None:
+        self.at = at
+        self._lock = threading.Lock()
+
+    def __call__(self) -> datetime:
+        with self._lock:
+            return self.at
+
+    def set(self, at: datetime) -> None:
+        with self._lock:
+            self.at = at
+
+
+def start_instant() -> datetime:
+    """The next 10-minute boundary of the real clock: simulated time never lags real time, so no
+    message (whose expiry is in simulated time) is discarded as expired by the worker."""
+    now = datetime.now(UTC).replace(second=0, microsecond=0)
+    return now + timedelta(minutes=10 - now.minute % 10)
+
+
+def expected_fires(t0: datetime, minutes: int) -> dict[str, list[datetime]]:
+    """Independent of the core: crontab */2 and */5 on UTC minutes (t0 is a 10-minute boundary,
+    a fire at registration included); the 3-minute interval anchored on registration (k >= 1)."""
+    span = [t0 + k * MINUTE for k in range(minutes + 1)]
+    return {
+        ADD: [t for t in span if t.minute % 2 == 0],
+        BOOM: [t for t in span if t.minute % 5 == 0],
+        PING: [t0 + k * 3 * MINUTE for k in range(1, minutes // 3 + 1)],
+    }
+
+
+def ran(r: redis.Redis) -> list[str]:
+    return [x.decode() for x in r.lrange("fleet:ran", 0, -1)]
+
+
+@pytest.fixture
+def rdb(redis_url: str) -> Iterator[redis.Redis]:
+    r = redis.Redis.from_url(redis_url)
+    try:
+        yield r
+    finally:
+        r.close()
+
+
+def test_an_imported_beat_schedule_runs_each_fleet_task_once_per_fire(
+    pg_url: str, redis_url: str, rdb: redis.Redis
+) -> None:
+    migrate_store(pg_url)
+    t0 = start_instant()
+    clock = Clock(t0)
+    settings = make_settings(pg_url, redis_url, clock=clock)
+    fleet = fleet_app.e2e_app(redis_url, redis_url, redis_url)
+    registry = KindRegistry(
+        settings, builtins=False, use_entry_points=False, factories={"task": lambda s: TaskRunner(fleet)}
+    )
+    composition = install(fleet, settings=settings, registry=registry)
+    schedule = composition.schedule()
+    store = composition.store()
+    try:
+        # import the beat schedule, then track two of the three (a definition change: cursor kept)
+        plan = plan_import(fleet, SCOPE)
+        assert [c.name for c in plan.converted] == [ADD, PING, BOOM]
+        assert {a.outcome for a in apply_import(schedule, plan, now=t0)} == {"created"}
+        for conv in plan.converted:
+            if conv.name in TRACKED:
+                assert conv.spec is not None
+                tracked = {**conv.spec.definition, "track": True, "deadline": "90s"}
+                spec = RoutineSpec(SCOPE.org, SCOPE.uid, conv.name, "task", conv.spec.schedule, tracked)
+                assert schedule.register(spec, now=t0).changed
+
+        def runs() -> list[RunRecord]:
+            return store.list_runs(SCOPE, limit=1000)
+
+        def quiet() -> bool:
+            rows = runs()
+            if any(r.state in ("claimed", "running", "collecting") for r in rows):
+                return False
+            sent = sum(1 for r in rows if r.reason == "sent" or r.target_task_id is not None)
+            if len(ran(rdb)) != sent:  # every task sent has really executed on the fleet worker
+                return False
+            return all(r.state != "submitted" or r.poll_attempts == 0 for r in rows)  # polled -> done
+
+        expected = expected_fires(t0, 10)
+        due_at: dict[datetime, int] = {}
+        for fires in expected.values():
+            for f in fires:
+                due_at[f] = due_at.get(f, 0) + 1
+        tick_queues = ["alma.tick"]
+        work_queues = ["alma.run", "alma.collect", "celery"]
+        with (
+            inprocess_worker(fleet, tick_queues, hostname="ticks@e2e"),
+            inprocess_worker(fleet, work_queues, hostname="work@e2e"),
+        ):
+            for k in range(12):  # minutes 0..10 fire; minute 11 only collects the last tracked runs
+                at = t0 + k * MINUTE
+                clock.set(at)
+                if k == 11:
+                    for name in (ADD, PING, BOOM):
+                        schedule.pause(SCOPE, name, "e2e-over", now=at)
+                ids: list[str] = []
+                clocks = [threading.Thread(target=lambda: ids.append(send_tick(settings, at))) for _ in range(2)]
+                for c in clocks:
+                    c.start()
+                for c in clocks:
+                    c.join()
+                reports = [fleet.AsyncResult(i).get(timeout=60) for i in ids]
+                assert len(reports) == 2
+                assert sum(r["claimed"] for r in reports) == due_at.get(at, 0), (k, reports)
+                assert all(r["errors"] == 0 for r in reports)
+                wait_for(quiet, timeout=60, what=f"minute {k} settled")
+
+        rows = runs()
+        executions = ran(rdb)
+        assert len(executions) == len(set(executions)), "no fleet task ran twice"
+        for name, fires in expected.items():
+            mine = sorted((r for r in rows if r.routine_id == name), key=lambda r: r.fire_at)
+            assert [r.fire_at for r in mine] == fires, name
+            task = {ADD: "fleet.add", PING: "fleet.ping", BOOM: "fleet.boom"}[name]
+            ran_ids = sorted(x.split(":", 1)[1] for x in executions if x.startswith(task + ":"))
+            assert ran_ids == sorted(task_id_for(r.key) for r in mine), name  # once per fire, that fire's id
+            outcomes = {(r.state, r.reason, r.error_class) for r in mine}
+            if name == ADD:
+                assert outcomes == {("completed", "ok", None)}
+                assert {r.target_task_id for r in mine} == set(ran_ids)
+            elif name == BOOM:
+                assert outcomes == {("failed", "task_failed", "FleetError")}
+            else:
+                assert outcomes == {("completed", "sent", None)}
+        assert len(executions) == sum(len(f) for f in expected.values()) == 12
+        streaks = {r.routine_id: r.consecutive_failures for r in store.list_routines(SCOPE)}
+        assert streaks == {ADD: 0, PING: 0, BOOM: 3}
+    finally:
+        composition.close()
