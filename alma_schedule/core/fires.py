@@ -48,7 +48,7 @@ def _cron_next(spec: CronSpec, key: str, a: int) -> int | None:
         if fixed:
             if poff < off:  # spring-forward gap [s + poff, s + off): any match fires once, at s
                 g = next_match(spec, s + poff)
-                if g is not None and g < s + off:
+                if g is not None and g < s + off - 60:
                     return s
             lo = max(lo, s + poff)
     return None
@@ -61,7 +61,7 @@ def _cron_latest(spec: CronSpec, key: str, n: int) -> int | None:
     hi = n + off
     memo_hi, memo_w = 0, 1  # "the last match at or before memo_hi is memo_w" (empty: hi < w)
     for _ in range(_MAX_SEGMENTS):
-        lo = s + off
+        lo = max(s + off, s + poff) if fixed else s + off
         if not memo_w <= hi <= memo_hi:
             found = prev_match(spec, hi)
             if found is None:

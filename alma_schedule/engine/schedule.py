@@ -281,3 +281,25 @@ class Schedule:
     ) -> ClaimResult:
         """The operator's reconciliation: any non-terminal run to ``outcome(reason)``; never resends."""
         return _execute.record(self._rt, scope, routine_id, run_id, outcome, reason, now)
+
+    # ------------------------------------------------------------------ maintenance (system)
+
+    def reindex(self) -> int:
+        """Re-derive every active routine's ``next_due_at`` from its cursor and schedule (system), e.g.
+        after a tzdata update. Streams in batches; returns how many changed. A routine whose schedule
+        no longer parses is made due now, so the next tick reports it (and backs it off)."""
+        import zoneinfo
+
+        version = getattr(zoneinfo, "TZDATA_VERSION", None) or _tzdata_version()
+        return self._rt.store.reindex(
+            lambda r: _restart_due(r, r.last_fire or r.registered_at), tzdata_version=version
+        )
+
+
+def _tzdata_version() -> str | None:
+    try:
+        from importlib.metadata import version
+
+        return version("tzdata")
+    except Exception:  # pragma: no cover - tzdata is a dependency
+        return None

@@ -24,10 +24,9 @@ DEFINITION = {"goal": "Morning briefing", "budget": {"per_turn_usd": {"usd": 0.0
 def env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, str]]:
     if request.param == "sqlite":
         url = f"sqlite:///{tmp_path}/cli.sqlite3"
-        yield {"ALMA_DATABASE_URL": url, "ALMA_PROVIDER": "scripted", "ALMA_SINK": "stdout"}
     else:
         url = request.getfixturevalue("pg_url")
-        yield {"ALMA_DATABASE_URL": url, "ALMA_PROVIDER": "scripted", "ALMA_SINK": "stdout"}
+    yield {"ALMA_DATABASE_URL": url, "ALMA_PROVIDER": "scripted", "ALMA_SINK": f"file:{tmp_path}/out.jsonl"}
 
 
 def run(env: dict[str, str], *args: str) -> Result:
@@ -156,8 +155,9 @@ def test_schedule_next_marks_dst() -> None:
     out = ok(run({}, "schedule", "next", '{"cron": "30 2 * * *", "tz": "America/New_York"}', "-n", "3",
                  "--after", "2026-03-07T12:00:00Z", "--json"))
     fires = json.loads(out)
-    assert fires[1]["utc"] == "2026-03-08T07:00:00+00:00"  # 02:30 does not exist: the first instant after the gap
-    assert fires[1]["note"]
+    assert fires[0]["utc"] == "2026-03-08T07:00:00+00:00"  # 02:30 does not exist: the first instant after the gap
+    assert fires[0]["note"]
+    assert fires[1]["utc"] == "2026-03-09T06:30:00+00:00"
 
 
 def _console(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:

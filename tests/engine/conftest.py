@@ -1,4 +1,8 @@
-"""Fixtures of the engine tests: the store (per backend), the simulated clock, the runner, ``make``."""
+"""Fixtures of the engine tests: the store, the simulated clock, the runner, ``make``.
+
+``store`` is the in-memory reference by default; the key scenarios are marked ``@every_store``
+(engine_support) and run on SQLite and PostgreSQL too, through ``open_store`` + ``migrate_store``.
+"""
 
 from __future__ import annotations
 
@@ -11,8 +15,6 @@ from engine_support import T0, ScriptRunner, SimClock
 from alma_schedule.engine import Schedule, create_schedule
 from alma_schedule.settings import Settings
 from alma_schedule.stores.base import Store
-
-STORES = ["memory", "sqlite", pytest.param("pg", marks=pytest.mark.postgres)]
 
 
 def open_test_store(kind: str, request: pytest.FixtureRequest) -> Store:
@@ -38,7 +40,7 @@ def runner() -> ScriptRunner:
     return ScriptRunner()
 
 
-@pytest.fixture(params=STORES)
+@pytest.fixture(params=["memory"])
 def store(request: pytest.FixtureRequest) -> Iterator[Store]:
     s = open_test_store(request.param, request)
     try:

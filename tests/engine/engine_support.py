@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+
 from alma_schedule.contracts import Routine, RoutineSpec, RunHandle, RunKey, RunRecord, RunResult, Scope
 
 T0 = datetime(2026, 3, 2, 8, 0, tzinfo=UTC)  # a Monday
@@ -22,6 +24,12 @@ HOUR = timedelta(hours=1)
 DAY = timedelta(days=1)
 SCOPE = Scope("org-a", "user-1")
 OTHER = Scope("org-b", "user-1")
+
+
+#: Run a test on every backend: the in-memory reference, SQLite and PostgreSQL.
+every_store = pytest.mark.parametrize(
+    "store", ["memory", "sqlite", pytest.param("pg", marks=pytest.mark.postgres)], indirect=True
+)
 
 
 class SimClock:

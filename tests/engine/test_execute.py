@@ -6,7 +6,7 @@ import logging
 from datetime import timedelta
 
 import pytest
-from engine_support import HOUR, MINUTE, SCOPE, T0, RecordingDispatcher, spec
+from engine_support import HOUR, MINUTE, SCOPE, T0, RecordingDispatcher, every_store, spec
 
 from alma_schedule.contracts import Ceiling, Routine, RunHandle, RunKey, RunResult
 from alma_schedule.errors import InvalidInput, NotFound
@@ -20,6 +20,7 @@ def _claim(sched, clock, routine_id="r1", at=T0 + 5 * MINUTE):
     return disp.runs[n].key
 
 
+@every_store
 def test_a_runner_that_raises_is_failed_runner_error_with_its_class_only(make, clock, runner, caplog) -> None:
     sched = make(dispatcher=RecordingDispatcher())
     sched.register(spec("r1", {"cron": "*/5 * * * *"}, behave="raise"))
@@ -81,6 +82,7 @@ def test_invalid_runner_answers_fail_the_run(make, clock, behave, error_class) -
     assert (done.state, done.reason, done.error_class) == ("failed", "runner_error", error_class)
 
 
+@every_store
 def test_submit_then_collect_delivers_once(make, clock, runner) -> None:
     disp = RecordingDispatcher()
     sched = make(dispatcher=disp)
@@ -127,6 +129,7 @@ def test_collect_past_the_deadline_times_out(make, clock, runner) -> None:
     assert sched.get(SCOPE, "r1").consecutive_failures == 1
 
 
+@every_store
 def test_a_changed_revision_never_completes(make, clock, runner) -> None:
     sched = make(dispatcher=RecordingDispatcher())
     sched.register(spec("r1", {"cron": "0 * * * *"}, behave="submit", ignore_revision=True, polls=0))
@@ -174,6 +177,7 @@ def test_collect_of_a_run_that_is_not_submitted_does_nothing(make, clock, runner
     assert runner.collects == []
 
 
+@every_store
 def test_record_is_the_operators_reconciliation(make, clock, runner) -> None:
     disp = RecordingDispatcher()
     sched = make(dispatcher=disp)
@@ -194,6 +198,7 @@ def test_record_is_the_operators_reconciliation(make, clock, runner) -> None:
     assert not sched.record(SCOPE, "r1", key.run_id, "completed", "operator").won
 
 
+@every_store
 def test_the_handle(make, clock, store, runner) -> None:
     seen: dict[str, object] = {}
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from engine_support import DAY, HOUR, MINUTE, OTHER, SCOPE, T0, RecordingDispatcher, spec
+from engine_support import DAY, HOUR, MINUTE, OTHER, SCOPE, T0, RecordingDispatcher, every_store, spec
 
 from alma_schedule.errors import NotFound, Overlap, Refused
 
@@ -12,6 +12,7 @@ def _ledger(sched, routine_id="r1"):
     return sorted((r.run_id, r.state, r.reason) for r in sched.runs(SCOPE, routine_id=routine_id, limit=1000))
 
 
+@every_store
 def test_disable_then_enable_restarts_the_cursor_and_replays_nothing(make, clock, runner) -> None:
     sched = make()
     sched.register(spec("r1", {"cron": "0 * * * *"}))
@@ -29,6 +30,7 @@ def test_disable_then_enable_restarts_the_cursor_and_replays_nothing(make, clock
     assert runner.ran() == ["2026-03-02T09:00:00Z", "2026-03-02T12:00:00Z"]
 
 
+@every_store
 def test_pause_keeps_the_first_reason_and_resume_resets_the_streak(make, clock, store) -> None:
     sched = make(failure_threshold=0)
     sched.register(spec("r1", {"cron": "*/10 * * * *"}, behave="fail"))
@@ -57,6 +59,7 @@ def test_enable_while_paused_stays_off_the_index(make) -> None:
     assert (on.enabled, on.paused_reason, on.next_due_at) == (True, "manual", None)
 
 
+@every_store
 def test_delete_tombstones_and_a_tick_purges(make, clock, store) -> None:
     sched = make()
     sched.register(spec("r1", {"cron": "*/5 * * * *"}))
@@ -88,6 +91,7 @@ def test_trigger_runs_a_manual_fire_and_never_moves_the_cursor(make, clock, runn
     assert (after.last_fire, after.next_due_at) == (before.last_fire, before.next_due_at)
 
 
+@every_store
 def test_trigger_refusals(make, clock) -> None:
     disp = RecordingDispatcher()
     sched = make(dispatcher=disp)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from engine_support import HOUR, MINUTE, SCOPE, T0, RecordingDispatcher, spec
+from engine_support import HOUR, MINUTE, SCOPE, T0, RecordingDispatcher, every_store, spec
 
 from alma_schedule.contracts import Routine, TickPlan
 
@@ -15,6 +15,7 @@ def _snapshot(sched, store):
     return routines, runs, store.last_tick()
 
 
+@every_store
 def test_plan_says_what_and_why_and_writes_nothing(make, clock, store) -> None:
     disp = RecordingDispatcher()
     sched = make(dispatcher=disp, max_catch_up=timedelta(minutes=30))

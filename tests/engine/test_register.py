@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from engine_support import DAY, HOUR, MINUTE, SCOPE, T0, RecordingDispatcher, spec
+from engine_support import DAY, HOUR, MINUTE, SCOPE, T0, RecordingDispatcher, every_store, spec
 
 from alma_schedule.engine import RegistrationReceipt
 from alma_schedule.errors import InvalidInput, RegistrationRefused
@@ -35,6 +35,7 @@ def test_unchanged_reregistration_is_a_no_op(make, clock) -> None:
     assert len(sched.versions(SCOPE, "r1")) == 1
 
 
+@every_store
 def test_definition_change_keeps_the_cursor(make, clock) -> None:
     sched = make(dispatcher=RecordingDispatcher())
     sched.register(spec("r1", {"cron": "*/10 * * * *"}, text="a"))
@@ -68,6 +69,7 @@ def test_schedule_change_restarts_the_cursor_at_now_and_keeps_the_anchor(make, c
     assert (later.last_fire, later.next_due_at) == (T0 + 5 * HOUR, T0.replace(hour=18))
 
 
+@every_store
 def test_every_anchor_moves_only_when_the_interval_changes(make, clock) -> None:
     sched = make()
     sched.register(spec("r1", {"every": "15m"}))
@@ -144,6 +146,7 @@ def test_runner_configuration_is_part_of_the_revision(make, runner) -> None:
     assert second.routine.last_fire is None  # the schedule did not change: the cursor is kept
 
 
+@every_store
 def test_reregistering_a_tombstoned_id_is_refused_while_its_run_is_open(make, clock) -> None:
     disp = RecordingDispatcher()
     sched = make(dispatcher=disp)

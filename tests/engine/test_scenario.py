@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import pytest
 from engine_support import MINUTE, ScriptRunner, SimClock
 
 from alma_schedule.contracts import RoutineSpec, RunKey, RunRecord, Scope

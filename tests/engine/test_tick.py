@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from engine_support import DAY, HOUR, MINUTE, SCOPE, T0, RecordingDispatcher, spec
+from engine_support import DAY, HOUR, MINUTE, SCOPE, T0, RecordingDispatcher, every_store, spec
 
 from alma_schedule.contracts import Routine, TickReport
 
@@ -15,6 +15,7 @@ def _ledger(sched, routine_id="r1"):
     return sorted((r.run_id, r.state, r.reason) for r in rows)
 
 
+@every_store
 def test_missed_fires_are_not_replayed_after_three_days_down(make, clock, runner) -> None:
     sched = make()
     sched.register(spec("r1", {"cron": "0 9 * * *"}))
@@ -53,6 +54,7 @@ def test_at_runs_once(make, clock, runner) -> None:
     assert sched.get(SCOPE, "r1").next_due_at is None
 
 
+@every_store
 def test_one_broken_routine_is_one_error_with_back_off_and_the_others_run(make, clock, runner, store) -> None:
     def resolver(routine: Routine):
         if routine.routine_id == "broken":
@@ -98,6 +100,7 @@ def test_a_bad_schedule_row_is_deferred_not_raised(make, clock, store) -> None:
     assert report.errors[0].error.startswith("InvalidSchedule:")
 
 
+@every_store
 def test_overlap_while_a_run_is_active(make, clock) -> None:
     sched = make()
     sched.register(spec("r1", {"cron": "*/5 * * * *"}, behave="submit", polls=99))
@@ -111,6 +114,7 @@ def test_overlap_while_a_run_is_active(make, clock) -> None:
     ]
 
 
+@every_store
 def test_a_pending_claimed_fire_is_superseded_never_run_late(make, clock, runner) -> None:
     disp = RecordingDispatcher()
     sched = make(dispatcher=disp)
@@ -145,6 +149,7 @@ def test_a_late_message_never_runs_past_its_window(make, clock, runner) -> None:
     assert _ledger(sched)[0] == ("2026-03-02T09:00:00Z", "skipped", "missed")
 
 
+@every_store
 def test_failure_streak_latches_a_pause_and_a_completion_resets_it(make, clock, store) -> None:
     sched = make(failure_threshold=3)
     sched.register(spec("r1", {"cron": "*/5 * * * *"}, behave="fail"))
@@ -170,6 +175,7 @@ def test_failure_streak_latches_a_pause_and_a_completion_resets_it(make, clock, 
     assert len(_ledger(sched)) == 6  # 08:35 was not claimed: paused
 
 
+@every_store
 def test_clock_ahead_tick_claims_nothing_early_and_advances_no_cursor(make, clock, store) -> None:
     sched = make()
     sched.register(spec("r1", {"cron": "0 9 * * *"}))
@@ -184,6 +190,7 @@ def test_clock_ahead_tick_claims_nothing_early_and_advances_no_cursor(make, cloc
     assert store.last_tick() == T0 + sched.settings.clock_tolerance
 
 
+@every_store
 def test_a_dispatcher_that_raises_loses_nothing(make, clock, runner) -> None:
     disp = RecordingDispatcher()
     disp.fail = True
@@ -226,6 +233,7 @@ def test_resends_pause_while_the_run_queue_is_deep_but_expiry_still_runs(make, c
     assert [k.routine_id for k in report.resent] == ["r2"]
 
 
+@every_store
 def test_blocked_runs_are_reported_every_tick(make, clock) -> None:
     disp = RecordingDispatcher()
     sched = make(dispatcher=disp, run_time_limit=timedelta(minutes=5))

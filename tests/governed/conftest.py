@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from governed_support import SimClock
+from governed_support import SimClock, empty_tables
 
 PG_ADMIN = os.environ.get("ALMA_TEST_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/postgres")
 
@@ -49,21 +49,6 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("governed") / "template.sqlite3"
     migrate_store(f"sqlite:///{path}")
     return path
-
-
-def empty_tables(url: str) -> None:
-    """Delete every row of every table of the store's schema (children first)."""
-    import sqlalchemy as sa
-
-    from alma_schedule.stores.sql.schema import metadata
-
-    engine = sa.create_engine(url)
-    try:
-        with engine.begin() as conn:
-            for table in reversed(metadata.sorted_tables):
-                conn.execute(table.delete())
-    finally:
-        engine.dispose()
 
 
 @pytest.fixture(params=["memory", "sqlite", "pg"])

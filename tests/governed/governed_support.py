@@ -223,3 +223,18 @@ def routine_ceiling(routine_id: str, scope: Scope = SCOPE) -> str:
 
 
 ORG_CEILING = f"org:{SCOPE.org}"
+
+
+def empty_tables(url: str) -> None:
+    """Delete every row of every table of the store's schema (children first)."""
+    import sqlalchemy as sa
+
+    from alma_schedule.stores.sql.schema import metadata
+
+    engine = sa.create_engine(url)
+    try:
+        with engine.begin() as conn:
+            for table in reversed(metadata.sorted_tables):
+                conn.execute(table.delete())
+    finally:
+        engine.dispose()

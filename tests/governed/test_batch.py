@@ -168,7 +168,10 @@ def test_past_the_deadline_the_engine_times_out_without_polling(store: Any, cloc
 
 @pytest.mark.parametrize(
     ("exc", "reason", "kept"),
-    [(ProviderError("no", reason="provider_timeout"), "provider_timeout", BOUND), (RuntimeError("x"), "provider_error", 0)],
+    [
+        (ProviderError("no", reason="provider_timeout"), "provider_timeout", BOUND),
+        (RuntimeError("x"), "provider_error", 0),
+    ],
 )
 def test_a_submission_error_fails_and_is_not_retried(
     store: Any, clock: SimClock, exc: Exception, reason: str, kept: int
@@ -234,7 +237,10 @@ def test_a_kill_while_collecting_never_delivers_twice(store: Any, clock: SimCloc
     (where, nth), state, hashed, attempts = COLLECT_KILLS[step]
     sink = ListSink(fail=Killed("sink") if where == "sink" else None)
     h, provider, _, wrapped, _ = make(
-        store, clock, sink=sink, polls=[BatchStatus("succeeded", "text", 0), BatchStatus("succeeded", "text", 0)]
+        store,
+        clock,
+        sink=sink,
+        polls=[BatchStatus("succeeded", "text", 0), BatchStatus("succeeded", "text", 0)],
     )
     h.register("digest", "job", goal=GOAL, budget=BUDGET)
     key = submitted(h)

@@ -80,7 +80,9 @@ def test_turn_and_job_routines_through_real_workers(pg_url: str, redis_url: str,
     two_minutes_ago = datetime.now(UTC) - timedelta(minutes=2)
     for routine_id, kind in (("brief", "turn"), ("digest", "job")):
         schedule.register(
-            RoutineSpec(SCOPE.org, SCOPE.uid, routine_id, kind, {"cron": "* * * * *"}, {"goal": f"{routine_id}!"}),
+            RoutineSpec(
+                SCOPE.org, SCOPE.uid, routine_id, kind, {"cron": "* * * * *"}, {"goal": f"{routine_id}!"}
+            ),
             now=two_minutes_ago,
         )
     store = comp.store()
@@ -92,7 +94,13 @@ def test_turn_and_job_routines_through_real_workers(pg_url: str, redis_url: str,
     try:
         with worker(app):
             report = app.AsyncResult(send_tick(settings)).get(timeout=30)
-            assert report["claimed"] == 2 and report["errors"] == 0, (report, list(store.iter_routines()))
+            assert report["claimed"] == 2 and report["errors"] == 0, (
+                report,
+                [
+                    (r.routine_id, r.last_fire, r.next_due_at, r.registered_at, r.last_error)
+                    for r in store.iter_routines()
+                ],
+            )
             wait_for(lambda: state("brief") == "completed", "the turn delivered")
             wait_for(lambda: state("digest") == "submitted", "the job submitted")
             time.sleep(1.2)  # past the first poll

@@ -121,7 +121,11 @@ def test_provider_refusal_is_refused_with_zero_cost_and_no_retry(
 @pytest.mark.parametrize(
     ("exc", "reason", "kept"),
     [
-        (ProviderError("upstream said: secret-token-123", reason="provider_timeout"), "provider_timeout", BOUND),
+        (
+            ProviderError("upstream said: secret-token-123", reason="provider_timeout"),
+            "provider_timeout",
+            BOUND,
+        ),
         (ProviderError("upstream said: secret-token-123"), "provider_error", 0),
         (RuntimeError("socket secret-token-123"), "provider_error", 0),
     ],
@@ -157,7 +161,12 @@ def test_a_sink_error_fails_once_and_is_never_retried(store: Any, clock: SimCloc
     h.register("brief", goal=GOAL, budget=BUDGET)
     key = h.fire("brief")
     rec = h.schedule.execute(key)
-    assert (rec.state, rec.reason, rec.error_class, rec.cost_micros) == ("failed", "sink_error", "RuntimeError", 50)
+    assert (rec.state, rec.reason, rec.error_class, rec.cost_micros) == (
+        "failed",
+        "sink_error",
+        "RuntimeError",
+        50,
+    )
     assert rec.delivery_hash == hashlib.sha256(b"hello").hexdigest()
     assert "secret-token-123" not in ledger_text(h, key)
     assert [e[0] for e in errors] == ["RuntimeError"]
@@ -197,9 +206,7 @@ def test_only_a_completed_delivery_suppresses(store: Any, clock: SimClock) -> No
 
 def test_warn_records_the_crossing_before_delivery_and_alerts_once(store: Any, clock: SimClock) -> None:
     alerts: list[tuple[Any, ...]] = []
-    h, provider, sink, _, _ = make(
-        store, clock, [ok(cost=50)], on_cap_crossed=lambda *a: alerts.append(a)
-    )
+    h, provider, sink, _, _ = make(store, clock, [ok(cost=50)], on_cap_crossed=lambda *a: alerts.append(a))
     h.register("brief", goal=GOAL, budget={**BUDGET, "per_turn_usd": {"usd": 0.00003, "on_exceeded": "warn"}})
     key = h.fire("brief")
     rec = h.schedule.execute(key)
@@ -242,7 +249,11 @@ def test_block_refuses_before_the_call(store: Any, clock: SimClock) -> None:
             {"per_turn_usd": {"usd": 0.2, "on_exceeded": "warn"}},
             "widens the host cap",
         ),
-        (HostCaps(routine_daily_micros=1000), {**BUDGET, "daily_usd": 0.002}, "widens the host routine ceiling"),
+        (
+            HostCaps(routine_daily_micros=1000),
+            {**BUDGET, "daily_usd": 0.002},
+            "widens the host routine ceiling",
+        ),
         (HostCaps(org_daily_micros=1000), {}, "hard per-run bound"),
         (HostCaps(routine_daily_micros=100), BUDGET, "exceeds the daily ceiling"),
         (HostCaps(), {"per_turn_usd": {"usd": 0.1, "on_exceeded": "maybe"}}, "on_exceeded"),
@@ -259,7 +270,9 @@ def test_registration_refuses_widening_and_unbounded_ceilings(
 
 
 def test_narrowing_is_accepted(store: Any, clock: SimClock) -> None:
-    h, _, _, _, _ = make(store, clock, [], host=HostCaps(per_run_micros=100_000, routine_daily_micros=200_000))
+    h, _, _, _, _ = make(
+        store, clock, [], host=HostCaps(per_run_micros=100_000, routine_daily_micros=200_000)
+    )
     h.register("brief", goal=GOAL, budget={"per_turn_usd": 0.05, "daily_usd": 0.1})
     assert store.get_routine(SCOPE, "brief") is not None
 
