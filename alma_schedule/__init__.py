@@ -68,6 +68,8 @@ _EXPORTS: dict[str, str] = {
     # engine
     "Schedule": "alma_schedule.engine",
     "create_schedule": "alma_schedule.engine",
+    "InProcessDispatcher": "alma_schedule.engine",
+    "RegistrationReceipt": "alma_schedule.engine",
     # governed runners
     "create_governed_conversation_runner": "alma_schedule.governed",
     "create_governed_batch_runner": "alma_schedule.governed",

@@ -71,7 +71,7 @@ def import_beat(obj: CliContext, app_path: str, scope_text: str, do_apply: bool,
         columns.append("applied")
     rows = []
     for i, conv in enumerate(plan.conversions):
-        notes = [n for n in conv.notes if n != ANCHOR_NOTE]
+        notes = [n for n in conv.notes if n != ANCHOR_NOTE and not n.startswith("read in ")]
         if any(n == ANCHOR_NOTE for n in conv.notes):
             notes.append("anchored on registration (*)")
         why = conv.refused if conv.refused else "; ".join(notes)
@@ -80,7 +80,7 @@ def import_beat(obj: CliContext, app_path: str, scope_text: str, do_apply: bool,
             a = applied[i]
             row.append(a.outcome + (f" ({a.detail})" if a.detail and a.outcome != "refused" else ""))
         rows.append(row)
-    zone = plan.zone.zone or "unknown"
+    zone = f"{plan.zone.zone}: {plan.zone.source}" if plan.zone.zone else "unknown"
     print_table(
         f"beat_schedule of {plan.app} -> task routines of {scope} (crontabs in {zone})", columns, rows
     )

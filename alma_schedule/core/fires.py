@@ -48,7 +48,7 @@ def _cron_next(spec: CronSpec, key: str, a: int) -> int | None:
         if fixed:
             if poff < off:  # spring-forward gap [s + poff, s + off): any match fires once, at s
                 g = next_match(spec, s + poff)
-                if g is not None and g < s + off - 60:
+                if g is not None and g < s + off:
                     return s
             lo = max(lo, s + poff)
     return None

@@ -20,9 +20,11 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
+from typing import Any
 
 from alma_schedule.contracts import Decision, Defer, Fire, NotDue, Routine
-from alma_schedule.core import fire_id, latest_fire, next_fire, parse_schedule
+from alma_schedule.core import Schedule, fire_id, latest_fire, next_fire, parse_schedule
 from alma_schedule.errors import AlmaScheduleError
 from alma_schedule.settings import Settings, Timers
 
@@ -30,22 +32,38 @@ from .runtime import Runtime
 
 log = logging.getLogger("alma_schedule.engine")
 
-__all__ = ["Planner", "decide", "describe_error"]
+__all__ = ["Planner", "decide", "describe_error", "schedule_of"]
 
 MAX_ERROR = 300
+
+
+@lru_cache(maxsize=16384)
+def _parsed(items: tuple[tuple[str, Any], ...]) -> Schedule:
+    return parse_schedule(dict(items))
+
+
+def schedule_of(routine: Routine) -> Schedule:
+    """The routine's parsed schedule, cached by content (a schedule JSON is a flat object of scalars)."""
+    items = tuple(routine.schedule.items())
+    try:
+        return _parsed(items)
+    except TypeError:  # an unhashable value: not a schedule the core reads; let it say why
+        return parse_schedule(routine.schedule)
 
 
 def decide(routine: Routine, now: datetime, settings: Settings) -> Fire | NotDue:
     """The fire to claim for ``routine`` at ``now``, or when to look again. Pure; raises on a bad row."""
     if routine.inactive_reason is not None:
         return NotDue(None)
-    schedule = parse_schedule(routine.schedule)
+    schedule = schedule_of(routine)
     anchor = routine.registered_at
     last = routine.last_fire
     fire = latest_fire(schedule, anchor, now)
     if fire is None or (last is not None and fire <= last):
         after = now if last is None or last < now else last
         return NotDue(next_fire(schedule, anchor, after))
+    # ``fire`` is the latest fire at or before now, so the first fire after it is also the first
+    # fire after now: the end of this fire's window and the next index entry are the same instant.
     following = next_fire(schedule, anchor, fire)
     expires_at = following if following is not None else fire + settings.one_shot_window
     if settings.max_catch_up is not None:
@@ -54,7 +72,7 @@ def decide(routine: Routine, now: datetime, settings: Settings) -> Fire | NotDue
         run_id=fire_id(fire),
         fire_at=fire,
         expires_at=expires_at,
-        next_due_at=next_fire(schedule, anchor, max(fire, now)),
+        next_due_at=following,
         resend_at=now + settings.resend_first,
         missed=now >= expires_at,
     )

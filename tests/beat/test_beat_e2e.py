@@ -12,7 +12,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
 import redis
@@ -22,6 +21,7 @@ from alma_schedule.beat.runner import TaskRunner, task_id_for
 from alma_schedule.celery import install
 from alma_schedule.clock import send_tick
 from alma_schedule.contracts import RoutineSpec, RunRecord, Scope
+from alma_schedule.settings import Settings
 from alma_schedule.stores import migrate_store
 from alma_schedule.tasks import KindRegistry
 from tests.beat import fleet_app
@@ -69,6 +69,21 @@ def expected_fires(t0: datetime, minutes: int) -> dict[str, list[datetime]]:
         BOOM: [t for t in span if t.minute % 5 == 0],
         PING: [t0 + k * 3 * MINUTE for k in range(1, minutes // 3 + 1)],
     }
+
+
+def two_clocks(settings: Settings, at: datetime) -> list[str]:
+    """Two clocks, each in its own thread, send a tick for the same instant; their task ids."""
+    ids: list[str] = []
+
+    def clock() -> None:
+        ids.append(send_tick(settings, at))
+
+    threads = [threading.Thread(target=clock) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return ids
 
 
 def ran(r: redis.Redis) -> list[str]:
@@ -139,12 +154,7 @@ def test_an_imported_beat_schedule_runs_each_fleet_task_once_per_fire(
                 if k == 11:
                     for name in (ADD, PING, BOOM):
                         schedule.pause(SCOPE, name, "e2e-over", now=at)
-                ids: list[str] = []
-                clocks = [threading.Thread(target=lambda: ids.append(send_tick(settings, at))) for _ in range(2)]
-                for c in clocks:
-                    c.start()
-                for c in clocks:
-                    c.join()
+                ids = two_clocks(settings, at)
                 reports = [fleet.AsyncResult(i).get(timeout=60) for i in ids]
                 assert len(reports) == 2
                 assert sum(r["claimed"] for r in reports) == due_at.get(at, 0), (k, reports)

@@ -29,7 +29,15 @@ REPO = Path(__file__).resolve().parents[2]
 ALMA = str(Path(sys.executable).parent / "alma-schedule")
 SCOPE = Scope("acme", "ops")
 APP = "tests.beat.fleet_app:app"
-CONVERTED = {"reports-weekdays", "quarter-close", "weekend-sweep", "month-start", "sync", "heartbeat", "hourly"}
+CONVERTED = {
+    "reports-weekdays",
+    "quarter-close",
+    "weekend-sweep",
+    "month-start",
+    "sync",
+    "heartbeat",
+    "hourly",
+}
 REFUSED = {"first-monday", "jitter", "lights", "office", "routed", "ghost"}
 
 
@@ -58,7 +66,9 @@ def test_preview_lists_every_entry_and_writes_nothing(tmp_path: Path) -> None:
 
 
 def test_preview_json_says_converted_as_what_or_refused_why(tmp_path: Path) -> None:
-    result = invoke("--database-url", f"sqlite:///{tmp_path}/x.sqlite3", "import-beat", APP, "acme/ops", "--json")
+    result = invoke(
+        "--database-url", f"sqlite:///{tmp_path}/x.sqlite3", "import-beat", APP, "acme/ops", "--json"
+    )
     assert result.exit_code == 0, result.output
     out = json.loads(result.output)
     assert out["zone"] == "Europe/Paris" and out["applied"] is None
@@ -145,7 +155,10 @@ def test_import_beat_as_a_subprocess_twice(backend: str, request: pytest.Fixture
     assert first["entries"] == second["entries"]
     stored = routines(url)
     assert set(stored) == CONVERTED
-    assert dict(stored["reports-weekdays"].schedule) == {"cron": "*/15 9-17 * * mon-fri", "tz": "Europe/Paris"}
+    assert dict(stored["reports-weekdays"].schedule) == {
+        "cron": "*/15 9-17 * * mon-fri",
+        "tz": "Europe/Paris",
+    }
     store = open_store(url)
     try:
         assert all(len(store.routine_versions(SCOPE, rid)) == 1 for rid in CONVERTED)

@@ -23,7 +23,10 @@ from tests.celery.celery_support import inprocess_worker, wait_for
 
 # addopts' ``-W error`` outranks the ini filter; a mark outranks both (celery's redis backend
 # calls redis-py's deprecated ``setex`` when it stores a result, in the worker thread).
-pytestmark = [pytest.mark.redis, pytest.mark.filterwarnings("ignore:Call to deprecated setex:DeprecationWarning")]
+pytestmark = [
+    pytest.mark.redis,
+    pytest.mark.filterwarnings("ignore:Call to deprecated setex:DeprecationWarning"),
+]
 
 SCOPE = Scope("acme", "ops")
 T0 = datetime.now(UTC).replace(second=0, microsecond=0) + timedelta(minutes=1)
@@ -143,7 +146,9 @@ def test_tracked_failure_is_failed_task_failed_with_the_exception_class(
     assert schedule.get(SCOPE, "b").consecutive_failures == 1
 
 
-def test_tracked_revoked_is_failed_task_revoked(schedule: Schedule, clock: Clock, fleet: Any, redis_url: str) -> None:
+def test_tracked_revoked_is_failed_task_revoked(
+    schedule: Schedule, clock: Clock, fleet: Any, redis_url: str
+) -> None:
     register(schedule, "v", {"task": "fleet.add", "track": True, "deadline": "10m"})
     # the fire's task id is known before it is sent: revoke it on the worker first
     fire = schedule.plan(now=T0 + MINUTE).due[0]

@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 from functools import cache, lru_cache
 from zoneinfo import ZoneInfo
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -286,3 +287,55 @@ def test_latest_and_next_match_the_oracle(case: tuple[str, str, datetime, dateti
 @given(cases(targeted=True))
 def test_transition_wall_times_match_the_oracle(case: tuple[str, str, datetime, datetime, datetime]) -> None:
     check_against_oracle(case)
+
+
+# ---------------------------------------------------------------- deterministic grid around transitions
+GRID_EXPRS = (
+    "30 2 * * *", "0 * * * *", "*/15 * * * *", "0 0 * * *", "0 1 * * 0", "30 1 * * *", "45 1 * * *",
+    "15 2 * * *", "0,30 2 * * *", "*/20 2 * * *", "0 */2 * * *", "0 3 * * *", "15 3 * * *", "30 23 * * *",
+    "0 23 * * *", "30 0 * * *", "59 1 * * *", "0 2,3 * * *", "0 0-23/2 * * *", "45 2 * * *",
+    "1-5 1,2 * * *", "*/7 1-3 * * *",
+)
+
+
+def _grid_anchors() -> list[tuple[str, datetime]]:
+    out = [(z, t) for z in ZONES[:4] + ZONES[6:8] for t in transitions(z, 2025, 2025)]
+    out += [("America/Sao_Paulo", t) for t in transitions("America/Sao_Paulo", 2018, 2018)]
+    out.append(("Asia/Kolkata", datetime(2025, 3, 30, 1, tzinfo=UTC)))
+    out.append(("UTC", datetime(2025, 10, 26, 1, tzinfo=UTC)))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("zone", "anchor"),
+    [pytest.param(z, t, id=f"{z.split('/')[-1].lower()}-{t:%Y-%m-%dT%H%M}") for z, t in _grid_anchors()],
+)
+def test_grid_around_transition_matches_the_oracle(zone: str, anchor: datetime) -> None:
+    far = datetime(2000, 1, 1, tzinfo=UTC)
+    lo, hi = anchor - timedelta(hours=30), anchor + timedelta(hours=30)
+    for expr in GRID_EXPRS:
+        w_lo, w_hi = lo - timedelta(hours=18), hi + timedelta(hours=18)
+        fires = oracle_fires(expr, zone, w_lo, w_hi)
+        cron = Cron(expr, zone)
+        probes = [anchor + timedelta(minutes=m) for m in range(-480, 481, 7)]
+        probes += [anchor + timedelta(minutes=m) for m in range(-1800, 1801, 53)]
+        near = [f for f in fires if abs(f - anchor) <= timedelta(hours=8)]
+        probes += [f + timedelta(seconds=d) for f in near for d in (-1, 0, 1)]
+        for p in probes:
+            want_next = next((f for f in fires if f > p), None)
+            want_latest = next((f for f in reversed(fires) if f <= p), None)
+            got_next, got_latest = next_fire(cron, far, p), latest_fire(cron, far, p)
+            if want_next is not None:
+                assert got_next == want_next, f"next {expr!r} {zone} {p}"
+            else:
+                assert got_next is not None and got_next > w_hi
+            if want_latest is not None:
+                assert got_latest == want_latest, f"latest {expr!r} {zone} {p}"
+            else:
+                assert got_latest is not None and got_latest < w_lo
+        for f in near:  # registered exactly at a fire: it counts
+            assert next_fire(cron, f, f - timedelta(seconds=1)) == f
+            assert latest_fire(cron, f, f) == f
+            assert latest_fire(cron, f + timedelta(seconds=1), f + timedelta(hours=1)) in (
+                None, *[g for g in fires if f < g <= f + timedelta(hours=1)][-1:]
+            )

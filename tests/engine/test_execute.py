@@ -20,7 +20,6 @@ def _claim(sched, clock, routine_id="r1", at=T0 + 5 * MINUTE):
     return disp.runs[n].key
 
 
-@every_store
 def test_a_runner_that_raises_is_failed_runner_error_with_its_class_only(make, clock, runner, caplog) -> None:
     sched = make(dispatcher=RecordingDispatcher())
     sched.register(spec("r1", {"cron": "*/5 * * * *"}, behave="raise"))

@@ -35,7 +35,6 @@ def test_unchanged_reregistration_is_a_no_op(make, clock) -> None:
     assert len(sched.versions(SCOPE, "r1")) == 1
 
 
-@every_store
 def test_definition_change_keeps_the_cursor(make, clock) -> None:
     sched = make(dispatcher=RecordingDispatcher())
     sched.register(spec("r1", {"cron": "*/10 * * * *"}, text="a"))
@@ -69,7 +68,6 @@ def test_schedule_change_restarts_the_cursor_at_now_and_keeps_the_anchor(make, c
     assert (later.last_fire, later.next_due_at) == (T0 + 5 * HOUR, T0.replace(hour=18))
 
 
-@every_store
 def test_every_anchor_moves_only_when_the_interval_changes(make, clock) -> None:
     sched = make()
     sched.register(spec("r1", {"every": "15m"}))

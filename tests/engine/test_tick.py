@@ -175,7 +175,6 @@ def test_failure_streak_latches_a_pause_and_a_completion_resets_it(make, clock, 
     assert len(_ledger(sched)) == 6  # 08:35 was not claimed: paused
 
 
-@every_store
 def test_clock_ahead_tick_claims_nothing_early_and_advances_no_cursor(make, clock, store) -> None:
     sched = make()
     sched.register(spec("r1", {"cron": "0 9 * * *"}))

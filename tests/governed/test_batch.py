@@ -262,3 +262,33 @@ def test_a_kill_while_collecting_never_delivers_twice(store: Any, clock: SimCloc
         res = h.schedule.record(SCOPE, "digest", key.run_id, "completed", "reconciled")
         assert res.won and h.spend(routine_ceiling("digest")) == 0
     assert provider.count("submit") == 1
+
+
+def test_a_repaired_cost_records_a_crossing_and_alerts_once(store: Any, clock: SimClock) -> None:
+    alerts: list[tuple[Any, ...]] = []
+    provider = ScriptedProvider(
+        polls=[
+            BatchStatus("pending", cost_micros=50),
+            BatchStatus("pending", cost_micros=55),
+            BatchStatus("succeeded", "t", 60),
+        ]
+    )
+    sink = ListSink()
+    runner = create_governed_batch_runner(
+        provider=provider,
+        sinks=sink,
+        prices=PRICES,
+        submission_deadline=DEADLINE,
+        on_cap_crossed=lambda *a: alerts.append(a),
+    )
+    h = Harness(store, runner, clock)
+    h.register(
+        "digest", "job", goal=GOAL, budget={**BUDGET, "per_run_usd": {"usd": 0.00003, "on_exceeded": "warn"}}
+    )
+    key = submitted(h)
+    assert h.collect(key).caps_crossed == ("routine_per_run",)
+    assert h.collect(key).cost_micros == 55
+    rec = h.collect(key)
+    assert (rec.state, rec.cost_micros, rec.caps_crossed) == ("completed", 60, ("routine_per_run",))
+    assert sink.deliveries[0].caps_crossed == ("routine_per_run",)
+    assert alerts == [(key, "routine_per_run", 50, 30)]  # one alert per (scope, run, cap)

@@ -400,3 +400,18 @@ def test_an_operator_record_before_egress_wins(store: Any, clock: SimClock) -> N
     rec = h.schedule.execute(key)
     assert (rec.state, rec.reason) == ("failed", "operator")
     assert sink.attempts == 0
+
+
+def test_results_are_kept_for_the_retention_then_erased_and_the_row_stays(
+    store: Any, clock: SimClock
+) -> None:
+    h, _, _, _, _ = make(store, clock, [ok()], result_retention=timedelta(hours=1))
+    h.register("brief", goal=GOAL, budget=BUDGET)
+    key = h.fire("brief")
+    rec = h.schedule.execute(key)
+    assert rec.erase_at == clock() + timedelta(hours=1) and rec.result_text == "hello"
+    clock.advance(timedelta(hours=2))
+    h.schedule.tick()
+    rec = h.get(key)
+    assert (rec.state, rec.reason, rec.result_text) == ("completed", "delivered", None)
+    assert rec.delivery_hash is not None  # suppression and replay protection outlive the text

@@ -117,12 +117,15 @@ def list_routines(
     return stmt.order_by(routines.c.routine_id).limit(limit)
 
 
-def iter_routines_page(after: tuple[str, str, str] | None, batch: int, *, active_only: bool = False,
-                       lock: bool = False) -> sa.Select[Any]:
+def iter_routines_page(
+    after: tuple[str, str, str] | None, batch: int, *, active_only: bool = False, lock: bool = False
+) -> sa.Select[Any]:
     """Keyset pagination in key order (never an OFFSET, never everything at once)."""
     stmt = sa.select(routines)
     if after is not None:
-        stmt = stmt.where(sa.tuple_(routines.c.org, routines.c.uid, routines.c.routine_id) > sa.tuple_(*after))
+        stmt = stmt.where(
+            sa.tuple_(routines.c.org, routines.c.uid, routines.c.routine_id) > sa.tuple_(*after)
+        )
     if active_only:
         stmt = stmt.where(
             routines.c.deleted_at.is_(None), routines.c.enabled.is_(True), routines.c.paused_reason.is_(None)
@@ -176,7 +179,11 @@ def list_inactive(limit: int) -> sa.Select[Any]:
 
 def set_defer(org: str, uid: str, routine_id: str, until: datetime, error: str) -> Any:
     """Planning back-off of one live routine (no row returned when it is unknown or deleted)."""
-    values: dict[str, Any] = {"defer_until": until, "last_error": error, "error_count": routines.c.error_count + 1}
+    values: dict[str, Any] = {
+        "defer_until": until,
+        "last_error": error,
+        "error_count": routines.c.error_count + 1,
+    }
     return (
         sa.update(routines)
         .where(routine_pk(org, uid, routine_id), routines.c.deleted_at.is_(None))
@@ -233,7 +240,9 @@ def _batch_update_routines(
     stmt = (
         sa.update(routines)
         .values({**{c: b[f] for c, f in sets.items()}, **consts})
-        .where(routines.c.org == b["org"], routines.c.uid == b["uid"], routines.c.routine_id == b["routine_id"])
+        .where(
+            routines.c.org == b["org"], routines.c.uid == b["uid"], routines.c.routine_id == b["routine_id"]
+        )
     )
     if guard is not None:
         stmt = stmt.where(guard(b))
@@ -256,7 +265,11 @@ def advance_cursors(dialect: str, rows: Sequence[Mapping[str, Any]], now: dateti
 def move_due(dialect: str, rows: Sequence[Mapping[str, Any]], now: datetime) -> tuple[Any, Params]:
     """``NotDue``: only move the index."""
     return _batch_update_routines(
-        dialect, "n", [("next_due_at", UtcDateTime())], rows, {"next_due_at": "next_due_at"},
+        dialect,
+        "n",
+        [("next_due_at", UtcDateTime())],
+        rows,
+        {"next_due_at": "next_due_at"},
         {"updated_at": dt(now)},
     )
 
@@ -285,8 +298,11 @@ def supersede(dialect: str, keys: Sequence[Key3], now: datetime) -> tuple[Any, P
             .where(runs.c.org == k.c.org, runs.c.uid == k.c.uid, runs.c.routine_id == k.c.routine_id, cas)
             .returning(*runs.c)
         )
-        return stmt, {"s_org": [k_[0] for k_ in keys], "s_uid": [k_[1] for k_ in keys],
-                      "s_routine_id": [k_[2] for k_ in keys]}
+        return stmt, {
+            "s_org": [k_[0] for k_ in keys],
+            "s_uid": [k_[1] for k_ in keys],
+            "s_routine_id": [k_[2] for k_ in keys],
+        }
     stmt = (
         sa.update(runs)
         .values(values)
@@ -296,10 +312,46 @@ def supersede(dialect: str, keys: Sequence[Key3], now: datetime) -> tuple[Any, P
     return stmt, {}
 
 
-def insert_runs(dialect: str) -> Any:
-    """Insert run rows; an UNTARGETED ``ON CONFLICT DO NOTHING`` (a targeted one would raise on the
-    partial unique index) returning the rows actually inserted. Executed with many parameter sets."""
-    return _insert(dialect, runs).on_conflict_do_nothing().returning(*runs.c)
+#: Run columns that differ between the rows one ``claim_due`` inserts; every other column has the
+#: same value in all of them (``claimed_at = state_at = now``, zeros, empty lists, NULLs).
+FIRE_VARYING: tuple[tuple[str, sa.types.TypeEngine[Any]], ...] = (
+    ("org", sa.Text()),
+    ("uid", sa.Text()),
+    ("routine_id", sa.Text()),
+    ("run_id", sa.Text()),
+    ("state", sa.Text()),
+    ("reason", sa.Text()),
+    ("origin", sa.Text()),
+    ("config_revision", sa.Text()),
+    ("fire_at", UtcDateTime()),
+    ("expires_at", UtcDateTime()),
+    ("resend_at", UtcDateTime()),
+    ("finished_at", UtcDateTime()),
+)
+
+
+def insert_runs(dialect: str, rows: Sequence[Mapping[str, Any]]) -> tuple[Any, Params]:
+    """Insert run rows with an UNTARGETED ``ON CONFLICT DO NOTHING`` (a targeted one would raise on the
+    partial unique index), returning the KEYS of the rows actually inserted. PostgreSQL: ONE
+    ``INSERT ... SELECT FROM unnest(<arrays>)`` whatever the number of rows (columns outside
+    :data:`FIRE_VARYING` are taken from the first row); SQLite: executemany."""
+    pk = (runs.c.org, runs.c.uid, runs.c.routine_id, runs.c.run_id)
+    if dialect != "postgresql":
+        return _insert(dialect, runs).on_conflict_do_nothing().returning(*pk), list(rows)
+    varying = {name for name, _ in FIRE_VARYING}
+    u = _unnest("i", FIRE_VARYING)
+    first = rows[0]
+    columns = [
+        u.c[c.name] if c.name in varying else sa.cast(sa.bindparam(f"i_{c.name}", first[c.name], type_=c.type), c.type)
+        for c in runs.c
+    ]
+    stmt = (
+        pg.insert(runs)
+        .from_select([c.name for c in runs.c], sa.select(*columns))
+        .on_conflict_do_nothing()
+        .returning(*pk)
+    )
+    return stmt, _arrays("i", [name for name, _ in FIRE_VARYING], rows)
 
 
 def existing_runs(dialect: str, keys: Sequence[tuple[str, str, str, str]]) -> tuple[Any, Params]:
@@ -316,7 +368,9 @@ def existing_runs(dialect: str, keys: Sequence[tuple[str, str, str, str]]) -> tu
                 runs.c.run_id == k.c.run_id,
             ),
         )
-        return stmt, {f"e_{c}": [key[i] for key in keys] for i, c in enumerate(("org", "uid", "routine_id", "run_id"))}
+        return stmt, {
+            f"e_{c}": [key[i] for key in keys] for i, c in enumerate(("org", "uid", "routine_id", "run_id"))
+        }
     return sa.select(*pk).where(sa.tuple_(*pk).in_(list(keys))), {}
 
 
@@ -330,7 +384,9 @@ def _backoff_case(column: sa.Column[Any], pushes: Sequence[datetime], cap: datet
     return sa.case({i: dt(p) for i, p in enumerate(pushes)}, value=column, else_=dt(cap))
 
 
-def _take(column: sa.Column[Any], state: str, now: datetime, limit: int, *, live: bool = False) -> sa.Select[Any]:
+def _take(
+    column: sa.Column[Any], state: str, now: datetime, limit: int, *, live: bool = False
+) -> sa.Select[Any]:
     stmt = sa.select(runs.c.org, runs.c.uid, runs.c.routine_id, runs.c.run_id).where(
         runs.c.state == lit(state), column <= now
     )
@@ -357,7 +413,9 @@ def take_resends(now: datetime, limit: int, pushes: Sequence[datetime], cap: dat
     """Take ``claimed`` rows past ``resend_at`` and push ``resend_at`` back in the same statement."""
     return (
         sa.update(runs)
-        .where(_pk_in(_take(runs.c.resend_at, "claimed", now, limit, live=True)), runs.c.state == lit("claimed"))
+        .where(
+            _pk_in(_take(runs.c.resend_at, "claimed", now, limit, live=True)), runs.c.state == lit("claimed")
+        )
         .values(
             send_attempts=runs.c.send_attempts + 1,
             resend_at=_backoff_case(runs.c.send_attempts, pushes, cap),
@@ -379,7 +437,9 @@ def take_polls(now: datetime, limit: int, pushes: Sequence[datetime], cap: datet
     )
 
 
-def peek_runs(column: sa.Column[Any], state: str, now: datetime, limit: int, *, live: bool = False) -> sa.Select[Any]:
+def peek_runs(
+    column: sa.Column[Any], state: str, now: datetime, limit: int, *, live: bool = False
+) -> sa.Select[Any]:
     """Read-only: what the matching take would take (same predicate, same order)."""
     stmt = sa.select(runs).where(runs.c.state == lit(state), column <= now)
     if live:
@@ -439,12 +499,7 @@ def select_run_with_routine(key: RunKey) -> sa.Select[Any]:
 
 def cas(key: RunKey, from_states: Sequence[str], values: Mapping[str, Any]) -> Any:
     """Compare-and-set one edge: the row moves only from one of ``from_states``; returned if it did."""
-    return (
-        sa.update(runs)
-        .where(run_pk(key), in_states(*from_states))
-        .values(dict(values))
-        .returning(*runs.c)
-    )
+    return sa.update(runs).where(run_pk(key), in_states(*from_states)).values(dict(values)).returning(*runs.c)
 
 
 # ---------------------------------------------------------------------------------- money

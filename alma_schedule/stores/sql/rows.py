@@ -44,6 +44,14 @@ def run_from_row(row: Any) -> RunRecord:
     return RunRecord(**values)
 
 
+def run_from_values(values: Mapping[str, Any]) -> RunRecord:
+    """The record of a row we inserted, from the values we inserted (no re-read needed)."""
+    out = {name: values[name] for name in _RUN_COLS}
+    out["reserve_ceilings"] = tuple(out["reserve_ceilings"])
+    out["caps_crossed"] = tuple(out["caps_crossed"])
+    return RunRecord(**out)
+
+
 def routine_values(routine: Routine) -> dict[str, Any]:
     """Every column of a routine row (JSON bodies as given: already validated plain values)."""
     return {name: getattr(routine, name) for name in _ROUTINE_COLS}

@@ -11,6 +11,8 @@ them: the statements in :mod:`.queries` repeat the same literals.
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
 
 from alma_schedule.stores.sql.types import Json, UtcDateTime
@@ -29,7 +31,7 @@ STATES_SQL = (
 )
 
 
-def _where(sql: str) -> dict[str, sa.TextClause]:
+def _where(sql: str) -> dict[str, Any]:
     return {"postgresql_where": sa.text(sql), "sqlite_where": sa.text(sql)}
 
 

@@ -66,12 +66,21 @@ class SqlBase:
         return f"SqlStore({self.url!r})"
 
     @contextmanager
-    def _tx(self, *, read: bool = False) -> Iterator[Connection]:
-        """ONE transaction behind the error boundary (see the module docstring)."""
+    def _tx(self, *, read: bool = False, single: bool = False) -> Iterator[Connection]:
+        """ONE transaction behind the error boundary.
+
+        ``read``: only reads (SQLite: a deferred ``BEGIN``). ``single``: the block issues ONE
+        write statement, or a sequence of independent compare-and-set statements each of which is
+        atomic by itself. On PostgreSQL both run in autocommit mode: a statement is its own
+        transaction, saving the BEGIN/COMMIT round trips (under READ COMMITTED every statement
+        takes a fresh snapshot anyway, so a surrounding transaction would add no isolation).
+        """
         if not self._schema_ok:
             self._check_schema()
         with mapped_errors(self._url), self._engine.connect() as conn:
-            if read:
+            if self.dialect == "postgresql" and (read or single):
+                conn.execution_options(isolation_level="AUTOCOMMIT")
+            elif read:
                 conn.execution_options(**READ)
             with conn.begin():
                 yield conn

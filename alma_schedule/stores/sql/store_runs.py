@@ -71,7 +71,9 @@ class RunsMixin(SqlBase):
 
     def _edge(self, key: RunKey, target: str, now: datetime, values: Mapping[str, Any]) -> ClaimResult:
         with self._tx() as conn:
-            row = conn.execute(q.cas(key, sorted(EDGES[target]), {"state": target, "state_at": now, **values})).first()
+            row = conn.execute(
+                q.cas(key, sorted(EDGES[target]), {"state": target, "state_at": now, **values})
+            ).first()
             if row is not None:
                 return ClaimResult(True, run_from_row(row), "won")
             return self._lost(conn, key)
@@ -209,12 +211,18 @@ class RunsMixin(SqlBase):
             if rec.reserve_day is not None:
                 self._move(conn, rec.reserve_day, moves)
             if routine is not None:
-                self._streak(conn, rk, routine._mapping, result, counts, now, timers)
+                self._streak(conn, rk, dict(routine._mapping), result, counts, now, timers)
             return ClaimResult(True, new, "won")
 
     def _streak(
-        self, conn: Connection, rk: tuple[str, str, str], row: Mapping[str, Any], result: RunResult,
-        counts: bool, now: datetime, timers: Timers,
+        self,
+        conn: Connection,
+        rk: tuple[str, str, str],
+        row: Mapping[str, Any],
+        result: RunResult,
+        counts: bool,
+        now: datetime,
+        timers: Timers,
     ) -> None:
         if counts:
             streak = row["consecutive_failures"] + 1
@@ -254,7 +262,9 @@ class RunsMixin(SqlBase):
 
     # ------------------------------------------------------------------ money
 
-    def reserve(self, key: RunKey, day: str, amount_micros: int, ceilings: Sequence[Ceiling]) -> ReserveResult:
+    def reserve(
+        self, key: RunKey, day: str, amount_micros: int, ceilings: Sequence[Ceiling]
+    ) -> ReserveResult:
         """ONE transaction: a conditional upsert per ceiling (in key order), then the run row; any
         ceiling that would be exceeded rolls everything back (``ok=False`` names the first, in the
         order given)."""
@@ -274,9 +284,12 @@ class RunsMixin(SqlBase):
                     return ReserveResult(False, None, rec)
                 exceeded = set()
                 for ceiling in sorted(keys):
-                    fits = amount <= limits[ceiling] and conn.execute(
-                        q.reserve_upsert(self.dialect, ceiling, day, amount, limits[ceiling])
-                    ).first()
+                    fits = (
+                        amount <= limits[ceiling]
+                        and conn.execute(
+                            q.reserve_upsert(self.dialect, ceiling, day, amount, limits[ceiling])
+                        ).first()
+                    )
                     if not fits:
                         exceeded.add(ceiling)
                 if exceeded:
@@ -333,9 +346,19 @@ class RunsMixin(SqlBase):
         if state is not None and state not in ALL_STATES:
             raise InvalidInput(f"unknown run state {state!r}")
         since = check_utc("since", since, optional=True)
-        edge = None if before is None else (require_utc("before", before[0]), check_text("before", before[1]) or "")
+        edge = (
+            None
+            if before is None
+            else (require_utc("before", before[0]), check_text("before", before[1]) or "")
+        )
         stmt = q.list_runs(
-            scope.org, scope.uid, routine_id=routine_id, state=state, since=since, limit=max(limit, 0), before=edge
+            scope.org,
+            scope.uid,
+            routine_id=routine_id,
+            state=state,
+            since=since,
+            limit=max(limit, 0),
+            before=edge,
         )
         with self._tx(read=True) as conn:
             return [run_from_row(r) for r in conn.execute(stmt)]

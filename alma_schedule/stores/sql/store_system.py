@@ -110,7 +110,11 @@ class SystemMixin(SqlBase):
             return int(conn.execute(q.erase_expired(now, max(limit, 0))).rowcount)
 
     def reindex(
-        self, derive: Callable[[Routine], datetime | None], *, tzdata_version: str | None = None, batch: int = 1000
+        self,
+        derive: Callable[[Routine], datetime | None],
+        *,
+        tzdata_version: str | None = None,
+        batch: int = 1000,
     ) -> int:
         """Re-derive ``next_due_at`` of every active routine (system), a page of ``batch`` routines
         per transaction (locked, then ONE batched UPDATE). Returns how many changed."""
@@ -120,7 +124,9 @@ class SystemMixin(SqlBase):
         after: RKey | None = None
         while True:
             with self._tx() as conn:
-                page = [routine_from_row(r) for r in conn.execute(q.iter_routines_page(after, size, lock=True))]
+                page = [
+                    routine_from_row(r) for r in conn.execute(q.iter_routines_page(after, size, lock=True))
+                ]
                 updates = []
                 for row in page:
                     if row.inactive_reason is not None:

@@ -44,7 +44,7 @@ from alma_schedule.errors import InvalidInput
 from alma_schedule.ids import check_id
 from alma_schedule.settings import Timers
 from alma_schedule.stores.sql import queries as q
-from alma_schedule.stores.sql.rows import new_run, routine_from_row, run_from_row
+from alma_schedule.stores.sql.rows import new_run, routine_from_row, run_from_row, run_from_values
 from alma_schedule.stores.sql.schema import runs
 from alma_schedule.stores.sql.store_base import RKey, SqlBase
 from alma_schedule.stores.validation import check_routine_key, check_utc, require_utc
@@ -95,7 +95,9 @@ def _by_fire(rec: RunRecord) -> tuple[Any, ...]:
 
 
 class TickMixin(SqlBase):
-    def claim_due(self, now: datetime, limit: int, decide: Callable[[Routine], Any], timers: Timers) -> ClaimBatch:
+    def claim_due(
+        self, now: datetime, limit: int, decide: Callable[[Routine], Any], timers: Timers
+    ) -> ClaimBatch:
         """System, ONE transaction, a constant number of statements (see the module docstring)."""
         now = require_utc("now", now)
         d = self.dialect
@@ -112,16 +114,30 @@ class TickMixin(SqlBase):
                     error = _clean_error(dec.error)
                     defers.append({**rk, "until": dec.until, "error": error})
                     deferred.append(
-                        Deferral(routine.org, routine.uid, routine.routine_id, dec.until, error,
-                                 first=routine.error_count == 0)
+                        Deferral(
+                            routine.org,
+                            routine.uid,
+                            routine.routine_id,
+                            dec.until,
+                            error,
+                            first=routine.error_count == 0,
+                        )
                     )
                 elif isinstance(dec, NotDue):
                     not_due.append({**rk, "next_due_at": dec.next_due_at})
                 elif routine.last_fire is None or routine.last_fire < dec.fire_at:
                     fires.append((routine, dec))
             if fires:
-                rows = [{"org": r.org, "uid": r.uid, "routine_id": r.routine_id, "fire": f.fire_at,
-                         "next_due_at": f.next_due_at} for r, f in fires]
+                rows = [
+                    {
+                        "org": r.org,
+                        "uid": r.uid,
+                        "routine_id": r.routine_id,
+                        "fire": f.fire_at,
+                        "next_due_at": f.next_due_at,
+                    }
+                    for r, f in fires
+                ]
                 conn.execute(*q.advance_cursors(d, rows, now))
             if not_due:
                 conn.execute(*q.move_due(d, not_due, now))
@@ -160,20 +176,20 @@ class TickMixin(SqlBase):
             )
             for r, f in fresh
         ]
+        by_key = {(row["org"], row["uid"], row["routine_id"], row["run_id"]): row for row in new_rows}
         inserted: dict[tuple[str, ...], RunRecord] = {}
         if new_rows:
-            for row in conn.execute(q.insert_runs(d), new_rows):
-                rec = run_from_row(row)
-                inserted[(rec.org, rec.uid, rec.routine_id, rec.run_id)] = rec
+            for key in conn.execute(*q.insert_runs(d, new_rows)):
+                inserted[tuple(key)] = run_from_values(by_key[tuple(key)])
         lost = [
             {**row, "state": "skipped", "reason": "overlap", "resend_at": None, "finished_at": now}
-            for row in new_rows
-            if (row["org"], row["uid"], row["routine_id"], row["run_id"]) not in inserted
+            for key, row in by_key.items()
+            if key not in inserted
         ]
         if lost:  # not a duplicate (checked above): the routine's non-terminal run blocks it
-            for row in conn.execute(q.insert_runs(d), lost):
-                rec = run_from_row(row)
-                inserted[(rec.org, rec.uid, rec.routine_id, rec.run_id)] = rec
+            by_key = {(row["org"], row["uid"], row["routine_id"], row["run_id"]): row for row in lost}
+            for key in conn.execute(*q.insert_runs(d, lost)):
+                inserted[tuple(key)] = run_from_values(by_key[tuple(key)])
         claimed: list[RunRecord] = []
         skipped: list[RunRecord] = []
         for r, f in fresh:
@@ -185,7 +201,14 @@ class TickMixin(SqlBase):
         return claimed, skipped
 
     def claim_manual(
-        self, scope: Scope, routine_id: str, run_id: str, *, now: datetime, expires_at: datetime, resend_at: datetime
+        self,
+        scope: Scope,
+        routine_id: str,
+        run_id: str,
+        *,
+        now: datetime,
+        expires_at: datetime,
+        resend_at: datetime,
     ) -> ClaimResult:
         """Tenant, ONE transaction: lock the routine row, then insert a ``claimed`` manual run."""
         key = check_routine_key(scope, routine_id)
@@ -203,8 +226,17 @@ class TickMixin(SqlBase):
             blocking = conn.execute(q.select_open_run(*key)).first()
             if blocking is not None:
                 return ClaimResult(False, run_from_row(blocking), "overlap")
-            values = new_run(key, run_id, state="claimed", origin="manual", config_revision=routine.config_revision,
-                             fire_at=now, now=now, expires_at=expires, resend_at=resend)
+            values = new_run(
+                key,
+                run_id,
+                state="claimed",
+                origin="manual",
+                config_revision=routine.config_revision,
+                fire_at=now,
+                now=now,
+                expires_at=expires,
+                resend_at=resend,
+            )
             row = conn.execute(q.insert_run(self.dialect, values)).first()
             if row is not None:
                 return ClaimResult(True, run_from_row(row), "won")
@@ -216,13 +248,16 @@ class TickMixin(SqlBase):
         now = require_utc("now", now)
         n = max(limit, 0)
         with self._tx() as conn:
-            expired = sorted((run_from_row(r) for r in conn.execute(q.expire_claimed(now, n))),
-                             key=lambda r: (r.expires_at, *_by_fire(r)))
+            expired = sorted(
+                (run_from_row(r) for r in conn.execute(q.expire_claimed(now, n))),
+                key=lambda r: (r.expires_at, *_by_fire(r)),
+            )
             resend: list[RunRecord] = []
             if send:
                 pushes, cap = _pushes(now, timers.resend_first, timers.resend_max)
-                resend = sorted((run_from_row(r) for r in conn.execute(q.take_resends(now, n, pushes, cap))),
-                                key=_by_fire)
+                resend = sorted(
+                    (run_from_row(r) for r in conn.execute(q.take_resends(now, n, pushes, cap))), key=_by_fire
+                )
         return Resends(tuple(resend), tuple(expired))
 
     def take_polls(self, now: datetime, limit: int, timers: Timers) -> list[RunRecord]:
@@ -242,12 +277,19 @@ class TickMixin(SqlBase):
         now = require_utc("now", now)
         n = max(limit, 0)
         with self._tx(read=True) as conn:
-            resend = [run_from_row(r) for r in conn.execute(q.peek_runs(runs.c.resend_at, "claimed", now, n, live=True))]
-            expired = [run_from_row(r) for r in conn.execute(q.peek_runs(runs.c.expires_at, "claimed", now, n))]
+            resend = [
+                run_from_row(r)
+                for r in conn.execute(q.peek_runs(runs.c.resend_at, "claimed", now, n, live=True))
+            ]
+            expired = [
+                run_from_row(r) for r in conn.execute(q.peek_runs(runs.c.expires_at, "claimed", now, n))
+            ]
         return Resends(tuple(resend), tuple(expired))
 
     def peek_polls(self, now: datetime, limit: int) -> list[RunRecord]:
         now = require_utc("now", now)
         with self._tx(read=True) as conn:
-            return [run_from_row(r) for r in conn.execute(q.peek_runs(runs.c.next_poll_at, "submitted", now,
-                                                                       max(limit, 0)))]
+            return [
+                run_from_row(r)
+                for r in conn.execute(q.peek_runs(runs.c.next_poll_at, "submitted", now, max(limit, 0)))
+            ]

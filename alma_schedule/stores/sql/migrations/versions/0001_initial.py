@@ -7,6 +7,8 @@ Create Date: 2026-03-01
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
@@ -20,11 +22,11 @@ UTC_DATETIME = sa.DateTime(timezone=True)
 ID = sa.String(length=200)
 
 
-def _json() -> sa.types.TypeEngine:
+def _json() -> sa.types.TypeEngine[Any]:
     return sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), "postgresql")
 
 
-def _where(sql: str) -> dict:
+def _where(sql: str) -> dict[str, Any]:
     return {"postgresql_where": sa.text(sql), "sqlite_where": sa.text(sql)}
 
 

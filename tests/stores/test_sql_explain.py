@@ -1,0 +1,166 @@
+"""The tick's statements cost O(due), not O(routines): their GENERIC plans use the indexes.
+
+20,000 routines (1,000 due) and 20,000 ledger rows plus a few hundred open runs are loaded and
+ANALYZEd, so that without the partial indexes the planner would scan the tables. ``claim_due``,
+``take_resends`` and ``take_polls`` then run for real; every statement they issue is captured as
+issued (text and parameters), PREPAREd under ``plan_cache_mode = force_generic_plan`` (the plan a
+prepared statement reuses whatever the parameters) and EXPLAINed. No plan may scan ``routines`` or
+``runs`` sequentially, and each reads one of them through an index.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+import pytest
+import sqlalchemy as sa
+
+from alma_schedule.stores.sql import SqlStore
+from alma_schedule.testing.builders import TIMERS, fire_next_due
+from tests.stores.sql_load import copy_routines, copy_runs, history_rows, open_rows
+from tests.stores.sql_support import libpq_url, opened, pg_database
+
+pytestmark = pytest.mark.postgres
+
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+ROUTINES, DUE = 20_000, 1_000
+TABLES = {"routines", "runs"}
+
+
+@pytest.fixture(scope="module")
+def loaded() -> Iterator[tuple[str, SqlStore]]:
+    with pg_database() as url, opened(url) as store:
+        conninfo = libpq_url(url)
+        copy_routines(conninfo, ROUTINES, DUE, NOW)
+        copy_runs(conninfo, history_rows(ROUTINES, NOW))
+        copy_runs(conninfo, open_rows(range(19_000, 19_300), "claimed", NOW, due=True))
+        copy_runs(conninfo, open_rows(range(19_300, 19_600), "submitted", NOW, due=True))
+        copy_runs(conninfo, open_rows(range(19_600, 19_800), "claimed", NOW, due=False))
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            conn.execute("ANALYZE")
+        yield conninfo, store
+
+
+@contextmanager
+def _captured(store: SqlStore) -> Iterator[list[tuple[str, Any]]]:
+    """Every single statement touching routines or runs, as issued (text, parameters)."""
+    seen: list[tuple[str, Any]] = []
+
+    def grab(
+        conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool
+    ) -> None:
+        if not executemany and re.search(r"\b(routines|runs)\b", statement):
+            seen.append((statement, parameters))
+
+    sa.event.listen(store.engine, "before_cursor_execute", grab)
+    try:
+        yield seen
+    finally:
+        sa.event.remove(store.engine, "before_cursor_execute", grab)
+
+
+def _generic_plan(
+    conninfo: str, statement: str, params: dict[str, Any], *, without: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """EXPLAIN the generic plan of ``statement`` exactly as SQLAlchemy sent it (``without`` these
+    indexes: dropped in a transaction that is rolled back)."""
+    names: list[str] = []
+
+    def placeholder(m: re.Match[str]) -> str:
+        if m.group(1) not in names:
+            names.append(m.group(1))
+        return f"${names.index(m.group(1)) + 1}"
+
+    server_side = re.sub(r"%\((\w+)\)s", placeholder, statement).replace("%%", "%")
+    with psycopg.connect(conninfo) as conn:
+        for index in without:
+            conn.execute(f"DROP INDEX {index}")  # type: ignore[arg-type]
+        conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        conn.execute(f"PREPARE probe AS {server_side}")  # type: ignore[arg-type]
+        cur = psycopg.ClientCursor(conn)
+        args = ", ".join(["%s"] * len(names))
+        cur.execute(f"EXPLAIN (FORMAT JSON) EXECUTE probe({args})", [params[n] for n in names])  # type: ignore[arg-type]
+        row = cur.fetchone()
+        assert row is not None
+        plan = row[0] if isinstance(row[0], list) else json.loads(row[0])
+        conn.rollback()
+        return plan[0]["Plan"]  # type: ignore[no-any-return]
+
+
+def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield plan
+    for child in plan.get("Plans", ()):
+        yield from _nodes(child)
+
+
+def _check(conninfo: str, seen: list[tuple[str, Any]]) -> list[str]:
+    used: list[str] = []
+    assert seen, "no statement was captured"
+    for statement, params in seen:
+        plan = _generic_plan(conninfo, statement, params)
+        nodes = list(_nodes(plan))
+        seq = [n for n in nodes if n["Node Type"] == "Seq Scan" and n.get("Relation Name") in TABLES]
+        assert not seq, (
+            f"sequential scan of {seq[0]['Relation Name']} in\n{statement}\n{json.dumps(plan, indent=1)}"
+        )
+        indexes = [n["Index Name"] for n in nodes if "Index Name" in n and n.get("Relation Name") in TABLES]
+        assert indexes, f"no index read in\n{statement}"
+        used += indexes
+    return used
+
+
+def test_claim_due_statements_use_indexes(loaded: tuple[str, SqlStore]) -> None:
+    conninfo, store = loaded
+    with _captured(store) as seen:
+        batch = store.claim_due(NOW, DUE, fire_next_due(window=timedelta(hours=1)), TIMERS)
+    assert len(batch.claimed) == DUE
+    assert len(seen) >= 4  # lock, advance, duplicates, supersede (the inserts scan nothing)
+    used = _check(conninfo, seen)
+    assert "ix_routines_due" in used
+    assert "routines_pkey" in used  # the batched cursor UPDATE finds each row by key
+
+
+def test_take_resends_statements_use_indexes(loaded: tuple[str, SqlStore]) -> None:
+    conninfo, store = loaded
+    with _captured(store) as seen:
+        got = store.take_resends(NOW, 100, TIMERS)
+    assert len(got.resend) == 100
+    used = _check(conninfo, seen)
+    assert {"ix_runs_expires", "ix_runs_resend"} <= set(used)
+
+
+def test_take_polls_statement_uses_indexes(loaded: tuple[str, SqlStore]) -> None:
+    conninfo, store = loaded
+    with _captured(store) as seen:
+        got = store.take_polls(NOW, 100, TIMERS)
+    assert len(got) == 100
+    used = _check(conninfo, seen)
+    assert "ix_runs_poll" in used
+
+
+def test_without_the_indexes_the_same_statements_scan_the_tables(loaded: tuple[str, SqlStore]) -> None:
+    """The control: the data is large enough that the plans above depend on the indexes."""
+    conninfo, store = loaded
+    with _captured(store) as seen:
+        store.peek_due(NOW, DUE)
+        store.take_polls(NOW, 100, TIMERS)
+    due_select, polls = seen
+    partial = (
+        "ix_runs_poll",
+        "ix_runs_active_since",
+        "uq_runs_one_active",
+        "ix_runs_resend",
+        "ix_runs_expires",
+    )
+    for (statement, params), drop, table in (
+        (due_select, ("ix_routines_due",), "routines"),
+        (polls, partial, "runs"),
+    ):
+        nodes = list(_nodes(_generic_plan(conninfo, statement, params, without=drop)))
+        assert any(n["Node Type"] == "Seq Scan" and n.get("Relation Name") == table for n in nodes), nodes

@@ -1,0 +1,218 @@
+"""Migrations: the migrated schema IS the declared metadata; migrating is idempotent and safe from
+two processes at once; an unmigrated store is refused with SchemaMismatch; the CLI command."""
+
+from __future__ import annotations
+
+import multiprocessing
+import re
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from click.testing import CliRunner
+
+from alma_schedule.cli import cli
+from alma_schedule.errors import SchemaMismatch, StoreError
+from alma_schedule.stores.sql import SqlStore, migrate_store
+from alma_schedule.stores.sql.engine import check_sqlite_version
+from alma_schedule.stores.sql.migrate import head_revision
+from alma_schedule.stores.sql.schema import HEAD_REVISION, metadata
+from alma_schedule.testing.builders import SCOPE, register
+from tests.stores.sql_support import fast_dir, libpq_url, opened, pg_database
+
+
+@pytest.fixture
+def scratch() -> Iterator[Path]:
+    with fast_dir() as path:
+        yield path
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def empty_url(request: pytest.FixtureRequest, scratch: Path) -> Iterator[str]:
+    """A reachable database with no tables, on each backend."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{scratch}/store.sqlite3"
+    else:
+        with pg_database(migrated=False) as url:
+            yield url
+
+
+def _diffs(url: str) -> list[Any]:
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            ctx = MigrationContext.configure(conn, opts={"compare_type": True, "target_metadata": metadata})
+            return list(compare_metadata(ctx, metadata))
+    finally:
+        engine.dispose()
+
+
+def _index_ddl(url: str) -> dict[str, str]:
+    """Each index's definition as the database reports it (partial predicates included)."""
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            if engine.dialect.name == "postgresql":
+                rows = conn.exec_driver_sql(
+                    "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public'"
+                )
+            else:
+                rows = conn.exec_driver_sql(
+                    "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL"
+                )
+            return {
+                name: re.sub(r"\s+", " ", ddl or "") for name, ddl in rows if name != "alembic_version_pkc"
+            }
+    finally:
+        engine.dispose()
+
+
+def test_the_code_expects_the_head_revision() -> None:
+    assert head_revision() == HEAD_REVISION
+
+
+def test_migrated_schema_equals_the_declared_metadata(empty_url: str, scratch: Path) -> None:
+    assert migrate_store(empty_url) == HEAD_REVISION
+    assert _diffs(empty_url) == []
+    # Alembic does not compare partial-index predicates: compare the DDL with create_all's.
+    if empty_url.startswith("sqlite"):
+        declared_url = f"sqlite:///{scratch}/declared.sqlite3"
+        engine = sa.create_engine(declared_url)
+        metadata.create_all(engine)
+        engine.dispose()
+        assert _index_ddl(empty_url) == _index_ddl(declared_url)
+        return
+    with pg_database(migrated=False) as declared_url:
+        engine = sa.create_engine(declared_url)
+        metadata.create_all(engine)
+        engine.dispose()
+        migrated = _index_ddl(empty_url)
+        assert migrated == _index_ddl(declared_url)
+        assert "WHERE ((state)::text = 'claimed'::text)" in migrated["ix_runs_resend"]
+
+
+def test_a_changed_schema_is_detected(empty_url: str) -> None:
+    """The comparison can fail: drop an index and a column, and the diff says so."""
+    migrate_store(empty_url)
+    engine = sa.create_engine(empty_url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("DROP INDEX ix_runs_poll")
+        conn.exec_driver_sql("ALTER TABLE runs DROP COLUMN turn_id")
+    engine.dispose()
+    kinds = {d[0] if isinstance(d, tuple) else d[0][0] for d in _diffs(empty_url)}
+    assert {"add_index", "add_column"} <= kinds
+
+
+def test_migrating_twice_changes_nothing(empty_url: str) -> None:
+    migrate_store(empty_url)
+    with opened(empty_url) as store:
+        register(store, "r1")
+    assert migrate_store(empty_url) == HEAD_REVISION
+    with opened(empty_url) as store:
+        assert [r.routine_id for r in store.list_routines(SCOPE)] == ["r1"]
+
+
+def _migrate_in_child(url: str, barrier: Any, out: Any) -> None:
+    barrier.wait(timeout=60)
+    try:
+        out.put(("ok", migrate_store(url)))
+    except Exception as exc:  # reported to the parent
+        out.put(("error", repr(exc)))
+
+
+def test_two_processes_migrating_at_once_both_succeed(empty_url: str) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    barrier, out = ctx.Barrier(2), ctx.Queue()
+    procs = [ctx.Process(target=_migrate_in_child, args=(empty_url, barrier, out)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    results = [out.get(timeout=120) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+    assert results == [("ok", HEAD_REVISION)] * 2
+    assert _diffs(empty_url) == []
+
+
+@pytest.mark.postgres
+def test_postgres_migrations_wait_for_the_advisory_lock() -> None:
+    """While another session holds the migration lock, migrate_store waits and writes nothing."""
+    from alma_schedule.stores.sql.queries import MIGRATION_LOCK_KEY
+
+    with pg_database(migrated=False) as url, psycopg.connect(libpq_url(url), autocommit=True) as holder:
+        holder.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_KEY,))
+        done = threading.Event()
+        thread = threading.Thread(target=lambda: (migrate_store(url), done.set()))
+        thread.start()
+        try:
+            waiting = holder.execute(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+            )
+            for _ in range(100):  # until the migrator is queued on the lock
+                row = waiting.fetchone()
+                if row and row[0]:
+                    break
+                done.wait(0.05)
+                waiting = holder.execute(
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+                )
+            assert not done.is_set()
+            tables = holder.execute("SELECT count(*) FROM pg_tables WHERE tablename = 'routines'").fetchone()
+            assert tables == (0,)
+        finally:
+            holder.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_KEY,))
+            thread.join(timeout=60)
+        assert done.is_set()
+        assert _diffs(url) == []
+
+
+def test_an_unmigrated_store_is_refused_with_schema_mismatch(empty_url: str) -> None:
+    with opened(empty_url) as store, pytest.raises(SchemaMismatch, match="alma-schedule migrate"):
+        store.get_routine(SCOPE, "r1")
+
+
+def test_a_store_at_another_revision_is_refused(empty_url: str) -> None:
+    migrate_store(empty_url)
+    engine = sa.create_engine(empty_url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE alembic_version SET version_num = '0000_other'")
+    engine.dispose()
+    with opened(empty_url) as store, pytest.raises(SchemaMismatch, match="0000_other"):
+        store.list_routines(SCOPE)
+
+
+def test_sqlite_without_returning_is_refused() -> None:
+    with pytest.raises(StoreError, match=r"3\.34\.1 is too old.*3\.35"):
+        check_sqlite_version((3, 34, 1))
+    check_sqlite_version((3, 35, 0))
+
+
+def test_cli_migrate(empty_url: str) -> None:
+    runner = CliRunner()
+    first = runner.invoke(cli, ["migrate", "--database-url", empty_url])
+    assert first.exit_code == 0, first.output
+    assert HEAD_REVISION in first.output
+    again = runner.invoke(cli, ["--database-url", empty_url, "migrate", "--json"])
+    assert again.exit_code == 0, again.output
+    assert f'"revision": "{HEAD_REVISION}"' in again.output
+    store = SqlStore(empty_url)
+    try:
+        assert store.list_routines(SCOPE) == []
+    finally:
+        store.close()
+
+
+def test_cli_migrate_unreachable_database_is_one_line_without_the_password() -> None:
+    url = "postgresql+psycopg://alma:hunter2@127.0.0.1:9/alma"
+    result = CliRunner().invoke(cli, ["migrate", "--database-url", url])
+    assert result.exit_code == 1
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1, result.output
+    assert "hunter2" not in result.output
+    assert "postgresql+psycopg://alma:***@127.0.0.1:9/alma" in lines[0]
+    assert lines[0].startswith("error: ")
