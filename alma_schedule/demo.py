@@ -106,7 +106,9 @@ def _plant_broken_routine(store: Any, at: datetime) -> None:
     )
 
 
-def simulate(folder: Path, *, hours: int = 24, step: timedelta = timedelta(minutes=5), echo: Any = print) -> dict[str, Any]:
+def simulate(
+    folder: Path, *, hours: int = 24, step: timedelta = timedelta(minutes=5), echo: Any = print
+) -> dict[str, Any]:
     """Part 1: a simulated day. Returns counts for tests."""
     from alma_schedule.engine import create_schedule
     from alma_schedule.stores import migrate_store, open_store
@@ -124,7 +126,7 @@ def simulate(folder: Path, *, hours: int = 24, step: timedelta = timedelta(minut
         for warning in receipt.warnings:
             echo(f"  warning: {warning}")
     _plant_broken_routine(store, SIM_START)
-    echo("planted   broken           {\"cron\": \"61 * * * *\"} (a bad legacy row)\n")
+    echo('planted   broken           {"cron": "61 * * * *"} (a bad legacy row)\n')
 
     reports: list[TickReport] = []
     t = SIM_START
@@ -141,8 +143,10 @@ def simulate(folder: Path, *, hours: int = 24, step: timedelta = timedelta(minut
         t += step
 
     errors = [e for r in reports for e in r.errors]
-    echo(f"ticks: {len(reports)}; claimed {sum(len(r.claimed) for r in reports)}; "
-         f"collects {sum(len(r.collect) for r in reports)}; errors reported {len(errors)}")
+    echo(
+        f"ticks: {len(reports)}; claimed {sum(len(r.claimed) for r in reports)}; "
+        f"collects {sum(len(r.collect) for r in reports)}; errors reported {len(errors)}"
+    )
     for r in reports:
         for e in r.errors:
             echo(f"  tick {r.at:%d %H:%M}Z error: {e.routine}: {e.error}")
@@ -170,7 +174,11 @@ def _print_ledger(runs: list[RunRecord], echo: Any) -> None:
     """The interesting rows: around the DST change, every non-heartbeat fire of the night, jobs."""
     from alma_schedule.cli.context import print_table
 
-    night = [r for r in runs if datetime(2026, 3, 29, 0, 0, tzinfo=UTC) <= r.fire_at <= datetime(2026, 3, 29, 2, 0, tzinfo=UTC)]
+    night = [
+        r
+        for r in runs
+        if datetime(2026, 3, 29, 0, 0, tzinfo=UTC) <= r.fire_at <= datetime(2026, 3, 29, 2, 0, tzinfo=UTC)
+    ]
     keep = [r for r in runs if r.routine_id in {"london-0130", "briefing", "digest"}] + [
         r for r in night if r.routine_id == "london-minutely"
     ]
@@ -182,7 +190,14 @@ def _print_ledger(runs: list[RunRecord], echo: Any) -> None:
         "what fired, when (London local time shows the spring-forward gap)",
         ["routine", "run id", "London", "state", "reason", "cost µ$"],
         [
-            (r.routine_id, r.run_id, r.fire_at.astimezone(london).strftime("%d %H:%M %Z"), r.state, r.reason or "", r.cost_micros)
+            (
+                r.routine_id,
+                r.run_id,
+                r.fire_at.astimezone(london).strftime("%d %H:%M %Z"),
+                r.state,
+                r.reason or "",
+                r.cost_micros,
+            )
             for r in keep
         ],
     )
@@ -198,14 +213,21 @@ def celery_ticks(folder: Path, *, count: int = 3, echo: Any = print) -> list[dic
     settings = _settings(folder, system_clock, timedelta(minutes=1))
     app = create_app(settings, registry=_registry(settings))
     results: list[dict[str, Any]] = []
-    with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=10,
-                      queues=[settings.tick_queue, settings.run_queue, settings.collect_queue]):
+    with start_worker(
+        app,
+        pool="solo",
+        perform_ping_check=False,
+        shutdown_timeout=10,
+        queues=[settings.tick_queue, settings.run_queue, settings.collect_queue],
+    ):
         for _ in range(count):
             report = app.send_task("alma_schedule.tick", queue=settings.tick_queue, expires=55).get(timeout=30)
             results.append(report)
-            echo(f"celery tick at {report['at']}: claimed {report['claimed']}, resent {report['resent']}, "
-                 f"collect {report['collect']}, skipped {report['skipped']}, blocked {report['blocked']}, "
-                 f"errors {report['errors']}")
+            echo(
+                f"celery tick at {report['at']}: claimed {report['claimed']}, resent {report['resent']}, "
+                f"collect {report['collect']}, skipped {report['skipped']}, blocked {report['blocked']}, "
+                f"errors {report['errors']}"
+            )
     return results
 
 

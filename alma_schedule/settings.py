@@ -320,4 +320,5 @@ class Timers:
         """``first * 2**attempts``, capped at ``cap`` (attempts counts sends already made)."""
         if attempts >= 30:
             return cap
-        return min(first * (2**attempts), cap)
+        grown: timedelta = first * (2**attempts)
+        return min(grown, cap)

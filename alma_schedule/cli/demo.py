@@ -9,7 +9,9 @@ from alma_schedule.cli.context import handle_errors
 
 @click.command("demo")
 @click.option("--hours", default=24, show_default=True, type=click.IntRange(1, 24 * 14), help="Simulated hours.")
-@click.option("--step", "step_minutes", default=5, show_default=True, type=click.IntRange(1, 60), help="Minutes per tick.")
+@click.option(
+    "--step", "step_minutes", default=5, show_default=True, type=click.IntRange(1, 60), help="Minutes per tick."
+)
 @click.option("--no-celery", is_flag=True, help="Skip the real Celery ticks (part 2).")
 @handle_errors
 def demo(hours: int, step_minutes: int, no_celery: bool) -> None:

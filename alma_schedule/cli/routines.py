@@ -121,7 +121,7 @@ def list_(obj: CliContext, scope: str, deleted: bool, as_json: bool) -> None:
 
 
 def _get(obj: CliContext, sc: Scope, routine_id: str) -> Routine:
-    r = obj.store().get_routine(sc, routine_id, include_deleted=True)
+    r: Routine | None = obj.store().get_routine(sc, routine_id, include_deleted=True)
     if r is None:
         raise NotFound(f"no routine {routine_id!r} in {sc}")
     return r
@@ -161,6 +161,7 @@ def _lever(name: str, doc: str) -> None:
     def lever(obj: CliContext, scope: str, routine_id: str, reason: str, as_json: bool) -> None:
         sc = Scope.parse(scope)
         schedule = build_schedule(obj)
+        result: Any
         if name == "pause":
             result = schedule.pause(sc, routine_id, reason)
         else:

@@ -149,4 +149,3 @@ def prune(obj: CliContext, before: str) -> None:
 
 def register(group: click.Group) -> None:
     group.add_command(runs)
-

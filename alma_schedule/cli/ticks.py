@@ -32,9 +32,15 @@ def plan(obj: CliContext, at: str | None, as_json: bool) -> None:
     )
     print_table("re-send", ["run"], [(str(k),) for k in p.resends])
     print_table("expire (skipped: missed)", ["run"], [(str(k),) for k in p.expiring])
-    print_table("poll (collect)", ["routine", "collect_run_id"], [(e.get("routine", ""), e.get("collect_run_id", "")) for e in p.polls])
+    print_table(
+        "poll (collect)",
+        ["routine", "collect_run_id"],
+        [(e.get("routine", ""), e.get("collect_run_id", "")) for e in p.polls],
+    )
     print_table("skipped", ["routine", "why"], [(f"{s.org}/{s.uid}/{s.routine_id}", s.why) for s in p.skipped])
-    print_table("paused / disabled", ["routine", "why"], [(f"{s.org}/{s.uid}/{s.routine_id}", s.why) for s in p.inactive])
+    print_table(
+        "paused / disabled", ["routine", "why"], [(f"{s.org}/{s.uid}/{s.routine_id}", s.why) for s in p.inactive]
+    )
     print_table("blocked (stuck runs)", ["run"], [(str(k),) for k in p.blocked])
 
 

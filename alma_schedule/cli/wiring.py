@@ -37,8 +37,8 @@ def build_schedule(obj: CliContext, *, dispatcher: Any = None) -> Schedule:
 
     settings = obj.settings
     if dispatcher is None and not is_embedded(settings):
-        from alma_schedule.tasks.dispatcher import CeleryDispatcher
         from alma_schedule.tasks.composition import celery_app_for
+        from alma_schedule.tasks.dispatcher import CeleryDispatcher
 
         dispatcher = CeleryDispatcher(celery_app_for(settings), settings)
     return create_schedule(

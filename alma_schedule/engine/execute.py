@@ -128,7 +128,7 @@ def collect(rt: Runtime, key: RunKey, now: datetime | None = None) -> RunRecord:
         raise NotFound(f"run {key} does not exist")
     if record.state != "submitted":
         return record
-    if record.deadline is not None and at >= record.deadline:
+    if record.deadline is not None and at > record.deadline:
         return _finish(rt, key, RunResult.timed_out("deadline_passed"), at)
     routine = rt.store.get_routine(key.scope, key.routine_id, include_deleted=True)
     if routine is None:

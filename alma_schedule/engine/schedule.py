@@ -26,6 +26,8 @@ from datetime import datetime
 from alma_schedule.contracts import (
     ClaimResult,
     Dispatcher,
+    Fire,
+    NotDue,
     Routine,
     RoutineSpec,
     RoutineVersion,
@@ -249,7 +251,7 @@ class Schedule:
 
     # ------------------------------------------------------------------ the clock's side (system)
 
-    def decide(self, routine: Routine, *, now: datetime) -> object:
+    def decide(self, routine: Routine, *, now: datetime) -> Fire | NotDue:
         """The pure decision for one routine at ``now`` (for inspection; writes nothing)."""
         return _decide(routine, now, self._rt.settings)
 

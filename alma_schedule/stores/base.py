@@ -28,8 +28,8 @@ from alma_schedule.contracts import (
     ClaimBatch,
     ClaimResult,
     Decision,
-    ReserveResult,
     Resends,
+    ReserveResult,
     Routine,
     RoutineVersion,
     RunKey,
@@ -107,9 +107,10 @@ class Store(Protocol):
         Locks up to ``limit`` routines with ``next_due_at <= now`` and not deferred
         (``defer_until`` NULL or ``<= now``), oldest ``next_due_at`` first, skipping rows locked by a
         concurrent claimer. Calls ``decide`` once per routine (pure; an exception from it is treated
-        as ``Defer(now + Timers.backoff(defer_first, defer_max, error_count), repr(exc))``). Then: ``Fire`` advances the cursor (``WHERE last_fire <
-        fire_at``, ``next_due_at``, clears the error back-off) and, in a NEW statement, inserts the
-        run row: ``claimed`` (``resend_at`` from the Fire or ``now + timers.resend_first``), or
+        as ``Defer(now + Timers.backoff(defer_first, defer_max, error_count), repr(exc))``).
+        Then: ``Fire`` advances the cursor (``WHERE last_fire < fire_at``, ``next_due_at``, clears
+        the error back-off) and, in a NEW statement, inserts the run row: ``claimed`` (``resend_at``
+        from the Fire or ``now + timers.resend_first``), or
         ``skipped(overlap)`` when the routine has a non-terminal run other than an older schedule
         ``claimed`` one, which is superseded to ``skipped(missed)`` first (CAS, same transaction).
         ``Fire(missed=True)`` records ``skipped(missed)``. ``NotDue`` only moves ``next_due_at``.

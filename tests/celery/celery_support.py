@@ -133,7 +133,7 @@ class Procs:
         self.procs: list[tuple[str, subprocess.Popen[bytes]]] = []
 
     def start(self, name: str, argv: list[str], env: Mapping[str, str]) -> subprocess.Popen[bytes]:
-        log = open(self.tmp_path / f"{name}.log", "wb")  # noqa: SIM115 - closed with the process
+        log = open(self.tmp_path / f"{name}.log", "wb")
         proc = subprocess.Popen(
             argv, env=dict(env), stdout=log, stderr=subprocess.STDOUT, cwd=self.tmp_path, start_new_session=True
         )

@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 import redis
 from celery import Celery
+from celery_support import utcnow, wait_for
 
 from alma_schedule.celery import create_app, install
 from alma_schedule.contracts import COLLECT_TASK, RUN_TASK, RunRecord
 from alma_schedule.errors import DispatchError
 from alma_schedule.settings import Settings
 from alma_schedule.tasks import CeleryDispatcher
-from celery_support import utcnow, wait_for
 
 pytestmark = pytest.mark.redis
 

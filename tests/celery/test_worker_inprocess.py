@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 import redis
 from celery import Celery
+from celery_support import Recorder, inprocess_worker, make_settings, utcnow, wait_for
 
 from alma_schedule.celery import create_app
 from alma_schedule.clock import send_tick
@@ -15,7 +16,6 @@ from alma_schedule.errors import ConfigurationError
 from alma_schedule.settings import Settings
 from alma_schedule.stores import migrate_store
 from alma_schedule.tasks import KindRegistry, composition_of, parse_now
-from celery_support import Recorder, inprocess_worker, make_settings, utcnow, wait_for
 
 pytestmark = [pytest.mark.redis]
 

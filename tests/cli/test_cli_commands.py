@@ -43,8 +43,21 @@ def ok(result: Result) -> str:
 def add_briefing(env: dict[str, str], tmp_path: Path) -> None:
     definition = tmp_path / "briefing.json"
     definition.write_text(json.dumps(DEFINITION))
-    out = ok(run(env, "routines", "add", "acme/alice", "briefing", "--kind", "turn",
-                 "--schedule", SCHEDULE, "--definition", f"@{definition}"))
+    out = ok(
+        run(
+            env,
+            "routines",
+            "add",
+            "acme/alice",
+            "briefing",
+            "--kind",
+            "turn",
+            "--schedule",
+            SCHEDULE,
+            "--definition",
+            f"@{definition}",
+        )
+    )
     assert "registered acme/alice/briefing" in out
     assert out.count("T07:00:00+00:00") + out.count("T08:00:00+00:00") >= 3  # the 3 next fires
 
@@ -99,8 +112,20 @@ def test_trigger_runs_embedded_and_ledger(env: dict[str, str], tmp_path: Path, r
         import redis
 
         assert redis.Redis.from_url(redis_url).llen("alma.run") == 1
-        recorded = ok(run(env, "runs", "record", "acme/alice", "briefing", runs[0]["run_id"],
-                          "--outcome", "failed", "--reason", "reconciled"))
+        recorded = ok(
+            run(
+                env,
+                "runs",
+                "record",
+                "acme/alice",
+                "briefing",
+                runs[0]["run_id"],
+                "--outcome",
+                "failed",
+                "--reason",
+                "reconciled",
+            )
+        )
         assert "recorded" in recorded
     # a second record of a terminal run is refused, exit 1
     again = run(env, "runs", "record", "acme/alice", "briefing", runs[0]["run_id"], "--outcome", "failed")
@@ -152,8 +177,19 @@ def test_unknown_setting_is_named(tmp_path: Path) -> None:
 
 
 def test_schedule_next_marks_dst() -> None:
-    out = ok(run({}, "schedule", "next", '{"cron": "30 2 * * *", "tz": "America/New_York"}', "-n", "3",
-                 "--after", "2026-03-07T12:00:00Z", "--json"))
+    out = ok(
+        run(
+            {},
+            "schedule",
+            "next",
+            '{"cron": "30 2 * * *", "tz": "America/New_York"}',
+            "-n",
+            "3",
+            "--after",
+            "2026-03-07T12:00:00Z",
+            "--json",
+        )
+    )
     fires = json.loads(out)
     assert fires[0]["utc"] == "2026-03-08T07:00:00+00:00"  # 02:30 does not exist: the first instant after the gap
     assert fires[0]["note"]

@@ -150,6 +150,7 @@ def transitions(zone: str, first_year: int, last_year: int) -> tuple[datetime, .
     return tuple(out)
 
 
+@cache
 def anchors(zone: str) -> tuple[datetime, ...]:
     found = transitions(zone, 2024, 2030)
     if zone == "America/Sao_Paulo":
@@ -201,7 +202,8 @@ def _field(lo: int, hi: int, hot: list[int], steps: list[int], star: float) -> s
     return st.sampled_from(range(100)).flatmap(lambda i: st.just("*") if i < pct else other)
 
 
-def expressions(hot_hours: list[int], hot_minutes: list[int]) -> st.SearchStrategy[str]:
+@cache
+def expressions(hot_hours: tuple[int, ...], hot_minutes: tuple[int, ...]) -> st.SearchStrategy[str]:
     """Cron text from structured parts; hour and minute values biased to the transition's wall clock."""
     return st.tuples(
         _field(0, 59, [0, 15, 30, 45, 59, *hot_minutes], [1, 2, 5, 7, 10, 15, 20, 30], 0.2),
@@ -218,8 +220,8 @@ def cases(draw: st.DrawFn, targeted: bool = False) -> tuple[str, str, datetime, 
     anchor = draw(st.sampled_from(anchors(zone)))
     tz = ZoneInfo(zone)
     before, after = (anchor - MINUTE).astimezone(tz), anchor.astimezone(tz)
-    hot_hours = sorted({before.hour, after.hour, (before.hour + 1) % 24, (after.hour + 23) % 24})
-    hot_minutes = sorted({before.minute, after.minute, (before.minute + 1) % 60})
+    hot_hours = tuple(sorted({before.hour, after.hour, (before.hour + 1) % 24, (after.hour + 23) % 24}))
+    hot_minutes = tuple(sorted({before.minute, after.minute, (before.minute + 1) % 60}))
     if targeted:  # wall times inside/around the gap or fold, mostly fixed-time jobs, every day
         minute = draw(st.sampled_from(["30", "0", "45", "0,30", "15,45", "*/20", "59", "*/30", "1-5"]))
         hour = draw(st.sampled_from([str(h) for h in hot_hours] + ["*/2", ",".join(map(str, hot_hours))]))

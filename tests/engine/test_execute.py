@@ -122,9 +122,13 @@ def test_collect_past_the_deadline_times_out(make, clock, runner) -> None:
     sched.execute(key)
     clock.set(T0 + HOUR + 10 * MINUTE)
     assert [k.run_id for k in sched.tick().blocked] == []  # at the deadline, not past it
+    assert sched.collect(key).state == "submitted"
+    clock.set(T0 + HOUR + 10 * MINUTE + timedelta(seconds=1))
+    assert [k.run_id for k in sched.tick().blocked] == [key.run_id]
+    polled = len(runner.collects)
     done = sched.collect(key)
     assert (done.state, done.reason) == ("timed_out", "deadline_passed")
-    assert runner.collects == []  # the runner is not asked
+    assert len(runner.collects) == polled  # past the deadline the runner is not asked
     assert sched.get(SCOPE, "r1").consecutive_failures == 1
 
 

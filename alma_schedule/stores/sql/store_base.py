@@ -2,8 +2,9 @@
 behind the error boundary, the schema-version check, and key validation.
 
 Every public method runs ``with self._tx() as conn:`` (ONE transaction: committed when the block
-ends, rolled back if anything raises) or ``self._tx(read=True)`` for reads (on SQLite a deferred
-``BEGIN`` instead of ``BEGIN IMMEDIATE``). Driver errors leave as :class:`StoreError` subclasses.
+ends, rolled back if anything raises), ``self._tx(read=True)`` for reads (on SQLite a deferred
+``BEGIN`` instead of ``BEGIN IMMEDIATE``) or ``self._tx(single=True)`` for one atomic statement
+(autocommit on PostgreSQL). Driver errors leave as :class:`StoreError` subclasses.
 """
 
 from __future__ import annotations

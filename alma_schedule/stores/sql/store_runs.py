@@ -70,7 +70,7 @@ class RunsMixin(SqlBase):
             conn.execute(q.spend_adjust(ceiling, day, reserved_delta, settled_delta))
 
     def _edge(self, key: RunKey, target: str, now: datetime, values: Mapping[str, Any]) -> ClaimResult:
-        with self._tx() as conn:
+        with self._tx(single=True) as conn:
             row = conn.execute(
                 q.cas(key, sorted(EDGES[target]), {"state": target, "state_at": now, **values})
             ).first()
@@ -86,7 +86,7 @@ class RunsMixin(SqlBase):
         loser's reason with the current record."""
         run_key(key)
         now = require_utc("now", now)
-        with self._tx() as conn:
+        with self._tx(single=True) as conn:
             for _attempt in range(3):
                 row = conn.execute(q.start_cas(key, now)).first()
                 if row is not None:
@@ -160,7 +160,7 @@ class RunsMixin(SqlBase):
                 clean[name] = check_utc(name, value, optional=True)
             else:
                 clean[name] = check_text(name, value)
-        with self._tx() as conn:
+        with self._tx(single=True) as conn:
             row = conn.execute(q.cas(key, sorted(NON_TERMINAL), clean)).first() if clean else None
             if row is not None:
                 return run_from_row(row)

@@ -61,7 +61,7 @@ class SystemMixin(SqlBase):
     def beat(self, now: datetime) -> None:
         """Record the heartbeat (ONE upsert of the one row; it never moves backwards)."""
         now = require_utc("now", now)
-        with self._tx() as conn:
+        with self._tx(single=True) as conn:
             conn.execute(q.beat(self.dialect, now))
 
     def last_tick(self) -> datetime | None:
@@ -74,7 +74,7 @@ class SystemMixin(SqlBase):
         key = check_routine_key(scope, routine_id)
         until = require_utc("until", until)
         check_text("error", error, optional=False)
-        with self._tx() as conn:
+        with self._tx(single=True) as conn:
             if conn.execute(q.set_defer(*key, until, error)).first() is None:
                 raise NotFound(f"routine {scope}/{routine_id} not found")
 
@@ -83,7 +83,7 @@ class SystemMixin(SqlBase):
     def prune(self, before: datetime) -> int:
         """Delete TERMINAL runs finished before ``before`` (system, one statement). Returns the count."""
         before = require_utc("before", before)
-        with self._tx() as conn:
+        with self._tx(single=True) as conn:
             return int(conn.execute(q.prune(before)).rowcount)
 
     def purge_deleted(self, limit: int = 1000) -> int:
@@ -100,13 +100,13 @@ class SystemMixin(SqlBase):
     def erase_results(self, scope: Scope) -> int:
         """Erase the result text of a scope's runs (tenant, one statement). Returns the count."""
         check_scope(scope)
-        with self._tx() as conn:
+        with self._tx(single=True) as conn:
             return int(conn.execute(q.erase_results(scope.org, scope.uid)).rowcount)
 
     def erase_expired_results(self, now: datetime, limit: int = 1000) -> int:
         """Erase up to ``limit`` result texts whose ``erase_at <= now`` (system, one statement)."""
         now = require_utc("now", now)
-        with self._tx() as conn:
+        with self._tx(single=True) as conn:
             return int(conn.execute(q.erase_expired(now, max(limit, 0))).rowcount)
 
     def reindex(

@@ -264,7 +264,7 @@ class TickMixin(SqlBase):
         """System, ONE statement: take due polls and push ``next_poll_at`` back, skip-locked."""
         now = require_utc("now", now)
         pushes, cap = _pushes(now, timers.poll_first, timers.poll_max)
-        with self._tx() as conn:
+        with self._tx(single=True) as conn:
             rows = conn.execute(q.take_polls(now, max(limit, 0), pushes, cap))
             return sorted((run_from_row(r) for r in rows), key=_by_fire)
 
