@@ -203,9 +203,7 @@ def _crontab(value: Any, zone: AppZone) -> tuple[dict[str, Any], list[str]]:
     texts: list[str] = []
     notes: list[str] = []
     for attr, label, lo, hi, spec_attr in _FIELDS:
-        text, note = _field_text(
-            label, getattr(value, f"_orig_{attr}"), getattr(value, attr), lo, hi, spec_attr
-        )
+        text, note = _field_text(label, getattr(value, f"_orig_{attr}"), getattr(value, attr), lo, hi, spec_attr)
         texts.append(text)
         if note:
             notes.append(note)
@@ -240,9 +238,7 @@ def _interval(seconds: float, what: str) -> tuple[dict[str, Any], list[str]]:
     return every.to_json(), [ANCHOR_NOTE]
 
 
-def convert_schedule(
-    value: object, zone: AppZone, *, relative: bool = False
-) -> tuple[dict[str, Any], list[str]]:
+def convert_schedule(value: object, zone: AppZone, *, relative: bool = False) -> tuple[dict[str, Any], list[str]]:
     """A beat schedule value -> (our schedule JSON, notes); raises ``_Refuse`` with the reason."""
     from celery.schedules import crontab, schedule, solar
 
@@ -267,9 +263,7 @@ def convert_schedule(
             return convert_schedule(every.run_every, zone, relative=True)
         return _interval(every.run_every.total_seconds(), f"schedule(run_every={every.run_every})")
     if isinstance(value, solar):
-        where = (
-            f"{getattr(value, 'event', '?')} at {getattr(value, 'lat', '?')}, {getattr(value, 'lon', '?')}"
-        )
+        where = f"{getattr(value, 'event', '?')} at {getattr(value, 'lat', '?')}, {getattr(value, 'lon', '?')}"
         raise _Refuse(f"solar schedules ({where}) follow the sun: no cron or interval means the same")
     raise _Refuse(
         f"custom schedule class {type(value).__module__}.{type(value).__qualname__}: its meaning lives "

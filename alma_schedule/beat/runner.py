@@ -86,9 +86,7 @@ class TaskDefinition:
             raise InvalidInput(f"a task definition must be a JSON object, got {type(definition).__name__}")
         unknown = sorted(str(k) for k in definition if k not in DEFINITION_KEYS)
         if unknown:
-            raise InvalidInput(
-                f"unknown key {unknown[0]!r} in task definition (allowed: {', '.join(DEFINITION_KEYS)})"
-            )
+            raise InvalidInput(f"unknown key {unknown[0]!r} in task definition (allowed: {', '.join(DEFINITION_KEYS)})")
         name = definition.get("task")
         if not isinstance(name, str) or not name.strip() or name != name.strip():
             raise InvalidInput("task definition needs 'task': the registered name of a Celery task")
@@ -106,9 +104,7 @@ class TaskDefinition:
         raw_deadline = definition.get("deadline")
         if track:
             if raw_deadline is None:
-                raise InvalidInput(
-                    "a tracked task needs a 'deadline' (e.g. '2h'): how long to wait for its result"
-                )
+                raise InvalidInput("a tracked task needs a 'deadline' (e.g. '2h'): how long to wait for its result")
             deadline = _deadline(raw_deadline)
         elif raw_deadline is not None:
             raise InvalidInput("'deadline' applies only to tracked tasks (set 'track': true)")
@@ -363,7 +359,5 @@ def load_celery_app(path: str, *, setting: str = "ALMA_CELERY_APP") -> Celery:
 def from_settings(settings: Settings) -> TaskRunner:
     """The ``task`` runner of the kind registry: the fleet app named by ``ALMA_CELERY_APP``."""
     if not settings.celery_app:
-        raise ConfigurationError(
-            "ALMA_CELERY_APP is not set: task routines need the fleet's Celery app (MODULE:APP)"
-        )
+        raise ConfigurationError("ALMA_CELERY_APP is not set: task routines need the fleet's Celery app (MODULE:APP)")
     return TaskRunner(load_celery_app(settings.celery_app))

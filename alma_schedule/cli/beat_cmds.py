@@ -28,9 +28,7 @@ def _load(app_path: str) -> Any:
 @click.command("import-beat")
 @click.argument("app_path", metavar="MODULE:APP")
 @click.argument("scope_text", metavar="ORG/UID")
-@click.option(
-    "--apply", "do_apply", is_flag=True, help="Register the converted entries (default: show only)."
-)
+@click.option("--apply", "do_apply", is_flag=True, help="Register the converted entries (default: show only).")
 @json_option
 @click.pass_obj
 @handle_errors
@@ -81,21 +79,14 @@ def import_beat(obj: CliContext, app_path: str, scope_text: str, do_apply: bool,
             row.append(a.outcome + (f" ({a.detail})" if a.detail and a.outcome != "refused" else ""))
         rows.append(row)
     zone = f"{plan.zone.zone}: {plan.zone.source}" if plan.zone.zone else "unknown"
-    print_table(
-        f"beat_schedule of {plan.app} -> task routines of {scope} (crontabs in {zone})", columns, rows
-    )
+    print_table(f"beat_schedule of {plan.app} -> task routines of {scope} (crontabs in {zone})", columns, rows)
     if any(ANCHOR_NOTE in c.notes for c in plan.conversions):
         click.echo(f"(*) {ANCHOR_NOTE}.")
     n_ok, n_refused = len(plan.converted), len(plan.refused)
     if applied is None:
-        click.echo(
-            f"{n_ok} entries convert, {n_refused} refused. Nothing written: add --apply to register them."
-        )
+        click.echo(f"{n_ok} entries convert, {n_refused} refused. Nothing written: add --apply to register them.")
     else:
-        counts = {
-            k: sum(1 for a in applied if a.outcome == k)
-            for k in ("created", "updated", "unchanged", "refused")
-        }
+        counts = {k: sum(1 for a in applied if a.outcome == k) for k in ("created", "updated", "unchanged", "refused")}
         click.echo(", ".join(f"{v} {k}" for k, v in counts.items()) + f" in {scope}.")
 
 

@@ -59,10 +59,6 @@ def decide(routine: Routine, now: datetime, settings: Settings) -> Fire | NotDue
     anchor = routine.registered_at
     last = routine.last_fire
     fire = latest_fire(schedule, anchor, now)
-    if fire is not None and last is not None:
-        older = next_fire(schedule, anchor, last)
-        if older is not None and older < fire:
-            fire = older
     if fire is None or (last is not None and fire <= last):
         after = now if last is None or last < now else last
         return NotDue(next_fire(schedule, anchor, after))

@@ -13,7 +13,9 @@ It speaks the real wire format of the endpoints that
   ``completed``; the output file is written when the batch completes.
 - Controls (thread-safe; the app runs on uvicorn's thread): :meth:`FakeOpenAI.fail_next` (HTTP 500),
   :meth:`~FakeOpenAI.rate_limit_next` (429), :meth:`~FakeOpenAI.stall_next` (hold the request until
-  the client gives up), :meth:`~FakeOpenAI.forget_batch` (404), :attr:`~FakeOpenAI.batch_outcome`.
+  the client gives up), :meth:`~FakeOpenAI.forget_batch` (404), :attr:`~FakeOpenAI.batch_outcome`,
+  :attr:`~FakeOpenAI.batch_lines_fail` (a completed batch whose requests all failed: an error file,
+  no output file).
 - Every request is recorded in :attr:`FakeOpenAI.calls` (:class:`Call`).
 
 When ``api_key`` is set, a request without ``Authorization: Bearer <api_key>`` gets a 401 whose
@@ -117,6 +119,8 @@ class FakeOpenAI:
         self.batch_steps = batch_steps
         #: Terminal status of the NEXT batches created: completed, failed, expired or cancelled.
         self.batch_outcome = "completed"
+        #: When True, the requests of batches that complete all fail (error file only).
+        self.batch_lines_fail = False
         self.calls: list[Call] = []
         self._lock = threading.Lock()
         self._faults: list[_Fault] = []
@@ -361,7 +365,28 @@ class FakeOpenAI:
     def _advance(self, batch: _Batch, status: str) -> None:
         data, now = batch.data, int(time.time())
         data["status"] = status
-        if status == "completed":
+        if status == "completed" and self.batch_lines_fail:
+            _, content, _ = self._files[data["input_file_id"]]
+            lines = [json.loads(line) for line in content.decode().splitlines() if line.strip()]
+            error_lines = [
+                {
+                    "id": self._new_id("batch_req_"),
+                    "custom_id": line.get("custom_id"),
+                    "response": None,
+                    "error": {"code": "model_not_found", "message": "injected"},
+                }
+                for line in lines
+            ]
+            error_id = self._new_id("file-")
+            blob = "".join(json.dumps(o) + "\n" for o in error_lines).encode()
+            with self._lock:
+                self._files[error_id] = ("batch_errors.jsonl", blob, "batch_output")
+            data.update(
+                error_file_id=error_id,
+                completed_at=now,
+                request_counts={"total": len(lines), "completed": 0, "failed": len(lines)},
+            )
+        elif status == "completed":
             _, content, _ = self._files[data["input_file_id"]]
             lines = [json.loads(line) for line in content.decode().splitlines() if line.strip()]
             out_lines = [

@@ -249,6 +249,17 @@ def test_batch_provider_outcomes(
     assert (status.state, status.reason, status.text, status.cost_micros) == (state, reason, "", 0)
 
 
+def test_a_completed_batch_whose_requests_all_failed_is_failed(
+    provider: OpenAICompatibleProvider, fake: FakeOpenAI
+) -> None:
+    fake.batch_lines_fail = True
+    batch_id = provider.submit(job()).batch_id
+    assert provider.poll(batch_id).state == "pending"
+    status = provider.poll(batch_id)
+    assert fake.batch(batch_id)["status"] == "completed"  # type: ignore[index]
+    assert (status.state, status.reason, status.cost_micros) == ("failed", "provider_failed", 0)
+
+
 def test_a_forgotten_batch_is_gone(provider: OpenAICompatibleProvider, fake: FakeOpenAI) -> None:
     batch_id = provider.submit(job()).batch_id
     fake.forget_batch(batch_id)

@@ -149,9 +149,7 @@ naive_app = _base_app(
 )
 
 
-def make_worker_app(
-    broker: str, backend: str | None, *, record_url: str | None = None, **conf: Any
-) -> Celery:
+def make_worker_app(broker: str, backend: str | None, *, record_url: str | None = None, **conf: Any) -> Celery:
     """A fresh fleet app on a real broker (and result backend), with the fleet's tasks."""
     fresh = Celery("fleet-worker", broker=broker, backend=backend, set_as_current=False)
     fresh.conf.update(

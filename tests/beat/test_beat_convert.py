@@ -44,9 +44,7 @@ def celery_fires(c: crontab, zone: str, start: datetime, count: int) -> list[dat
     while len(out) < count:
         local = t.astimezone(tz)
         day_ok = (
-            local.month in c.month_of_year
-            and local.day in c.day_of_month
-            and local.isoweekday() % 7 in c.day_of_week
+            local.month in c.month_of_year and local.day in c.day_of_month and local.isoweekday() % 7 in c.day_of_week
         )
         if not day_ok:  # jump to the next local midnight (the windows below avoid DST changes there)
             midnight = datetime.combine(local.date() + timedelta(days=1), datetime.min.time(), tz)

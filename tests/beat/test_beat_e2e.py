@@ -1,7 +1,7 @@
 """End to end: a fleet app with three tasks, its beat_schedule imported, two workers, two clocks.
 
 alma-schedule is installed on the fleet's own app (the existing-fleet path); one in-process worker
-serves the tick queue, another the run and collect queues and the fleet's tasks, all on the real
+(threads pool) serves the tick queue, another the run and collect queues and the fleet's tasks, all on the real
 Redis; the store is PostgreSQL. Two clocks send a tick for every simulated minute (the settings
 clock is advanced by the test, so ten minutes take seconds). Each fleet task records its real
 executions in Redis; the test checks them against fires computed here by plain arithmetic.
@@ -9,9 +9,11 @@ executions in Redis; the test checks them against fires computed here by plain a
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 import redis
@@ -25,7 +27,7 @@ from alma_schedule.settings import Settings
 from alma_schedule.stores import migrate_store
 from alma_schedule.tasks import KindRegistry
 from tests.beat import fleet_app
-from tests.celery.celery_support import inprocess_worker, make_settings, wait_for
+from tests.celery.celery_support import make_settings, wait_for
 
 pytestmark = [
     pytest.mark.redis,
@@ -51,6 +53,34 @@ class Clock:
     def set(self, at: datetime) -> None:
         with self._lock:
             self.at = at
+
+
+@contextlib.contextmanager
+def threads_worker(app: Any, queues: list[str], hostname: str) -> Iterator[Any]:
+    """A real worker in this process (threads pool, 2 threads) consuming ``queues``.
+
+    The threads pool, unlike solo, sends no ``worker_process_init`` in this process, so the
+    composition keeps its store (``after_fork`` is for forked children). ``start_worker`` makes
+    the app current and default; both are restored afterwards.
+    """
+    from celery import _state
+    from celery.contrib.testing.worker import start_worker
+
+    previous_default, previous_current = _state.default_app, _state._tls.current_app
+    try:
+        with start_worker(
+            app,
+            pool="threads",
+            concurrency=2,
+            perform_ping_check=False,
+            queues=queues,
+            hostname=hostname,
+            loglevel="WARNING",
+            shutdown_timeout=30,
+        ) as worker:
+            yield worker
+    finally:
+        _state.default_app, _state._tls.current_app = previous_default, previous_current
 
 
 def start_instant() -> datetime:
@@ -145,8 +175,8 @@ def test_an_imported_beat_schedule_runs_each_fleet_task_once_per_fire(
         tick_queues = ["alma.tick"]
         work_queues = ["alma.run", "alma.collect", "celery"]
         with (
-            inprocess_worker(fleet, tick_queues, hostname="ticks@e2e"),
-            inprocess_worker(fleet, work_queues, hostname="work@e2e"),
+            threads_worker(fleet, tick_queues, "ticks@e2e"),
+            threads_worker(fleet, work_queues, "work@e2e"),
         ):
             for k in range(12):  # minutes 0..10 fire; minute 11 only collects the last tracked runs
                 at = t0 + k * MINUTE

@@ -66,9 +66,7 @@ def test_preview_lists_every_entry_and_writes_nothing(tmp_path: Path) -> None:
 
 
 def test_preview_json_says_converted_as_what_or_refused_why(tmp_path: Path) -> None:
-    result = invoke(
-        "--database-url", f"sqlite:///{tmp_path}/x.sqlite3", "import-beat", APP, "acme/ops", "--json"
-    )
+    result = invoke("--database-url", f"sqlite:///{tmp_path}/x.sqlite3", "import-beat", APP, "acme/ops", "--json")
     assert result.exit_code == 0, result.output
     out = json.loads(result.output)
     assert out["zone"] == "Europe/Paris" and out["applied"] is None

@@ -20,9 +20,7 @@ BACKEND = "redis://127.0.0.1:6379/15"  # never contacted: only the backend's kin
 
 
 def _register(app: Any, definition: dict[str, Any], routine_id: str = "r") -> Any:
-    schedule = create_schedule(
-        store=MemoryStore(), runner=TaskRunner(app), settings=Settings(clock=lambda: T0)
-    )
+    schedule = create_schedule(store=MemoryStore(), runner=TaskRunner(app), settings=Settings(clock=lambda: T0))
     spec = RoutineSpec("acme", "ops", routine_id, "task", {"every": "5m"}, definition)
     return schedule.register(spec, now=T0)
 

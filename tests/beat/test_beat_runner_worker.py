@@ -146,9 +146,7 @@ def test_tracked_failure_is_failed_task_failed_with_the_exception_class(
     assert schedule.get(SCOPE, "b").consecutive_failures == 1
 
 
-def test_tracked_revoked_is_failed_task_revoked(
-    schedule: Schedule, clock: Clock, fleet: Any, redis_url: str
-) -> None:
+def test_tracked_revoked_is_failed_task_revoked(schedule: Schedule, clock: Clock, fleet: Any, redis_url: str) -> None:
     register(schedule, "v", {"task": "fleet.add", "track": True, "deadline": "10m"})
     # the fire's task id is known before it is sent: revoke it on the worker first
     fire = schedule.plan(now=T0 + MINUTE).due[0]
