@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import httpx
 
@@ -130,7 +130,9 @@ class OpenAICompatibleProvider:
         )
 
     def __repr__(self) -> str:
-        return f"OpenAICompatibleProvider(base_url={self.base_url!r}, model={self.model!r}, api_key=********)"
+        parts = urlsplit(self.base_url)  # the host only: a base URL may carry user:password@
+        where = f"{parts.scheme}://{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+        return f"OpenAICompatibleProvider(base_url={where!r}, model={self.model!r}, api_key=********)"
 
     def close(self) -> None:
         if self._own_client:
