@@ -23,6 +23,7 @@ from alma_schedule.core.types import At, Cron, Every, Schedule, compile_cron, fr
 from alma_schedule.core.zones import segment_at
 from alma_schedule.errors import InvalidSchedule
 
+_KINDS = (Cron, Every, At)
 _MAX_SEGMENTS = SEARCH_YEARS * 8  # hard bound: a year has 1 pseudo-boundary + a few transitions
 
 
@@ -97,7 +98,7 @@ def gap_walls(schedule: Cron, instant: int, limit: int = 4) -> tuple[list[int], 
 
 
 def as_schedule(schedule: object) -> Schedule:
-    if isinstance(schedule, Cron | Every | At):
+    if isinstance(schedule, _KINDS):
         return schedule
     return parse_schedule(schedule)
 
@@ -178,5 +179,8 @@ def next_fires(schedule: Schedule, registered_at: datetime, after: datetime, n: 
 
 def fire_id(instant: datetime) -> str:
     """``YYYY-MM-DDTHH:MM:SSZ`` of ``instant`` in UTC (sub-seconds truncated)."""
-    t = from_epoch(to_epoch(instant, "instant"))
+    try:
+        t = from_epoch(to_epoch(instant, "instant"))
+    except OverflowError as exc:
+        raise InvalidSchedule(f"'instant' {instant!r} is out of range") from exc
     return f"{t.year:04d}-{t.month:02d}-{t.day:02d}T{t.hour:02d}:{t.minute:02d}:{t.second:02d}Z"

@@ -30,7 +30,7 @@ def to_epoch(value: object, name: str) -> int:
     """Whole epoch seconds (floor) of an aware datetime; a naive one is refused, never read as local."""
     if not isinstance(value, datetime):
         raise InvalidSchedule(f"{name!r} must be a timezone-aware datetime, got {type(value).__name__}")
-    if value.utcoffset() is None:
+    if value.tzinfo is not UTC and value.utcoffset() is None:
         raise InvalidSchedule(
             f"{name!r} must be timezone-aware, got the naive datetime {value.isoformat()} "
             "(naive times are never read as local time)"
@@ -43,7 +43,10 @@ def to_epoch(value: object, name: str) -> int:
 
 def from_epoch(u: int) -> datetime:
     """Aware UTC datetime of epoch second ``u`` (OverflowError beyond year 9999)."""
-    return EPOCH + timedelta(seconds=u)
+    try:
+        return datetime.fromtimestamp(u, UTC)
+    except (ValueError, OSError) as exc:  # platform range errors: report as out of range
+        raise OverflowError(str(exc)) from exc
 
 
 @lru_cache(maxsize=4096)

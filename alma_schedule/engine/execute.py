@@ -63,9 +63,7 @@ def _finish(rt: Runtime, key: RunKey, result: RunResult, now: datetime) -> RunRe
     if res.record is None:
         raise NotFound(f"run {key} does not exist")
     if not res.won:
-        log.info(
-            "finish %s as %s lost (%s): the run is %s", key, result.outcome, res.reason, res.record.state
-        )
+        log.info("finish %s as %s lost (%s): the run is %s", key, result.outcome, res.reason, res.record.state)
     return res.record
 
 

@@ -93,9 +93,7 @@ class StoreRunHandle:
             raise InvalidInput("every submission needs a deadline")
         deadline = aware_utc("deadline", deadline)
         first_poll = (
-            self._now + self._rt.timers.poll_first
-            if next_poll_at is None
-            else aware_utc("next_poll_at", next_poll_at)
+            self._now + self._rt.timers.poll_first if next_poll_at is None else aware_utc("next_poll_at", next_poll_at)
         )
         res = self._rt.store.submit(
             self._key,

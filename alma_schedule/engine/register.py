@@ -91,9 +91,7 @@ def _candidate(spec: RoutineSpec, schedule: Schedule, live: Routine | None, at: 
             next_due_at=next_fire(schedule, anchor, anchor - SECOND),
         )
     if _canonical_schedule(live.schedule) == canonical_json(sched_json):
-        return dataclasses.replace(
-            live, kind=spec.kind, schedule=sched_json, definition=dict(spec.definition)
-        )
+        return dataclasses.replace(live, kind=spec.kind, schedule=sched_json, definition=dict(spec.definition))
     anchor = at.replace(microsecond=0) if _anchor_moves(live.schedule, schedule) else live.registered_at
     active = live.inactive_reason is None
     return dataclasses.replace(

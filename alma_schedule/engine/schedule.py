@@ -144,13 +144,9 @@ class Schedule:
         """Switch back on: the cursor restarts at now and the streak resets (nothing missed fires)."""
         at = self._rt.now(now)
         routine = self._live(scope, routine_id)
-        return self._rt.store.set_enabled(
-            scope, routine_id, True, now=at, next_due_at=_restart_due(routine, at)
-        )
+        return self._rt.store.set_enabled(scope, routine_id, True, now=at, next_due_at=_restart_due(routine, at))
 
-    def pause(
-        self, scope: Scope, routine_id: str, reason: str = "manual", *, now: datetime | None = None
-    ) -> Routine:
+    def pause(self, scope: Scope, routine_id: str, reason: str = "manual", *, now: datetime | None = None) -> Routine:
         """Latch a pause (the first reason is kept); ``next_due_at`` NULL."""
         check_id("reason", reason)
         self._live(scope, routine_id)
@@ -160,9 +156,7 @@ class Schedule:
         """Clear the pause: the cursor restarts at now and the streak resets (nothing missed fires)."""
         at = self._rt.now(now)
         routine = self._live(scope, routine_id)
-        return self._rt.store.set_paused(
-            scope, routine_id, None, now=at, next_due_at=_restart_due(routine, at)
-        )
+        return self._rt.store.set_paused(scope, routine_id, None, now=at, next_due_at=_restart_due(routine, at))
 
     def delete(self, scope: Scope, routine_id: str, *, now: datetime | None = None) -> Routine:
         """Tombstone the routine (idempotent); its runs stay in the ledger until purged."""
@@ -191,9 +185,7 @@ class Schedule:
         try:
             self._rt.dispatcher.send_runs([res.record])
         except Exception as exc:  # the row stays claimed: a later tick re-sends it
-            log.error(
-                "trigger %s: dispatch failed (%s); a tick will re-send", res.record.key, type(exc).__name__
-            )
+            log.error("trigger %s: dispatch failed (%s); a tick will re-send", res.record.key, type(exc).__name__)
         return res.record
 
     @staticmethod
@@ -293,9 +285,7 @@ class Schedule:
         import zoneinfo
 
         version = getattr(zoneinfo, "TZDATA_VERSION", None) or _tzdata_version()
-        return self._rt.store.reindex(
-            lambda r: _restart_due(r, r.last_fire or r.registered_at), tzdata_version=version
-        )
+        return self._rt.store.reindex(lambda r: _restart_due(r, r.last_fire or r.registered_at), tzdata_version=version)
 
 
 def _tzdata_version() -> str | None:

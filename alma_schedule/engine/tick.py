@@ -48,9 +48,7 @@ DISPATCHER = "<dispatcher>"
 MAINTENANCE = "<maintenance>"
 
 
-def _send(
-    what: str, send: Callable[[Sequence[RunRecord]], None], runs: Sequence[RunRecord]
-) -> TickError | None:
+def _send(what: str, send: Callable[[Sequence[RunRecord]], None], runs: Sequence[RunRecord]) -> TickError | None:
     if not runs:
         return None
     try:
@@ -63,9 +61,7 @@ def _send(
             type(exc).__name__,
             exc_info=exc,
         )
-        return TickError(
-            DISPATCHER, f"{what}: {type(exc).__name__} ({len(runs)} not sent; re-sends recover them)"
-        )
+        return TickError(DISPATCHER, f"{what}: {type(exc).__name__} ({len(runs)} not sent; re-sends recover them)")
     return None
 
 
@@ -89,9 +85,7 @@ def tick(rt: Runtime, now: datetime | None = None) -> TickReport:
         batch = store.claim_due(at, s.claim_limit, planner, timers)
         claimed.extend(r.key for r in batch.claimed)
         skipped.extend(r.key for r in batch.skipped)
-        errors.extend(
-            TickError(f"{d.org}/{d.uid}/{d.routine_id}", d.error) for d in batch.deferred if d.first
-        )
+        errors.extend(TickError(f"{d.org}/{d.uid}/{d.routine_id}", d.error) for d in batch.deferred if d.first)
         err = _send("run", dispatcher.send_runs, batch.claimed)
         if err:
             errors.append(err)
@@ -150,9 +144,7 @@ def _blocking_run(rt: Runtime, routine: Routine) -> RunRecord | None:
     return None
 
 
-def _plan_one(
-    rt: Runtime, planner: Planner, routine: Routine
-) -> tuple[PlannedFire | None, PlannedRoutine | None]:
+def _plan_one(rt: Runtime, planner: Planner, routine: Routine) -> tuple[PlannedFire | None, PlannedRoutine | None]:
     k = routine.key
     decision = planner(routine)
     if isinstance(decision, NotDue):
@@ -203,8 +195,7 @@ def plan(rt: Runtime, now: datetime | None = None) -> TickPlan:
         for r in rt.store.peek_polls(at, s.claim_limit)
     )
     inactive = tuple(
-        PlannedRoutine(r.org, r.uid, r.routine_id, _inactive_why(r))
-        for r in rt.store.list_inactive(s.claim_limit)
+        PlannedRoutine(r.org, r.uid, r.routine_id, _inactive_why(r)) for r in rt.store.list_inactive(s.claim_limit)
     )
     return TickPlan(
         at=at,

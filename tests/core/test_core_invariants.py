@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime, timedelta, timezone
 
 from hypothesis import HealthCheck, given, settings
@@ -49,7 +50,7 @@ def test_invariants(schedule: Schedule, registered: datetime, t: datetime, tz: t
         assert latest_fire(schedule, registered, nxt) == nxt
         assert latest_fire(schedule, registered, nxt - timedelta(microseconds=1)) == latest
     fires = next_fires(schedule, registered, t, 5)
-    assert all(a < b for a, b in zip(fires, fires[1:], strict=False))
+    assert all(a < b for a, b in itertools.pairwise(fires))
     assert all(f >= r for f in fires)
     assert fires[:1] == ([nxt] if nxt else [])
 

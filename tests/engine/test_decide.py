@@ -13,9 +13,7 @@ from alma_schedule.settings import Settings
 S = Settings(clock=lambda: T0)
 
 
-def routine(
-    schedule: dict[str, object], *, registered_at=T0 - 10 * DAY, last_fire=None, **kw: object
-) -> Routine:
+def routine(schedule: dict[str, object], *, registered_at=T0 - 10 * DAY, last_fire=None, **kw: object) -> Routine:
     return Routine(
         "o",
         "u",
@@ -65,9 +63,7 @@ def test_every_is_anchored_on_registration() -> None:
 
 
 def test_nothing_before_registration() -> None:
-    d = decide(
-        routine({"cron": "0 9 * * *"}, registered_at=T0.replace(hour=9, minute=30)), T0.replace(hour=10), S
-    )
+    d = decide(routine({"cron": "0 9 * * *"}, registered_at=T0.replace(hour=9, minute=30)), T0.replace(hour=10), S)
     assert d == NotDue(T0.replace(hour=9) + DAY)
 
 
@@ -77,9 +73,7 @@ def test_at_fires_once_within_the_one_shot_window() -> None:
     d = decide(r, when + 10 * MINUTE, S)
     assert isinstance(d, Fire)
     assert (d.fire_at, d.expires_at, d.next_due_at, d.missed) == (when, when + S.one_shot_window, None, False)
-    assert decide(
-        routine({"at": when.isoformat()}, registered_at=T0, last_fire=when), when + MINUTE, S
-    ) == NotDue(None)
+    assert decide(routine({"at": when.isoformat()}, registered_at=T0, last_fire=when), when + MINUTE, S) == NotDue(None)
 
 
 def test_at_past_its_window_is_recorded_missed() -> None:
@@ -108,9 +102,7 @@ def test_inactive_routines_are_never_due() -> None:
 
 def test_dst_spring_forward_fixed_time_fires_once_at_the_gap() -> None:
     # 02:30 does not exist in New York on 2026-03-08: the fixed-time job fires once, at 03:00 EDT.
-    r = routine(
-        {"cron": "30 2 * * *", "tz": "America/New_York"}, last_fire=T0.replace(day=7, hour=7, minute=30)
-    )
+    r = routine({"cron": "30 2 * * *", "tz": "America/New_York"}, last_fire=T0.replace(day=7, hour=7, minute=30))
     now = T0.replace(day=8, hour=12)
     d = decide(r, now, S)
     assert isinstance(d, Fire)

@@ -71,9 +71,7 @@ def test_unknown_kind_at_run_time_is_failed_unknown_kind(make, clock, runner) ->
     assert (done.state, done.reason, done.error_class) == ("failed", "unknown_kind", "KeyError")
 
 
-@pytest.mark.parametrize(
-    ("behave", "error_class"), [("lie", "NotSubmitted"), ("garbage", "InvalidRunResult")]
-)
+@pytest.mark.parametrize(("behave", "error_class"), [("lie", "NotSubmitted"), ("garbage", "InvalidRunResult")])
 def test_invalid_runner_answers_fail_the_run(make, clock, behave, error_class) -> None:
     sched = make(dispatcher=RecordingDispatcher())
     sched.register(spec("r1", {"cron": "*/5 * * * *"}, behave=behave))
@@ -138,9 +136,7 @@ def test_a_changed_revision_never_completes(make, clock, runner) -> None:
     sched.register(spec("r1", {"cron": "0 * * * *"}, behave="submit", ignore_revision=True, polls=0))
     key = _claim(sched, clock, at=T0 + HOUR)
     sched.execute(key)
-    sched.register(
-        spec("r1", {"cron": "0 * * * *"}, behave="submit", ignore_revision=True, polls=0, sink="new")
-    )
+    sched.register(spec("r1", {"cron": "0 * * * *"}, behave="submit", ignore_revision=True, polls=0, sink="new"))
     clock.set(T0 + HOUR + MINUTE)
     done = sched.collect(key)
     assert (done.state, done.reason, done.cost_micros) == ("failed", "config_revision_changed", 7)

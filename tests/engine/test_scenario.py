@@ -119,9 +119,7 @@ def routines(start: datetime = START) -> list[RoutineSpec]:
     return out
 
 
-def steps(
-    start: datetime = START, end: datetime = END, sparse: timedelta = 15 * MINUTE
-) -> Iterator[datetime]:
+def steps(start: datetime = START, end: datetime = END, sparse: timedelta = 15 * MINUTE) -> Iterator[datetime]:
     """Every minute inside DENSE (the DST day), every ``sparse`` outside it."""
     t = start
     while t < end:
@@ -214,9 +212,7 @@ def model(spec: RoutineSpec, registered_at: datetime, ticks: Sequence[datetime])
     return out
 
 
-def run_week(
-    store: Store, ticks: Sequence[datetime]
-) -> tuple[Schedule, ChaosDispatcher, ScriptRunner, list[Any]]:
+def run_week(store: Store, ticks: Sequence[datetime]) -> tuple[Schedule, ChaosDispatcher, ScriptRunner, list[Any]]:
     clock = SimClock(ticks[0])
     runner = ScriptRunner()
     chaos = ChaosDispatcher(clock, SEED)
@@ -339,9 +335,7 @@ def _check_row(
 
 
 def _never_in_parallel(rows: list[RunRecord]) -> None:
-    spans = sorted(
-        (r.started_at, r.finished_at or datetime.max.replace(tzinfo=UTC)) for r in rows if r.started_at
-    )
+    spans = sorted((r.started_at, r.finished_at or datetime.max.replace(tzinfo=UTC)) for r in rows if r.started_at)
     for (_, end), (start, _) in itertools.pairwise(spans):
         assert start >= end, "two runs of one routine overlapped"
 

@@ -67,9 +67,7 @@ def test_one_broken_routine_is_one_error_with_back_off_and_the_others_run(make, 
         sched.register(spec(rid, {"cron": "* * * * *"})) if rid != "broken" else None
     ok = sched.get(SCOPE, "a")
     store.put_routine(
-        Routine(
-            SCOPE.org, SCOPE.uid, "broken", "script", {"cron": "* * * * *"}, {}, T0, "rev", next_due_at=T0
-        ),
+        Routine(SCOPE.org, SCOPE.uid, "broken", "script", {"cron": "* * * * *"}, {}, T0, "rev", next_due_at=T0),
         now=T0,
     )
     clock.set(T0 + MINUTE)

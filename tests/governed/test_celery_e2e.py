@@ -123,3 +123,4 @@ def test_turn_and_job_routines_through_real_workers(pg_url: str, redis_url: str,
         ]
     finally:
         comp.close()
+        store.close()  # the worker's shutdown may have closed it already; our reads reopen a pool

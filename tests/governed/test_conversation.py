@@ -32,6 +32,7 @@ from alma_schedule.governed import (
     create_governed_conversation_runner,
 )
 from alma_schedule.ids import governed_key
+from alma_schedule.stores.memory import MemoryStore
 
 #: One micro-USD per token both ways: the goal "Brief me" (8 bytes + 64 framing tokens) bounds the
 #: input at 72 micro-USD; max_output_tokens 100 makes the hard bound 172.
@@ -261,8 +262,9 @@ def test_block_refuses_before_the_call(store: Any, clock: SimClock) -> None:
     ],
 )
 def test_registration_refuses_widening_and_unbounded_ceilings(
-    store: Any, clock: SimClock, host: HostCaps, budget: dict[str, Any], match: str
+    clock: SimClock, host: HostCaps, budget: dict[str, Any], match: str
 ) -> None:
+    store = MemoryStore()  # refused before any write: one backend is enough
     h, _, _, _, _ = make(store, clock, [], host=host)
     with pytest.raises(RegistrationRefused, match=match):
         h.register("brief", goal=GOAL, budget=budget)

@@ -73,7 +73,8 @@ def make_engine(url: str | URL, *, pool_size: int = 2, max_overflow: int = 2) ->
         max_overflow=max_overflow,
         pool_pre_ping=True,
         pool_timeout=30,
-        connect_args={"connect_timeout": 10, "application_name": "alma-schedule"},
+        # TimeZone=UTC: psycopg then returns datetime.UTC-aware values (no conversion per value).
+        connect_args={"connect_timeout": 10, "application_name": "alma-schedule", "options": "-c TimeZone=UTC"},
     )
 
     @event.listens_for(engine, "connect")

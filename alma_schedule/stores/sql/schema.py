@@ -4,7 +4,9 @@ Tables: ``routines`` (one row per ``(org, uid, routine_id)``, the cursor and the
 ``routine_versions`` (immutable history), ``runs`` (one row per fire: the claim and the ledger),
 ``spend`` (reserved and settled micro-USD per ceiling per day) and ``heartbeat`` (one row).
 
-The migration in ``migrations/versions`` creates exactly this (a test compares them). Partial-index
+The migration in ``migrations/versions`` creates exactly this (a test compares them). Column order
+of ``routines`` and ``runs`` is the field order of :class:`Routine` and :class:`RunRecord` (rows
+become records positionally; :mod:`.rows` checks it at import). Partial-index
 predicates are SQL literals so that generic plans (``plan_cache_mode=force_generic_plan``) can use
 them: the statements in :mod:`.queries` repeat the same literals.
 """
@@ -101,13 +103,13 @@ runs = sa.Table(
     sa.Column("routine_id", ID, primary_key=True),
     sa.Column("run_id", ID, primary_key=True),
     sa.Column("state", sa.String(16), nullable=False),
-    sa.Column("reason", sa.String(64), nullable=True),
     sa.Column("origin", sa.String(16), nullable=False),
     sa.Column("config_revision", sa.String(128), nullable=False),
     sa.Column("fire_at", UtcDateTime, nullable=False),
     sa.Column("claimed_at", UtcDateTime, nullable=False),
     sa.Column("state_at", UtcDateTime, nullable=False),
     sa.Column("expires_at", UtcDateTime, nullable=False),
+    sa.Column("reason", sa.String(64), nullable=True),
     sa.Column("started_at", UtcDateTime, nullable=True),
     sa.Column("submitted_at", UtcDateTime, nullable=True),
     sa.Column("finished_at", UtcDateTime, nullable=True),

@@ -227,4 +227,4 @@ class RoutinesMixin(SqlBase):
     def routine_versions(self, scope: Scope, routine_id: str) -> list[RoutineVersion]:
         key = check_routine_key(scope, routine_id)
         with self._tx(read=True) as conn:
-            return [version_from_row(r) for r in conn.execute(q.select_versions(*key))]
+            return [version_from_row(r) for r in conn.execute(q.select_versions(*key)).all()]

@@ -26,7 +26,7 @@ class SystemMixin(SqlBase):
     def list_inactive(self, limit: int = 1000) -> list[Routine]:
         """System: paused or disabled (not deleted) routines, in key order."""
         with self._tx(read=True) as conn:
-            return [routine_from_row(r) for r in conn.execute(q.list_inactive(max(limit, 0)))]
+            return [routine_from_row(r) for r in conn.execute(q.list_inactive(max(limit, 0)).all())]
 
     def blocked(self, now: datetime, run_time_limit: timedelta, limit: int = 100) -> list[RunRecord]:
         """System: ``running``/``collecting`` for longer than ``2 * run_time_limit``, or ``submitted``
@@ -41,7 +41,7 @@ class SystemMixin(SqlBase):
         ``now - older_than``."""
         now = require_utc("now", now)
         with self._tx(read=True) as conn:
-            return [run_from_row(r) for r in conn.execute(q.stuck(now - older_than, max(limit, 0)))]
+            return [run_from_row(r) for r in conn.execute(q.stuck(now - older_than, max(limit, 0)).all())]
 
     def iter_routines(self, batch: int = 1000) -> Iterator[Routine]:
         """System: every routine in key order, one page (one short read transaction) at a time."""
@@ -49,7 +49,7 @@ class SystemMixin(SqlBase):
         after: RKey | None = None
         while True:
             with self._tx(read=True) as conn:
-                page = [routine_from_row(r) for r in conn.execute(q.iter_routines_page(after, size))]
+                page = [routine_from_row(r) for r in conn.execute(q.iter_routines_page(after, size)).all()]
             yield from page
             if len(page) < size:
                 return
@@ -90,7 +90,7 @@ class SystemMixin(SqlBase):
         """Remove up to ``limit`` tombstoned routines with no non-terminal run, with their runs and
         versions (ONE transaction; routines another transaction holds are left for later)."""
         with self._tx() as conn:
-            keys = [tuple(r) for r in conn.execute(q.purge_candidates(max(limit, 0), lock=True))]
+            keys = [tuple(r) for r in conn.execute(q.purge_candidates(max(limit, 0), lock=True)).all()]
             if not keys:
                 return 0
             for table in (runs, routine_versions, routines):

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from alma_schedule.contracts import (
@@ -52,18 +52,27 @@ from alma_schedule.stores.validation import check_routine_key, check_utc, requir
 Decision = Fire | NotDue | Defer
 
 
+def _utc(name: str, value: Any, *, optional: bool = False) -> Any:
+    """:func:`require_utc` / :func:`check_utc`, with a fast path for values already in UTC."""
+    if isinstance(value, datetime) and value.tzinfo is UTC:
+        return value
+    return check_utc(name, value, optional=True) if optional else require_utc(name, value)
+
+
 def _decide(decide: Callable[[Routine], Any], routine: Routine, now: datetime, timers: Timers) -> Decision:
     """``decide``'s answer, validated; anything it raises (or a bad answer) becomes a ``Defer``."""
     try:
         d = decide(routine)
         if isinstance(d, Fire):
             check_id("run_id", d.run_id)
+            fire_at = _utc("fire_at", d.fire_at)
+            expires_at = _utc("expires_at", d.expires_at)
+            resend_at = _utc("resend_at", d.resend_at, optional=True)
+            next_due_at = _utc("next_due_at", d.next_due_at, optional=True)
+            if (fire_at, expires_at, resend_at, next_due_at) == (d.fire_at, d.expires_at, d.resend_at, d.next_due_at):
+                return d  # already aware UTC (the usual case): no copy
             return dataclasses.replace(
-                d,
-                fire_at=require_utc("fire_at", d.fire_at),
-                expires_at=require_utc("expires_at", d.expires_at),
-                resend_at=check_utc("resend_at", d.resend_at, optional=True),
-                next_due_at=check_utc("next_due_at", d.next_due_at, optional=True),
+                d, fire_at=fire_at, expires_at=expires_at, resend_at=resend_at, next_due_at=next_due_at
             )
         if isinstance(d, NotDue):
             return NotDue(check_utc("next_due_at", d.next_due_at, optional=True))
@@ -102,7 +111,7 @@ class TickMixin(SqlBase):
         now = require_utc("now", now)
         d = self.dialect
         with self._tx() as conn:
-            due = [routine_from_row(r) for r in conn.execute(q.select_due(now, max(limit, 0), lock=True))]
+            due = [routine_from_row(r) for r in conn.execute(q.select_due(now, max(limit, 0), lock=True)).all()]
             fires: list[tuple[Routine, Fire]] = []
             not_due: list[dict[str, Any]] = []
             defers: list[dict[str, Any]] = []
@@ -249,14 +258,14 @@ class TickMixin(SqlBase):
         n = max(limit, 0)
         with self._tx() as conn:
             expired = sorted(
-                (run_from_row(r) for r in conn.execute(q.expire_claimed(now, n))),
+                (run_from_row(r) for r in conn.execute(q.expire_claimed(now, n)).all()),
                 key=lambda r: (r.expires_at, *_by_fire(r)),
             )
             resend: list[RunRecord] = []
             if send:
                 pushes, cap = _pushes(now, timers.resend_first, timers.resend_max)
                 resend = sorted(
-                    (run_from_row(r) for r in conn.execute(q.take_resends(now, n, pushes, cap))), key=_by_fire
+                    (run_from_row(r) for r in conn.execute(q.take_resends(now, n, pushes, cap)).all()), key=_by_fire
                 )
         return Resends(tuple(resend), tuple(expired))
 
@@ -271,7 +280,7 @@ class TickMixin(SqlBase):
     def peek_due(self, now: datetime, limit: int) -> list[Routine]:
         now = require_utc("now", now)
         with self._tx(read=True) as conn:
-            return [routine_from_row(r) for r in conn.execute(q.select_due(now, max(limit, 0), lock=False))]
+            return [routine_from_row(r) for r in conn.execute(q.select_due(now, max(limit, 0), lock=False)).all()]
 
     def peek_resends(self, now: datetime, limit: int) -> Resends:
         now = require_utc("now", now)
@@ -291,5 +300,5 @@ class TickMixin(SqlBase):
         with self._tx(read=True) as conn:
             return [
                 run_from_row(r)
-                for r in conn.execute(q.peek_runs(runs.c.next_poll_at, "submitted", now, max(limit, 0)))
+                for r in conn.execute(q.peek_runs(runs.c.next_poll_at, "submitted", now, max(limit, 0)).all())
             ]

@@ -37,9 +37,10 @@ class UtcDateTime(sa.types.TypeDecorator[datetime]):
             return None
         if not isinstance(value, datetime):
             raise InvalidInput(f"expected a datetime, got {type(value).__name__}")
-        if value.tzinfo is None or value.utcoffset() is None:
-            raise InvalidInput(f"datetime {value.isoformat()} is naive: the store needs aware UTC")
-        value = value.astimezone(UTC)
+        if value.tzinfo is not UTC:
+            if value.tzinfo is None or value.utcoffset() is None:
+                raise InvalidInput(f"datetime {value.isoformat()} is naive: the store needs aware UTC")
+            value = value.astimezone(UTC)
         if dialect.name == "sqlite":
             return value.replace(tzinfo=None)
         return value
@@ -47,6 +48,8 @@ class UtcDateTime(sa.types.TypeDecorator[datetime]):
     def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
         if value is None:
             return None
+        if value.tzinfo is UTC:
+            return value
         if value.tzinfo is None:
             return value.replace(tzinfo=UTC)
         return value.astimezone(UTC)
