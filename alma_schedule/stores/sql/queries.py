@@ -334,15 +334,20 @@ def insert_runs(dialect: str, rows: Sequence[Mapping[str, Any]]) -> tuple[Any, P
     """Insert run rows with an UNTARGETED ``ON CONFLICT DO NOTHING`` (a targeted one would raise on the
     partial unique index), returning the KEYS of the rows actually inserted. PostgreSQL: ONE
     ``INSERT ... SELECT FROM unnest(<arrays>)`` whatever the number of rows (columns outside
-    :data:`FIRE_VARYING` are taken from the first row); SQLite: executemany."""
+    :data:`FIRE_VARYING` are taken from the first row, and so are those equal in every row);
+    SQLite: executemany."""
     pk = (runs.c.org, runs.c.uid, runs.c.routine_id, runs.c.run_id)
     if dialect != "postgresql":
         return _insert(dialect, runs).on_conflict_do_nothing().returning(*pk), list(rows)
-    varying = {name for name, _ in FIRE_VARYING}
-    u = _unnest("i", FIRE_VARYING)
     first = rows[0]
+    # Columns with one value in every row are bound once; the others travel as arrays.
+    same = {name for name, _ in FIRE_VARYING if all(r[name] == first[name] for r in rows)}
+    arrays = [(name, typ) for name, typ in FIRE_VARYING if name not in same]
+    u = _unnest("i", arrays)
     columns = [
-        u.c[c.name] if c.name in varying else sa.cast(sa.bindparam(f"i_{c.name}", first[c.name], type_=c.type), c.type)
+        u.c[c.name]
+        if any(c.name == name for name, _ in arrays)
+        else sa.cast(sa.bindparam(f"i_{c.name}", first[c.name], type_=c.type), c.type)
         for c in runs.c
     ]
     stmt = (
@@ -351,7 +356,7 @@ def insert_runs(dialect: str, rows: Sequence[Mapping[str, Any]]) -> tuple[Any, P
         .on_conflict_do_nothing()
         .returning(*pk)
     )
-    return stmt, _arrays("i", [name for name, _ in FIRE_VARYING], rows)
+    return stmt, _arrays("i", [name for name, _ in arrays], rows)
 
 
 def existing_runs(dialect: str, keys: Sequence[tuple[str, str, str, str]]) -> tuple[Any, Params]:

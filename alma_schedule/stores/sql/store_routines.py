@@ -222,7 +222,7 @@ class RoutinesMixin(SqlBase):
             scope.org, scope.uid, include_deleted=include_deleted, limit=max(limit, 0), after=after
         )
         with self._tx(read=True) as conn:
-            return [routine_from_row(r) for r in conn.execute(stmt)]
+            return [routine_from_row(r) for r in conn.execute(stmt).all()]
 
     def routine_versions(self, scope: Scope, routine_id: str) -> list[RoutineVersion]:
         key = check_routine_key(scope, routine_id)

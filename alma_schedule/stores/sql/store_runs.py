@@ -361,7 +361,7 @@ class RunsMixin(SqlBase):
             before=edge,
         )
         with self._tx(read=True) as conn:
-            return [run_from_row(r) for r in conn.execute(stmt)]
+            return [run_from_row(r) for r in conn.execute(stmt).all()]
 
     def last_completed_delivery(self, scope: Scope, routine_id: str) -> RunRecord | None:
         rk = check_routine_key(scope, routine_id)

@@ -26,14 +26,14 @@ class SystemMixin(SqlBase):
     def list_inactive(self, limit: int = 1000) -> list[Routine]:
         """System: paused or disabled (not deleted) routines, in key order."""
         with self._tx(read=True) as conn:
-            return [routine_from_row(r) for r in conn.execute(q.list_inactive(max(limit, 0)).all())]
+            return [routine_from_row(r) for r in conn.execute(q.list_inactive(max(limit, 0))).all()]
 
     def blocked(self, now: datetime, run_time_limit: timedelta, limit: int = 100) -> list[RunRecord]:
         """System: ``running``/``collecting`` for longer than ``2 * run_time_limit``, or ``submitted``
         past the deadline."""
         now = require_utc("now", now)
         with self._tx(read=True) as conn:
-            rows = conn.execute(q.blocked(now, now - 2 * run_time_limit, max(limit, 0)))
+            rows = conn.execute(q.blocked(now, now - 2 * run_time_limit, max(limit, 0))).all()
             return [run_from_row(r) for r in rows]
 
     def stuck(self, now: datetime, older_than: timedelta, limit: int = 100) -> list[RunRecord]:
@@ -41,7 +41,7 @@ class SystemMixin(SqlBase):
         ``now - older_than``."""
         now = require_utc("now", now)
         with self._tx(read=True) as conn:
-            return [run_from_row(r) for r in conn.execute(q.stuck(now - older_than, max(limit, 0)).all())]
+            return [run_from_row(r) for r in conn.execute(q.stuck(now - older_than, max(limit, 0))).all()]
 
     def iter_routines(self, batch: int = 1000) -> Iterator[Routine]:
         """System: every routine in key order, one page (one short read transaction) at a time."""
@@ -125,7 +125,7 @@ class SystemMixin(SqlBase):
         while True:
             with self._tx() as conn:
                 page = [
-                    routine_from_row(r) for r in conn.execute(q.iter_routines_page(after, size, lock=True))
+                    routine_from_row(r) for r in conn.execute(q.iter_routines_page(after, size, lock=True)).all()
                 ]
                 updates = []
                 for row in page:

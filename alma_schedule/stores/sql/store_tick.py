@@ -161,13 +161,13 @@ class TickMixin(SqlBase):
         d = self.dialect
         keys4 = [(r.org, r.uid, r.routine_id, f.run_id) for r, f in fires]
         stmt, params = q.existing_runs(d, keys4)
-        existing = {tuple(row) for row in conn.execute(stmt, params)}
+        existing = {tuple(row) for row in conn.execute(stmt, params).all()}
         fresh = [(r, f) for (r, f), k in zip(fires, keys4, strict=True) if k not in existing]
         superseded: dict[RKey, RunRecord] = {}
         claims = [(r.org, r.uid, r.routine_id) for r, f in fresh if not f.missed]
         if claims:
             stmt, params = q.supersede(d, claims, now)
-            for row in conn.execute(stmt, params):
+            for row in conn.execute(stmt, params).all():
                 rec = run_from_row(row)
                 superseded[(rec.org, rec.uid, rec.routine_id)] = rec
         new_rows = [
@@ -188,7 +188,7 @@ class TickMixin(SqlBase):
         by_key = {(row["org"], row["uid"], row["routine_id"], row["run_id"]): row for row in new_rows}
         inserted: dict[tuple[str, ...], RunRecord] = {}
         if new_rows:
-            for key in conn.execute(*q.insert_runs(d, new_rows)):
+            for key in conn.execute(*q.insert_runs(d, new_rows)).all():
                 inserted[tuple(key)] = run_from_values(by_key[tuple(key)])
         lost = [
             {**row, "state": "skipped", "reason": "overlap", "resend_at": None, "finished_at": now}
@@ -197,7 +197,7 @@ class TickMixin(SqlBase):
         ]
         if lost:  # not a duplicate (checked above): the routine's non-terminal run blocks it
             by_key = {(row["org"], row["uid"], row["routine_id"], row["run_id"]): row for row in lost}
-            for key in conn.execute(*q.insert_runs(d, lost)):
+            for key in conn.execute(*q.insert_runs(d, lost)).all():
                 inserted[tuple(key)] = run_from_values(by_key[tuple(key)])
         claimed: list[RunRecord] = []
         skipped: list[RunRecord] = []
@@ -274,7 +274,7 @@ class TickMixin(SqlBase):
         now = require_utc("now", now)
         pushes, cap = _pushes(now, timers.poll_first, timers.poll_max)
         with self._tx(single=True) as conn:
-            rows = conn.execute(q.take_polls(now, max(limit, 0), pushes, cap))
+            rows = conn.execute(q.take_polls(now, max(limit, 0), pushes, cap)).all()
             return sorted((run_from_row(r) for r in rows), key=_by_fire)
 
     def peek_due(self, now: datetime, limit: int) -> list[Routine]:
@@ -288,10 +288,10 @@ class TickMixin(SqlBase):
         with self._tx(read=True) as conn:
             resend = [
                 run_from_row(r)
-                for r in conn.execute(q.peek_runs(runs.c.resend_at, "claimed", now, n, live=True))
+                for r in conn.execute(q.peek_runs(runs.c.resend_at, "claimed", now, n, live=True)).all()
             ]
             expired = [
-                run_from_row(r) for r in conn.execute(q.peek_runs(runs.c.expires_at, "claimed", now, n))
+                run_from_row(r) for r in conn.execute(q.peek_runs(runs.c.expires_at, "claimed", now, n)).all()
             ]
         return Resends(tuple(resend), tuple(expired))
 
@@ -300,5 +300,5 @@ class TickMixin(SqlBase):
         with self._tx(read=True) as conn:
             return [
                 run_from_row(r)
-                for r in conn.execute(q.peek_runs(runs.c.next_poll_at, "submitted", now, max(limit, 0)).all())
+                for r in conn.execute(q.peek_runs(runs.c.next_poll_at, "submitted", now, max(limit, 0))).all()
             ]
