@@ -256,12 +256,25 @@ def memory_profile(store: SqlStore, conninfo: str, n: int) -> dict[str, float]:
             tracemalloc.reset_peak()
             base = tracemalloc.get_traced_memory()[0]
             t = time.perf_counter()
-            op()
+            result = op()
             out[name] = (tracemalloc.get_traced_memory()[1] - base) / 1024
             out[name + " s"] = time.perf_counter() - t
+            out[name + " n"] = _count(result)
     finally:
         tracemalloc.stop()
     return out
+
+
+def _count(result: Any) -> float:
+    """How much an operation returned or touched (rows), for the report."""
+    if isinstance(result, bool) or result is None:
+        return 0
+    if isinstance(result, int):
+        return result
+    if isinstance(result, list):
+        return len(result)
+    parts = [getattr(result, f, ()) for f in ("claimed", "skipped", "resend", "expired")]
+    return sum(len(p) for p in parts)
 
 
 # ------------------------------------------------------------------------------ main
@@ -288,9 +301,10 @@ def main() -> None:
     store_ms = [r["store_ms"] for r in rows]
     print(f"flatness: store {max(store_ms) / min(store_ms):.2f}x from {min(SIZES):,} to {max(SIZES):,} routines")
     print(f"\npeak Python memory per system operation at {max(SIZES):,} routines (tracemalloc)")
+    print(f"  {'operation':<24} {'peak':>13} {'rows':>9} {'time (traced)':>14}")
     for name, kib in MEMORY.items():
-        if not name.endswith(" s"):
-            print(f"  {name:<24} {kib:>9.0f} KiB   {MEMORY[name + ' s']:>7.2f} s")
+        if not name.endswith((" s", " n")):
+            print(f"  {name:<24} {kib:>9.0f} KiB {MEMORY[name + ' n']:>9.0f} {MEMORY[name + ' s']:>12.2f} s")
     if not args.skip_start:
         rates = bench_start(args.seconds)
         print(f"\nstart per second, 4 processes, {args.seconds:g} s each (synchronous_commit on unless noted)")

@@ -266,7 +266,7 @@ def plan_money(routine: Routine, host: HostCaps, prices: Prices, *, prompt: str)
     in_tokens = budget.max_input_tokens
     if in_tokens is None:
         in_tokens = len(prompt.encode("utf-8")) + FRAMING_TOKENS
-    max_input_bytes = max(0, in_tokens - FRAMING_TOKENS) if budget.max_input_tokens is None else in_tokens
+    max_input_bytes = max(0, in_tokens - FRAMING_TOKENS)  # bytes >= tokens: this many bytes fit
     input_bound = prices.input_cost(in_tokens)
 
     out_tokens = budget.max_output_tokens

@@ -16,6 +16,7 @@ it opens its own small pool and its own runner clients.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import weakref
 from typing import TYPE_CHECKING, Any
@@ -49,6 +50,7 @@ class Composition:
         self.tasks: AlmaTasks | None = None
         self._lock = threading.RLock()
         self._store: Store | None = None
+        self._store_pid = os.getpid()
         self._schedule: Schedule | None = None
         self.checked: list[str] | None = None
         _ALL.add(self)
@@ -67,6 +69,7 @@ class Composition:
                 from alma_schedule.stores import open_store
 
                 self._store = open_store(self.settings.database_url)
+                self._store_pid = os.getpid()
             return self._store
 
     def schedule(self) -> Schedule:
@@ -92,16 +95,21 @@ class Composition:
         return kinds
 
     def after_fork(self) -> None:
-        """In a freshly forked child: drop the parent's pooled connections and built runners."""
+        """In a freshly forked child: drop the parent's pooled connections and built runners.
+
+        ``worker_process_init`` also fires in pools that do not fork (``solo``): then, in the
+        process that opened the store, nothing is dropped.
+        """
         with self._lock:
+            if self._store is None or self._store_pid == os.getpid():
+                return
             store, self._store, self._schedule = self._store, None, None
             self.registry.forget_runners()
-        if store is not None:
-            dispose = getattr(store, "dispose", None)
-            if callable(dispose):
-                # Disposing (without closing the parent's sockets) leaves the pool empty; the
-                # store object is dropped all the same: the child builds its own on first use.
-                dispose()
+        dispose = getattr(store, "dispose", None)
+        if callable(dispose):
+            # Forget (never close) the parent's sockets; the child opens its own small pool on
+            # first use with a new store object.
+            dispose()
 
     def close(self) -> None:
         """Release the store's connections (tests, a worker shutting down)."""

@@ -59,16 +59,6 @@ def test_a_clock_tick_claims_and_the_worker_runs_each_fire_once(pg_url: str, red
         assert composition_of(app).store().last_tick() is not None  # type: ignore[union-attr]
     finally:
         composition_of(app).close()  # type: ignore[union-attr]
-    import gc, sys, psycopg
-    gc.collect()
-    for o in gc.get_objects():
-        if isinstance(o, psycopg.Connection) and not o.closed:
-            print("LIVE", o, file=sys.stderr)
-            for r in gc.get_referrers(o):
-                print("   REF", type(r), repr(r)[:300], file=sys.stderr)
-                for r2 in gc.get_referrers(r)[:5]:
-                    print("      REF2", type(r2), repr(r2)[:300], file=sys.stderr)
-    assert 0
 
 
 def test_a_tick_never_claims_ahead_of_the_worker_clock(sqlite_url: str, redis_url: str) -> None:

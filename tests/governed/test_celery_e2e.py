@@ -49,14 +49,14 @@ def worker(app: Any) -> Iterator[Any]:
         _state.default_app, _state._tls.current_app = default, current
 
 
-def wait_for(predicate: Any, what: str, timeout: float = 30.0) -> Any:
+def wait_for(predicate: Any, what: str, describe: Any, timeout: float = 60.0) -> Any:
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
+            raise AssertionError(f"timed out waiting for {what}: {describe()}")
         time.sleep(0.05)
 
 
@@ -80,9 +80,7 @@ def test_turn_and_job_routines_through_real_workers(pg_url: str, redis_url: str,
     two_minutes_ago = datetime.now(UTC) - timedelta(minutes=2)
     for routine_id, kind in (("brief", "turn"), ("digest", "job")):
         schedule.register(
-            RoutineSpec(
-                SCOPE.org, SCOPE.uid, routine_id, kind, {"cron": "* * * * *"}, {"goal": f"{routine_id}!"}
-            ),
+            RoutineSpec(SCOPE.org, SCOPE.uid, routine_id, kind, {"cron": "* * * * *"}, {"goal": f"{routine_id}!"}),
             now=two_minutes_ago,
         )
     store = comp.store()
@@ -90,6 +88,12 @@ def test_turn_and_job_routines_through_real_workers(pg_url: str, redis_url: str,
     def state(routine_id: str) -> str | None:
         runs = store.list_runs(SCOPE, routine_id=routine_id, limit=5)
         return runs[0].state if runs else None
+
+    def rows() -> list[tuple[Any, ...]]:
+        return [
+            (r.routine_id, r.run_id, r.state, r.reason, r.error_class, r.next_poll_at, r.deadline)
+            for r in store.list_runs(SCOPE, limit=10)
+        ]
 
     try:
         with worker(app):
@@ -101,12 +105,12 @@ def test_turn_and_job_routines_through_real_workers(pg_url: str, redis_url: str,
                     for r in store.iter_routines()
                 ],
             )
-            wait_for(lambda: state("brief") == "completed", "the turn delivered")
-            wait_for(lambda: state("digest") == "submitted", "the job submitted")
+            wait_for(lambda: state("brief") == "completed", "the turn delivered", rows)
+            wait_for(lambda: state("digest") == "submitted", "the job submitted", rows)
             time.sleep(1.2)  # past the first poll
             report = app.AsyncResult(send_tick(settings)).get(timeout=30)
-            assert report["collect"] == 1
-            wait_for(lambda: state("digest") == "completed", "the job collected and delivered")
+            assert report["collect"] == 1, (report, rows())
+            wait_for(lambda: state("digest") == "completed", "the job collected and delivered", rows)
             app.AsyncResult(send_tick(settings)).get(timeout=30)  # a later tick changes nothing
         (turn,) = store.list_runs(SCOPE, routine_id="brief")
         (job,) = store.list_runs(SCOPE, routine_id="digest")
@@ -124,3 +128,84 @@ def test_turn_and_job_routines_through_real_workers(pg_url: str, redis_url: str,
     finally:
         comp.close()
         store.close()  # the worker's shutdown may have closed it already; our reads reopen a pool
+
+
+@pytest.mark.slow
+def test_a_prefork_worker_configured_from_the_environment_serves_turn_and_job(
+    pg_url: str, redis_url: str, tmp_path: Path
+) -> None:
+    """``celery -A alma_schedule.celery worker`` in its own process: the governed kinds are built by
+    the registry's factories from ``ALMA_*`` variables alone (``ALMA_PROVIDER=scripted``)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from alma_schedule.engine import create_schedule
+    from alma_schedule.settings import load_settings
+    from alma_schedule.stores import open_store
+    from alma_schedule.tasks.registry import KindRegistry
+
+    migrate_store(pg_url)
+    out = tmp_path / "deliveries.jsonl"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ALMA_")}
+    alma = {
+        "ALMA_DATABASE_URL": pg_url,
+        "ALMA_BROKER_URL": redis_url,
+        "ALMA_RESULT_BACKEND": redis_url,
+        "ALMA_PROVIDER": "scripted",
+        "ALMA_SINK": f"file:{out}",
+        "ALMA_POLL_FIRST": "1s",
+        "ALMA_CEILING_ORG_DAILY_MICROS": "1000000",
+        "ALMA_CAP_PER_RUN_MICROS": "100000",
+    }
+    env.update(alma)
+    settings = load_settings(environ=alma)
+    store = open_store(pg_url)
+    schedule = create_schedule(store=store, runner=KindRegistry(settings), settings=settings)
+    two_minutes_ago = datetime.now(UTC) - timedelta(minutes=2)
+    for routine_id, kind in (("brief", "turn"), ("digest", "job")):
+        schedule.register(
+            RoutineSpec(SCOPE.org, SCOPE.uid, routine_id, kind, {"cron": "* * * * *"}, {"goal": routine_id}),
+            now=two_minutes_ago,
+        )
+    log = tmp_path / "worker.log"
+    celery = str(Path(sys.executable).parent / "celery")
+    argv = [celery, "-A", "alma_schedule.celery", "worker", "-Q", ",".join(QUEUES), "-c", "2", "-n", "gov@%h"]
+    argv += ["--loglevel", "INFO", "--without-mingle", "--without-gossip"]
+    with open(log, "wb") as sink:
+        proc = subprocess.Popen(argv, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def rows() -> Any:
+        return [
+            (r.routine_id, r.state, r.reason, r.error_class) for r in store.list_runs(SCOPE, limit=10)
+        ], log.read_text(errors="replace")[-2000:]
+
+    def state(routine_id: str) -> str | None:
+        runs = store.list_runs(SCOPE, routine_id=routine_id, limit=5)
+        return runs[0].state if runs else None
+
+    try:
+        wait_for(lambda: "ready." in log.read_text(errors="replace") or proc.poll() is not None, "worker ready", rows)
+        assert proc.poll() is None, rows()
+        send_tick(settings)
+        wait_for(lambda: state("brief") == "completed" and state("digest") == "submitted", "run and submit", rows)
+        time.sleep(1.2)
+        send_tick(settings)
+        wait_for(lambda: state("digest") == "completed", "the job collected", rows)
+        (turn,) = store.list_runs(SCOPE, routine_id="brief")
+        (job,) = store.list_runs(SCOPE, routine_id="digest")
+        assert (turn.reason, job.reason) == ("delivered", "delivered")
+        lines = [json.loads(line) for line in out.read_text().splitlines()]
+        assert sorted(d["run_id"] for d in lines) == sorted([turn.run_id, job.run_id])
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # stray pool children, if any
+        store.close()

@@ -103,3 +103,12 @@ def test_ceilings_take_the_narrower_limit_and_need_a_bound() -> None:
         validate_budget(routine(), host, PRICES)
     with pytest.raises(RegistrationRefused, match="widens"):
         validate_budget(routine(max_output_tokens=10, daily_usd=0.02), host, PRICES)
+
+
+def test_the_input_bound_counts_one_token_per_byte_plus_framing() -> None:
+    plan = plan_money(routine(max_output_tokens=10, max_input_tokens=200), HostCaps(), PRICES, prompt="ignored")
+    assert plan.max_input_bytes == 200 - FRAMING_TOKENS
+    assert plan.bound_micros == 200 * 2 + 10 * 4
+    goal = plan_money(routine(goal="é" * 10, max_output_tokens=10), HostCaps(), PRICES, prompt="é" * 10)
+    assert goal.max_input_bytes == 20  # UTF-8 bytes, not characters
+    assert goal.bound_micros == (20 + FRAMING_TOKENS) * 2 + 10 * 4

@@ -110,7 +110,8 @@ def _check(conninfo: str, seen: list[tuple[str, Any]]) -> list[str]:
             f"sequential scan of {seq[0]['Relation Name']} in\n{statement}\n{json.dumps(plan, indent=1)}"
         )
         indexes = [n["Index Name"] for n in nodes if "Index Name" in n and n.get("Relation Name") in TABLES]
-        assert indexes, f"no index read in\n{statement}"
+        if not statement.startswith("INSERT"):  # an INSERT ... SELECT FROM unnest reads no table
+            assert indexes, f"no index read in\n{statement}"
         used += indexes
     return used
 
@@ -120,7 +121,7 @@ def test_claim_due_statements_use_indexes(loaded: tuple[str, SqlStore]) -> None:
     with _captured(store) as seen:
         batch = store.claim_due(NOW, DUE, fire_next_due(window=timedelta(hours=1)), TIMERS)
     assert len(batch.claimed) == DUE
-    assert len(seen) >= 4  # lock, advance, duplicates, supersede (the inserts scan nothing)
+    assert len(seen) == 5  # lock, advance, duplicates, supersede, insert: constant per batch
     used = _check(conninfo, seen)
     assert "ix_routines_due" in used
     assert "routines_pkey" in used  # the batched cursor UPDATE finds each row by key

@@ -58,7 +58,7 @@ class RunsMixin(SqlBase):
     # ------------------------------------------------------------------ helpers
 
     def _current(self, conn: Connection, key: RunKey, *, lock: bool = False) -> RunRecord | None:
-        row = conn.execute(q.select_run(key, lock=lock)).first()
+        row = conn.execute(q.SELECT_RUN_LOCKED if lock else q.SELECT_RUN, q.run_params(key)).first()
         return None if row is None else run_from_row(row)
 
     def _lost(self, conn: Connection, key: RunKey) -> ClaimResult:
@@ -72,7 +72,7 @@ class RunsMixin(SqlBase):
     def _edge(self, key: RunKey, target: str, now: datetime, values: Mapping[str, Any]) -> ClaimResult:
         with self._tx(single=True) as conn:
             row = conn.execute(
-                q.cas(key, sorted(EDGES[target]), {"state": target, "state_at": now, **values})
+                *q.cas(key, sorted(EDGES[target]), {"state": target, "state_at": now, **values})
             ).first()
             if row is not None:
                 return ClaimResult(True, run_from_row(row), "won")
@@ -88,10 +88,10 @@ class RunsMixin(SqlBase):
         now = require_utc("now", now)
         with self._tx(single=True) as conn:
             for _attempt in range(3):
-                row = conn.execute(q.start_cas(key, now)).first()
+                row = conn.execute(q.START_CAS, q.run_params(key, now=now)).first()
                 if row is not None:
                     return ClaimResult(True, run_from_row(row), "won")
-                found = conn.execute(q.select_run_with_routine(key)).first()
+                found = conn.execute(q.SELECT_RUN_WITH_ROUTINE, q.run_params(key)).first()
                 if found is None:
                     return ClaimResult(False, None, "not_found")
                 rec = run_from_row(found)
@@ -109,7 +109,7 @@ class RunsMixin(SqlBase):
                     inactive = None  # the routine came back between the two statements: try again
                 if inactive is not None:
                     values = {"state": "skipped", "reason": inactive, "state_at": now, "finished_at": now}
-                    skipped = conn.execute(q.cas(key, ["claimed"], values)).first()
+                    skipped = conn.execute(*q.cas(key, ["claimed"], values)).first()
                     if skipped is not None:
                         return ClaimResult(False, run_from_row(skipped), inactive)
             raise StoreConflict(f"run {key} kept changing under start(); try again")
@@ -161,7 +161,7 @@ class RunsMixin(SqlBase):
             else:
                 clean[name] = check_text(name, value)
         with self._tx(single=True) as conn:
-            row = conn.execute(q.cas(key, sorted(NON_TERMINAL), clean)).first() if clean else None
+            row = conn.execute(*q.cas(key, sorted(NON_TERMINAL), clean)).first() if clean else None
             if row is not None:
                 return run_from_row(row)
             cur = self._current(conn, key)
@@ -207,7 +207,7 @@ class RunsMixin(SqlBase):
                 "erase_at": erase_at,
                 **settle,
             }
-            new = run_from_row(conn.execute(q.cas(key, [rec.state], values)).one())
+            new = run_from_row(conn.execute(*q.cas(key, [rec.state], values)).one())
             if rec.reserve_day is not None:
                 self._move(conn, rec.reserve_day, moves)
             if routine is not None:
@@ -255,7 +255,7 @@ class RunsMixin(SqlBase):
                 return ClaimResult(False, rec, "duplicate")
             settle, moves = _settlement(rec, rec.cost_micros)
             values = {"state": outcome, "reason": reason, "state_at": now, "finished_at": now, **settle}
-            new = run_from_row(conn.execute(q.cas(key, [rec.state], values)).one())
+            new = run_from_row(conn.execute(*q.cas(key, [rec.state], values)).one())
             if rec.reserve_day is not None:
                 self._move(conn, rec.reserve_day, moves)
             return ClaimResult(True, new, "won")
@@ -295,7 +295,7 @@ class RunsMixin(SqlBase):
                 if exceeded:
                     raise Abort(ReserveResult(False, next(k for k in keys if k in exceeded), rec))
                 values = {"reserved_micros": amount, "reserve_day": day, "reserve_ceilings": keys}
-                new = run_from_row(conn.execute(q.cas(key, ["running"], values)).one())
+                new = run_from_row(conn.execute(*q.cas(key, ["running"], values)).one())
                 return ReserveResult(True, None, new)
         except Abort as rolled_back:
             result: ReserveResult = rolled_back.value
@@ -312,7 +312,7 @@ class RunsMixin(SqlBase):
             if not settle or rec.reserve_day is None:
                 return rec
             self._move(conn, rec.reserve_day, moves)
-            return run_from_row(conn.execute(q.cas(key, [rec.state], settle)).one())
+            return run_from_row(conn.execute(*q.cas(key, [rec.state], settle)).one())
 
     def spend(self, ceiling_key: str, day: str) -> int:
         """Reserved plus settled micro-USD of one ceiling on one day (system read)."""

@@ -249,7 +249,7 @@ class TickMixin(SqlBase):
             row = conn.execute(q.insert_run(self.dialect, values)).first()
             if row is not None:
                 return ClaimResult(True, run_from_row(row), "won")
-            existing = conn.execute(q.select_run(RunKey(*key, run_id))).first()
+            existing = conn.execute(q.SELECT_RUN, q.run_params(RunKey(*key, run_id))).first()
             return ClaimResult(False, run_from_row(existing) if existing is not None else None, "duplicate")
 
     def take_resends(self, now: datetime, limit: int, timers: Timers, *, send: bool = True) -> Resends:

@@ -1,0 +1,232 @@
+"""End to end with subprocess workers on the real Redis and PostgreSQL (``slow``; runs in CI).
+
+* 3 clocks (``alma-schedule clock run --every 1s``) ticking concurrently for a minute over 200
+  routines, a tick worker and 2 run workers: every fire that ran, ran exactly once (counted by the
+  side effects the test runner writes to its own table), and the ledger agrees.
+* A worker SIGKILLed between dispatch and ``running``: the fire is re-sent and runs once.
+* A worker SIGKILLed mid-run: the run stays ``running``, is never re-run, and shows in the tick
+  report's ``blocked`` and in the store's ``stuck``.
+
+The test kind ``count`` reaches the subprocess workers through the ordinary ``alma_schedule.runners``
+entry point group (a dist-info on ``PYTHONPATH``, see ``e2e_runners``); ``E2E_SECONDS`` shortens the
+one-minute run for local iterations.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from alma_schedule.celery import create_app
+from alma_schedule.contracts import RoutineSpec, RunKey, Scope
+from alma_schedule.engine import Schedule, create_schedule
+from alma_schedule.errors import Overlap
+from alma_schedule.settings import Settings
+from alma_schedule.stores import migrate_store, open_store
+from alma_schedule.tasks import CeleryDispatcher, KindRegistry
+from celery_support import ALMA, Procs, alma_env, make_settings, utcnow, wait_for, wait_worker_ready
+from e2e_runners import count_factory, create_effects_table, libpq_url
+
+pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis]
+
+SCOPE = Scope("acme", "e2e")
+SECONDS = float(os.environ.get("E2E_SECONDS", "60"))
+
+
+@dataclass
+class E2E:
+    settings: Settings
+    schedule: Schedule
+    procs: Procs
+    tmp_path: Path
+
+    def env(self, **extra: str) -> dict[str, str]:
+        return alma_env(self.settings, self.tmp_path, **extra)
+
+    def sql(self, query: str, *args: Any) -> list[tuple[Any, ...]]:
+        with psycopg.connect(libpq_url(self.settings.database_url)) as conn:
+            return conn.execute(query, args).fetchall()
+
+    def effects(self) -> Counter[tuple[str, str, str, str]]:
+        rows = self.sql("SELECT org, uid, routine_id, run_id FROM e2e_effects")
+        return Counter((r[0], r[1], r[2], r[3]) for r in rows)
+
+    def ledger(self) -> dict[tuple[str, str, str, str], tuple[str, str | None]]:
+        rows = self.sql("SELECT org, uid, routine_id, run_id, state, reason FROM runs")
+        return {(r[0], r[1], r[2], r[3]): (r[4], r[5]) for r in rows}
+
+    def state(self, key: RunKey) -> str | None:
+        rec = self.schedule.store.get(key.scope, key.routine_id, key.run_id)
+        return None if rec is None else rec.state
+
+
+@pytest.fixture
+def e2e(pg_url: str, redis_url: str, tmp_path: Path) -> Iterator[E2E]:
+    migrate_store(pg_url)
+    create_effects_table(pg_url)
+    settings = make_settings(pg_url, redis_url, resend_first=timedelta(seconds=2), resend_max=timedelta(seconds=4))
+    registry = KindRegistry(settings, builtins=False, use_entry_points=False, factories={"count": count_factory})
+    app = create_app(settings, registry=registry)
+    store = open_store(pg_url)
+    schedule = create_schedule(
+        store=store, runner=registry.resolve, dispatcher=CeleryDispatcher(app, settings), settings=settings
+    )
+    procs = Procs(tmp_path)
+    try:
+        yield E2E(settings, schedule, procs, tmp_path)
+    finally:
+        procs.stop_all()
+        store.close()
+
+
+def due_now(e2e: E2E, routine_id: str, definition: dict[str, Any] | None = None) -> None:
+    """A routine whose ``every 1h`` fire is due now (registered an hour and a second ago)."""
+    spec = RoutineSpec(SCOPE.org, SCOPE.uid, routine_id, "count", {"every": "1h"}, definition or {})
+    e2e.schedule.register(spec, now=utcnow() - timedelta(hours=1, seconds=1))
+
+
+# --------------------------------------------------------------------------- many clocks
+
+
+INTERVALS = (2, 3, 5, 10)  # seconds; 50 routines each
+
+
+def expected_fires(registered_at: datetime, every: int, start: datetime, end: datetime) -> set[str]:
+    out: set[str] = set()
+    k = 1
+    while True:
+        fire = registered_at + timedelta(seconds=every * k)
+        if fire > end:
+            return out
+        if fire >= start:
+            out.add(fire.strftime("%Y-%m-%dT%H:%M:%SZ"))
+        k += 1
+
+
+def test_three_clocks_two_workers_every_fire_runs_once_and_the_ledger_agrees(e2e: E2E) -> None:
+    registered: dict[str, tuple[datetime, int]] = {}
+    for i in range(200):
+        every = INTERVALS[i % len(INTERVALS)]
+        rid = f"r{i:03d}"
+        receipt = e2e.schedule.register(RoutineSpec(SCOPE.org, SCOPE.uid, rid, "count", {"every": f"{every}s"}))
+        registered[rid] = (receipt.routine.registered_at, every)
+
+    env = e2e.env()
+    e2e.procs.worker("tick", env, "alma.tick", 1)
+    e2e.procs.worker("w1", env, "alma.run,alma.collect", 1)
+    e2e.procs.worker("w2", env, "alma.run,alma.collect", 1)
+    for name in ("tick", "w1", "w2"):
+        wait_worker_ready(e2e.procs, name)
+    start = utcnow()
+    clocks = [e2e.procs.start(f"clock{i}", [ALMA, "clock", "run", "--every", "1s"], env) for i in range(3)]
+    time.sleep(SECONDS)
+    for clock in clocks:
+        assert e2e.procs.stop(clock) == 0
+    end = utcnow()
+
+    def drained() -> bool:
+        rows = e2e.sql("SELECT count(*) FROM runs WHERE state IN ('claimed', 'running')")
+        return rows[0][0] == 0
+
+    wait_for(drained, 60, 0.5, "every claimed fire to finish")
+
+    effects = e2e.effects()
+    ledger = e2e.ledger()
+    duplicates = {k: n for k, n in effects.items() if n > 1}
+    assert not duplicates, f"fires executed more than once: {list(duplicates.items())[:5]}"
+    completed = {k for k, (state, _) in ledger.items() if state == "completed"}
+    assert set(effects) == completed  # the ledger agrees with the side effects, both ways
+    states = Counter((state, reason) for state, reason in ledger.values())
+    assert set(states) <= {("completed", "ok"), ("skipped", "missed"), ("skipped", "overlap")}, states
+
+    # every ledger row is a real fire of its routine; fires well inside the window were all decided
+    window = (start + timedelta(seconds=3), end - timedelta(seconds=3))
+    expected_total = absent = done_inside = 0
+    for rid, (registered_at, every) in registered.items():
+        real = expected_fires(registered_at, every, registered_at, end + timedelta(seconds=every))
+        rows = {k[3] for k in ledger if k[2] == rid}
+        assert rows <= real, f"{rid}: run ids that are no fire of 'every {every}s': {sorted(rows - real)[:3]}"
+        inside = expected_fires(registered_at, every, *window)
+        expected_total += len(inside)
+        absent += len(inside - rows)
+        done_inside += len({k[3] for k in completed if k[2] == rid} & inside)
+    assert expected_total > 40 * (SECONDS - 6)  # ~57 fires a second
+    assert absent <= 0.02 * expected_total, f"{absent} of {expected_total} fires never decided"
+    assert done_inside >= 0.95 * expected_total, (done_inside, expected_total, states)
+    tick_log = e2e.procs.log("tick")
+    ticks = tick_log.count("] succeeded in")
+    assert ticks >= SECONDS  # three clocks, one tick worker: at least one tick a second ran
+    print(
+        f"\n{SECONDS:.0f}s, 3 clocks: {ticks} ticks ran, {tick_log.count('Discarding revoked')} expired; "
+        f"fires inside the window {expected_total}: completed {done_inside}, never decided {absent}; "
+        f"whole ledger {dict(states)}"
+    )
+
+
+# --------------------------------------------------------------------------- kills
+
+
+def test_a_worker_killed_between_dispatch_and_running_is_resent_and_runs_once(e2e: E2E) -> None:
+    due_now(e2e, "resend-me")
+    marker = e2e.tmp_path / "kill-once"
+    marker.write_text("x")
+    doomed = e2e.procs.worker("doomed", e2e.env(E2E_KILL_ONCE=str(marker)), "alma.run", 1, "-I", "e2e_runners")
+    wait_worker_ready(e2e.procs, "doomed")
+
+    first = e2e.schedule.tick()
+    (key,) = first.claimed
+    wait_for(lambda: doomed.poll() is not None, 30, what="the doomed worker to die in task_prerun")
+    assert doomed.returncode == -signal.SIGKILL and not marker.exists()
+    assert e2e.state(key) == "claimed" and not e2e.effects()
+
+    e2e.procs.worker("healthy", e2e.env(), "alma.run", 1)
+    wait_worker_ready(e2e.procs, "healthy")
+    time.sleep(e2e.settings.resend_first.total_seconds())
+    again = e2e.schedule.tick()
+    assert key in again.resent
+    wait_for(lambda: e2e.state(key) == "completed", 30, what="the re-sent fire to run")
+    later = e2e.schedule.tick(now=utcnow() + timedelta(seconds=5))
+    assert key not in later.resent
+    assert e2e.effects() == Counter({(key.org, key.uid, key.routine_id, key.run_id): 1})
+
+
+def test_a_worker_killed_mid_run_stays_running_is_never_rerun_and_is_blocked(e2e: E2E) -> None:
+    limit = timedelta(seconds=2)
+    e2e.schedule = create_schedule(
+        store=e2e.schedule.store,
+        runner=lambda routine: count_factory(e2e.settings),
+        dispatcher=e2e.schedule.dispatcher,
+        settings=e2e.settings.replace(run_time_limit=limit),
+    )
+    due_now(e2e, "slow", {"sleep": 60})
+    env = e2e.env(ALMA_RUN_TIME_LIMIT="2s")
+    victim = e2e.procs.worker("victim", env, "alma.run", 1)
+    wait_worker_ready(e2e.procs, "victim")
+    (key,) = e2e.schedule.tick().claimed
+    wait_for(lambda: e2e.effects(), 20, 0.02, "the slow run to start")
+    e2e.procs.kill(victim)  # parent and pool child, mid-run
+    started = utcnow()
+    assert e2e.state(key) == "running"
+
+    e2e.procs.worker("survivor", env, "alma.run", 1)
+    wait_worker_ready(e2e.procs, "survivor")
+    time.sleep(max(0.0, (started + 2 * limit - utcnow()).total_seconds()) + 0.5)
+    report = e2e.schedule.tick()
+    assert key in report.blocked and not report.resent
+    assert report.to_dict()["blocked"] == 1
+    assert key in [r.key for r in e2e.schedule.store.stuck(utcnow(), limit)]
+    with pytest.raises(Overlap):
+        e2e.schedule.trigger(SCOPE, "slow")  # never in parallel with itself
+    time.sleep(1)
+    assert e2e.state(key) == "running"
+    assert e2e.effects() == Counter({(key.org, key.uid, key.routine_id, key.run_id): 1})

@@ -1,0 +1,169 @@
+"""The clocks: ``send_tick`` / ``run_clock`` through kombu, ``clock send`` and ``celery call`` from a
+shell, and ``serve-http`` through a real uvicorn server and an httpx client."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+import pytest
+import redis
+
+from alma_schedule.clock import next_boundary, run_clock, send_tick
+from alma_schedule.contracts import TICK_TASK
+from alma_schedule.errors import ConfigurationError
+from alma_schedule.http import SECRET_HEADER, create_http_app
+from alma_schedule.settings import Secret, Settings
+from alma_schedule.stores import migrate_store, open_store
+from celery_support import ALMA, CELERY, free_port, make_settings, utcnow, wait_for
+from test_dispatcher import messages
+
+pytestmark = pytest.mark.redis
+
+
+@pytest.fixture
+def r(redis_url: str) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()
+
+
+def test_send_tick_publishes_one_expiring_json_message_a_worker_understands(redis_url: str, r: redis.Redis) -> None:
+    settings = Settings(broker_url=redis_url)
+    at = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+    before = utcnow()
+    task_id = send_tick(settings, at)
+    (msg,) = messages(r, "alma.tick")
+    headers = msg["headers"]
+    assert msg["content-type"] == "application/json"
+    assert headers["task"] == TICK_TASK and headers["id"] == task_id
+    expires = datetime.fromisoformat(headers["expires"])
+    assert before + settings.tick_expires <= expires <= utcnow() + settings.tick_expires
+    assert msg["decoded"][:2] == [[], {"now": at.isoformat()}]
+    send_tick(settings)  # no now: the worker's clock
+    assert messages(r, "alma.tick")[1]["decoded"][1] == {}
+
+
+def test_run_clock_sends_at_aligned_instants_until_stopped(redis_url: str, r: redis.Redis) -> None:
+    settings = Settings(broker_url=redis_url)
+    stop = threading.Event()
+    sent: list[int] = []
+    thread = threading.Thread(target=lambda: sent.append(run_clock(settings, timedelta(seconds=0.5), stop)))
+    thread.start()
+    try:
+        wait_for(lambda: r.llen("alma.tick") >= 3, 10, what="three ticks")
+    finally:
+        stop.set()
+        thread.join(5)
+    assert not thread.is_alive() and sent[0] >= 3
+    ticks = messages(r, "alma.tick")
+    assert ticks[0]["decoded"][1] == {}  # the first one at start: the worker's clock
+    instants = [datetime.fromisoformat(m["decoded"][1]["now"]) for m in ticks[1:]]
+    assert all(t.microsecond in (0, 500000) for t in instants)  # multiples of 0.5 s
+    for m in ticks:  # each expires within 0.9 * every
+        sent_at = datetime.fromisoformat(m["headers"]["expires"]) - timedelta(seconds=0.45)
+        assert sent_at <= utcnow()
+    assert next_boundary(datetime(2026, 1, 1, 0, 0, 59, tzinfo=UTC), timedelta(minutes=1)) == datetime(
+        2026, 1, 1, 0, 1, tzinfo=UTC
+    )
+
+
+def _env(redis_url: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ALMA_")}
+    env["ALMA_BROKER_URL"] = redis_url
+    return env
+
+
+def test_clock_send_and_the_crontab_line_from_a_shell(redis_url: str, r: redis.Redis) -> None:
+    done = subprocess.run([ALMA, "clock", "send"], env=_env(redis_url), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    crontab = subprocess.run(
+        [CELERY, "-A", "alma_schedule.celery", "call", TICK_TASK, "--expires", "55"],
+        env=_env(redis_url), capture_output=True, text=True, timeout=60,
+    )
+    assert crontab.returncode == 0, crontab.stderr
+    sent = messages(r, "alma.tick")
+    assert [m["headers"]["id"] for m in sent] == [done.stdout.strip(), crontab.stdout.strip()]
+    assert all(m["headers"]["task"] == TICK_TASK and m["headers"]["expires"] for m in sent)
+    for argv in (["clock", "send", "--help"], ["clock", "run", "--help"], ["serve-http", "--help"]):
+        shown = subprocess.run([ALMA, *argv], capture_output=True, text=True, timeout=60)
+        assert shown.returncode == 0 and "Example" in shown.stdout
+
+
+# --------------------------------------------------------------------------- serve-http
+
+
+class Server:
+    """uvicorn serving the app on 127.0.0.1 in a thread."""
+
+    def __init__(self, app: Any) -> None:
+        import uvicorn
+
+        self.port = free_port()
+        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> str:
+        self.thread.start()
+        wait_for(lambda: self.server.started, 10, what="uvicorn started")
+        return f"http://127.0.0.1:{self.port}"
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+def test_serve_http_refuses_to_start_without_a_secret() -> None:
+    with pytest.raises(ConfigurationError, match="ALMA_HTTP_SECRET"):
+        create_http_app(Settings())
+    done = subprocess.run(
+        [ALMA, "serve-http"], env=_env("memory://"), capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 1 and "ALMA_HTTP_SECRET" in done.stderr
+
+
+def test_post_tick_and_healthz_through_a_real_server(sqlite_url: str, redis_url: str, r: redis.Redis) -> None:
+    migrate_store(sqlite_url)
+    clock = {"now": utcnow()}
+    settings = make_settings(
+        sqlite_url, redis_url, http_secret=Secret("s3cret"), http_max_body=64,
+        heartbeat_max_age=timedelta(minutes=5), clock=lambda: clock["now"],
+    )
+    store = open_store(sqlite_url)
+    try:
+        with Server(create_http_app(settings)) as base, httpx.Client(base_url=base, timeout=10) as client:
+            assert client.post("/tick").status_code == 401
+            assert client.post("/tick", headers={SECRET_HEADER: "s3cret!"}).status_code == 401
+            assert client.post("/tick", headers={SECRET_HEADER: "S3CRET"}).status_code == 401
+            big = client.post("/tick", headers={SECRET_HEADER: "s3cret"}, content=b"x" * 65)
+            assert big.status_code == 413
+            assert r.llen("alma.tick") == 0  # nothing refused was enqueued
+
+            ok = client.post("/tick", headers={SECRET_HEADER: "s3cret"})
+            assert ok.status_code == 202
+            at = "2026-01-01T00:00:00+00:00"
+            with_now = client.post("/tick", headers={SECRET_HEADER: "s3cret"}, content=json.dumps({"now": at}))
+            assert with_now.status_code == 202
+            bad = client.post("/tick", headers={SECRET_HEADER: "s3cret"}, content=b'{"now": 5}')
+            assert bad.status_code == 400
+            sent = messages(r, "alma.tick")
+            assert [m["headers"]["id"] for m in sent] == [ok.json()["task_id"], with_now.json()["task_id"]]
+            assert sent[1]["decoded"][1] == {"now": at}
+
+            assert client.get("/healthz").status_code == 503  # no tick has ever run
+            store.beat(clock["now"] - timedelta(minutes=1))
+            healthy = client.get("/healthz")
+            assert healthy.status_code == 200 and 59 <= healthy.json()["age_seconds"] <= 61
+            clock["now"] += timedelta(minutes=10)  # the clock stopped ticking: the alarm
+            stale = client.get("/healthz")
+            assert stale.status_code == 503 and stale.json()["ok"] is False
+            assert client.get("/tick").status_code == 405
+    finally:
+        store.close()
