@@ -205,13 +205,30 @@ def _print_ledger(runs: list[RunRecord], echo: Any) -> None:
 
 
 def celery_ticks(folder: Path, *, count: int = 3, echo: Any = print) -> list[dict[str, Any]]:
-    """Part 2: real Celery ticks through the in-memory transport to an in-process worker (real time)."""
+    """Part 2: real Celery ticks through the in-memory transport to an in-process worker (real time).
+
+    A store of its own, with routines registered at the real now: the tick task clamps ``now`` to the
+    worker clock and run messages carry real expiries, so nothing here is simulated.
+    """
+    import time
+
     from celery.contrib.testing.worker import start_worker
 
     from alma_schedule.celery import create_app
+    from alma_schedule.engine import create_schedule
+    from alma_schedule.stores import migrate_store, open_store
 
-    settings = _settings(folder, system_clock, timedelta(minutes=1))
-    app = create_app(settings, registry=_registry(settings))
+    live = folder / "live"
+    live.mkdir()
+    settings = _settings(live, system_clock, timedelta(minutes=1))
+    migrate_store(settings.database_url)
+    store = open_store(settings.database_url)
+    registry = _registry(settings)
+    setup = create_schedule(store=store, runner=registry.resolve, settings=settings)
+    for rid, sched in (("heartbeat", {"every": "1s"}), ("minutely", {"cron": "* * * * *"})):
+        setup.register(RoutineSpec(SCOPE.org, SCOPE.uid, rid, "echo", sched, {}))
+        echo(f"registered {rid} {json.dumps(sched)} at {system_clock():%H:%M:%S}Z")
+    app = create_app(settings, registry=registry)
     results: list[dict[str, Any]] = []
     with start_worker(
         app,
@@ -221,13 +238,28 @@ def celery_ticks(folder: Path, *, count: int = 3, echo: Any = print) -> list[dic
         queues=[settings.tick_queue, settings.run_queue, settings.collect_queue],
     ):
         for _ in range(count):
-            report = app.send_task("alma_schedule.tick", queue=settings.tick_queue, expires=55).get(timeout=30)
+            time.sleep(1.2)
+            report = app.send_task(
+                "alma_schedule.tick", queue=settings.tick_queue, expires=settings.tick_expires.total_seconds()
+            ).get(timeout=30)
             results.append(report)
             echo(
-                f"celery tick at {report['at']}: claimed {report['claimed']}, resent {report['resent']}, "
+                f"celery tick at {report['at'][11:19]}Z: claimed {report['claimed']}, resent {report['resent']}, "
                 f"collect {report['collect']}, skipped {report['skipped']}, blocked {report['blocked']}, "
                 f"errors {report['errors']}"
             )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(r.state == "claimed" for r in store.list_runs(SCOPE)):
+            time.sleep(0.1)  # the run messages are executed by the same in-process worker
+    runs = store.list_runs(SCOPE)
+    from alma_schedule.cli.context import print_table
+
+    print_table(
+        "the live ledger",
+        ["routine", "run id", "state", "reason"],
+        [(r.routine_id, r.run_id, r.state, r.reason or "") for r in runs],
+    )
+    store.close()
     return results
 
 

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 import yaml
+from celery_support import VENV_BIN, Procs, alma_env, make_settings, utcnow, wait_for, wait_worker_ready
 
 from alma_schedule.settings import FIELDS, env_name, load_settings
-from celery_support import VENV_BIN, Procs, alma_env, make_settings, utcnow, wait_for, wait_worker_ready
 
 COMPOSE = Path(__file__).resolve().parents[2] / "docker-compose.yml"
 OURS = ("migrate", "worker-tick", "worker", "clock", "flower")
@@ -73,7 +73,7 @@ def test_every_environment_variable_is_a_setting_the_settings_read() -> None:
 
 @pytest.mark.parametrize("service", OURS)
 def test_every_command_exists_and_answers_help(service: str) -> None:
-    argv = local(command(service, FLOWER_BASIC_AUTH="alma:s3cret")) + ["--help"]
+    argv = [*local(command(service, FLOWER_BASIC_AUTH="alma:s3cret")), "--help"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("ALMA_")}
     env.update({k: str(v) for k, v in compose()["services"][service]["environment"].items()})
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env)
@@ -84,15 +84,16 @@ def test_every_command_exists_and_answers_help(service: str) -> None:
 @pytest.mark.postgres
 @pytest.mark.redis
 def test_smoke_the_compose_commands_as_local_processes(pg_url: str, redis_url: str, tmp_path: Path) -> None:
+    from e2e_runners import count_factory, create_effects_table, libpq_url
+
     from alma_schedule.contracts import RoutineSpec
     from alma_schedule.engine import create_schedule
     from alma_schedule.stores import open_store
-    from e2e_runners import count_factory, create_effects_table, libpq_url
 
     settings = make_settings(pg_url, redis_url)
     services = compose()["services"]
     env = alma_env(settings, tmp_path, ALMA_TASK_EVENTS="true")
-    assert {k for k in services["worker"]["environment"]} <= set(env)  # the same variables, local values
+    assert set(services["worker"]["environment"]) <= set(env)  # the same variables, local values
     procs = Procs(tmp_path)
     try:
         migrate = procs.start("migrate", local(command("migrate")), env)

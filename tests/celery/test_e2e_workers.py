@@ -26,6 +26,8 @@ from typing import Any
 
 import psycopg
 import pytest
+from celery_support import ALMA, Procs, alma_env, make_settings, utcnow, wait_for, wait_worker_ready
+from e2e_runners import count_factory, create_effects_table, libpq_url
 
 from alma_schedule.celery import create_app
 from alma_schedule.contracts import RoutineSpec, RunKey, Scope
@@ -34,8 +36,6 @@ from alma_schedule.errors import Overlap
 from alma_schedule.settings import Settings
 from alma_schedule.stores import migrate_store, open_store
 from alma_schedule.tasks import CeleryDispatcher, KindRegistry
-from celery_support import ALMA, Procs, alma_env, make_settings, utcnow, wait_for, wait_worker_ready
-from e2e_runners import count_factory, create_effects_table, libpq_url
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis]
 

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import httpx
 import pytest
+from celery_support import CELERY, Procs, alma_env, free_port, inprocess_worker, make_settings, wait_for
 
 from alma_schedule.celery import create_app
 from alma_schedule.clock import send_tick
 from alma_schedule.contracts import TICK_TASK
 from alma_schedule.stores import migrate_store
 from alma_schedule.tasks import KindRegistry, composition_of
-from celery_support import CELERY, Procs, alma_env, free_port, inprocess_worker, make_settings, wait_for
 
 pytestmark = pytest.mark.redis
 

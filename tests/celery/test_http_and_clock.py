@@ -14,6 +14,8 @@ from typing import Any
 import httpx
 import pytest
 import redis
+from celery_support import ALMA, CELERY, free_port, make_settings, utcnow, wait_for
+from test_dispatcher import messages
 
 from alma_schedule.clock import next_boundary, run_clock, send_tick
 from alma_schedule.contracts import TICK_TASK
@@ -21,8 +23,6 @@ from alma_schedule.errors import ConfigurationError
 from alma_schedule.http import SECRET_HEADER, create_http_app
 from alma_schedule.settings import Secret, Settings
 from alma_schedule.stores import migrate_store, open_store
-from celery_support import ALMA, CELERY, free_port, make_settings, utcnow, wait_for
-from test_dispatcher import messages
 
 pytestmark = pytest.mark.redis
 
