@@ -6,7 +6,7 @@ default Celery app: a fleet that imports :func:`install` from here keeps its own
 routing. Importing this module builds nothing.
 
 The ready app: broker and result backend from settings; JSON only (tasks, results, events;
-pickle refused); routes of our three tasks to ``alma.tick`` / ``alma.run`` / ``alma.collect``
+pickle refused); routes of our tasks to ``alma.tick`` / ``alma.run`` (run, run_many) / ``alma.collect``
 (settings), which are also its declared queues, so a worker with no ``-Q`` serves all three (run
 ticks on a worker of their own all the same: ``-Q alma.tick -c 1``); task events per
 ``ALMA_TASK_EVENTS``; ``worker_prefetch_multiplier=1``; broker connection retried on start-up.

@@ -17,6 +17,8 @@ from typing import Any, Protocol, runtime_checkable
 TICK_TASK = "alma_schedule.tick"
 RUN_TASK = "alma_schedule.run"
 COLLECT_TASK = "alma_schedule.collect"
+#: Several claimed fires in one message (each started on its own just before it runs).
+RUN_MANY_TASK = "alma_schedule.run_many"
 
 TICK_QUEUE = "alma.tick"
 RUN_QUEUE = "alma.run"

@@ -171,6 +171,12 @@ class Settings:
     collect_time_limit: timedelta = _f(
         timedelta(minutes=5), "Soft time limit of a collect task (hard limit = soft + 30 s).", "duration"
     )
+    run_batch_size: int = _f(
+        20, "A dispatch of more fires than this packs them this many to a run_many message (1 = never).", "int"
+    )
+    run_batch_budget: timedelta = _f(
+        timedelta(seconds=2), "A run_many message re-sends the fires it has not started after this long.", "duration"
+    )
     # --- process
     log_level: str = _f("INFO", "Log level.")
     clock: Callable[[], datetime] = field(
@@ -274,12 +280,12 @@ def load_settings(
 def _check(s: Settings) -> None:
     if s.tick_expires >= s.tick_period:
         raise ConfigurationError("ALMA_TICK_EXPIRES must be shorter than ALMA_TICK_PERIOD")
-    for name in ("claim_limit", "tick_max_batches"):
+    for name in ("claim_limit", "tick_max_batches", "run_batch_size"):
         if getattr(s, name) < 1:
             raise ConfigurationError(f"{env_name(name)} must be at least 1")
     for name in (
         "resend_first", "poll_first", "run_time_limit", "defer_first", "one_shot_window",
-        "tick_time_limit", "collect_time_limit",
+        "tick_time_limit", "collect_time_limit", "run_batch_budget",
     ):
         if getattr(s, name) <= timedelta(0):
             raise ConfigurationError(f"{env_name(name)} must be positive")

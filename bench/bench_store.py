@@ -29,7 +29,7 @@ from psycopg.types.array import ListBinaryDumper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from store_load import (  # noqa: E402
+from store_load import (
     ROUTINE_COLS,
     RUN_COLS,
     copy,
@@ -42,9 +42,9 @@ from store_load import (  # noqa: E402
     scratch_database,
 )
 
-from alma_schedule.contracts import Fire, Routine  # noqa: E402
-from alma_schedule.settings import Settings, Timers  # noqa: E402
-from alma_schedule.stores.sql import SqlStore  # noqa: E402
+from alma_schedule.contracts import Fire, Routine
+from alma_schedule.settings import Settings, Timers
+from alma_schedule.stores.sql import SqlStore
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 DUE = 1000
@@ -100,7 +100,8 @@ def bare_claim(conn: psycopg.Connection[Any], now: datetime, limit: int) -> int:
         k: dict[str, list[Any]] = {n: [] for n in ("org", "uid", "rid", "fire", "next", "run", "rev", "expires")}
         for r in rows:
             due = r[12]
-            for name, value in zip(k, (r[0], r[1], r[2], due, due + STEP, fire_id(due), r[7], due + WINDOW)):
+            row = (r[0], r[1], r[2], due, due + STEP, fire_id(due), r[7], due + WINDOW)
+            for name, value in zip(k, row, strict=True):
                 k[name].append(value)
         p: dict[str, Any] = {"now": now, **k, "resend": [now + TIMERS.resend_first] * len(rows)}
         conn.execute(ADVANCE, p)
@@ -147,7 +148,7 @@ def bench_claim(n: int, repeat: int) -> dict[str, float]:
                     if i:
                         timings[name].append(elapsed)
                     reset(conninfo, DUE)
-            if n == max(SIZES):
+            if n == max(SIZES) and not SKIP_MEMORY:
                 MEMORY.update(memory_profile(store, conninfo, n))
         finally:
             bare.close()
@@ -281,6 +282,7 @@ def _count(result: Any) -> float:
 
 SIZES: list[int] = []
 MEMORY: dict[str, float] = {}
+SKIP_MEMORY = False
 
 
 def main() -> None:
@@ -288,9 +290,12 @@ def main() -> None:
     parser.add_argument("--sizes", default="10000,100000,1000000", help="routine counts, comma separated")
     parser.add_argument("--repeat", type=int, default=7, help="timed claim_due rounds per size")
     parser.add_argument("--seconds", type=float, default=5.0, help="duration of each start phase")
-    parser.add_argument("--skip-start", action="store_true")
+    parser.add_argument("--skip-start", action="store_true", help="skip the start/s comparison")
+    parser.add_argument("--skip-memory", action="store_true", help="skip the peak-memory table")
     args = parser.parse_args()
     SIZES.extend(int(s) for s in args.sizes.split(","))
+    global SKIP_MEMORY
+    SKIP_MEMORY = args.skip_memory
     print(f"claim_due of {DUE} due routines: store vs the same statements hand-written (median of {args.repeat})")
     print(f"{'routines':>10} {'load s':>8} {'store ms':>9} {'bare ms':>8} {'ratio':>6}")
     rows = []
@@ -300,8 +305,9 @@ def main() -> None:
         print(f"{n:>10,} {r['load_s']:>8.1f} {r['store_ms']:>9.1f} {r['bare_ms']:>8.1f} {r['ratio']:>6.2f}", flush=True)
     store_ms = [r["store_ms"] for r in rows]
     print(f"flatness: store {max(store_ms) / min(store_ms):.2f}x from {min(SIZES):,} to {max(SIZES):,} routines")
-    print(f"\npeak Python memory per system operation at {max(SIZES):,} routines (tracemalloc)")
-    print(f"  {'operation':<24} {'peak':>13} {'rows':>9} {'time (traced)':>14}")
+    if MEMORY:
+        print(f"\npeak Python memory per system operation at {max(SIZES):,} routines (tracemalloc)")
+        print(f"  {'operation':<24} {'peak':>13} {'rows':>9} {'time (traced)':>14}")
     for name, kib in MEMORY.items():
         if not name.endswith((" s", " n")):
             print(f"  {name:<24} {kib:>9.0f} KiB {MEMORY[name + ' n']:>9.0f} {MEMORY[name + ' s']:>12.2f} s")
@@ -309,7 +315,8 @@ def main() -> None:
         rates = bench_start(args.seconds)
         print(f"\nstart per second, 4 processes, {args.seconds:g} s each (synchronous_commit on unless noted)")
         print(f"  store.start (CAS joined to the routine)  {rates['store']:>8.0f}/s")
-        print(f"  bare single-row UPDATE (autocommit)      {rates['bare']:>8.0f}/s   ratio {rates['bare'] / rates['store']:.2f}")
+        ratio = rates["bare"] / rates["store"]
+        print(f"  bare single-row UPDATE (autocommit)      {rates['bare']:>8.0f}/s   ratio {ratio:.2f}")
         print(f"  bare UPDATE, synchronous_commit=off      {rates['bare_async_commit']:>8.0f}/s   (the fsync bound)")
 
 

@@ -1,10 +1,13 @@
-"""The three Celery tasks, bound to an app: thin calls into the engine.
+"""The Celery tasks, bound to an app: thin calls into the engine.
 
 * ``alma_schedule.tick(now=None)``: ``Schedule.tick``; returns the small report dict.
 * ``alma_schedule.run(org, uid, routine_id, run_id)``: ``Schedule.execute`` (``acks_late=False``,
   ``ignore_result=True``, soft limit = ``run_time_limit``, hard limit = soft + 30 s).
 * ``alma_schedule.collect(org, uid, routine_id, collect_run_id)``: ``Schedule.collect``; collects
   only that run and never submits (``ignore_result=True``, its own limits).
+* ``alma_schedule.run_many(fires)``: several claimed fires packed by the dispatcher for a large
+  tick, each executed on its own (:mod:`alma_schedule.tasks.batch`); soft limit =
+  ``run_time_limit + run_batch_budget``.
 
 Times cross the message boundary as ISO strings. At the boundary ``now = min(given, worker clock)``:
 a clock that runs ahead never makes a tick claim early. Every task reads its composition (store,
@@ -18,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from alma_schedule.contracts import COLLECT_TASK, RUN_TASK, TICK_TASK, RunKey
+from alma_schedule.contracts import COLLECT_TASK, RUN_MANY_TASK, RUN_TASK, TICK_TASK, RunKey
 from alma_schedule.errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -38,6 +41,7 @@ class AlmaTasks:
     tick: Task
     run: Task
     collect: Task
+    run_many: Task
 
 
 def parse_now(value: str | None, settings: Settings) -> datetime:
@@ -103,4 +107,17 @@ def define_tasks(app: Celery, composition: Composition) -> AlmaTasks:
         record = composition.schedule().collect(key, now=settings.clock())
         return {"run": str(key), "state": record.state, "reason": record.reason}
 
-    return AlmaTasks(tick=tick, run=run, collect=collect)
+    @app.task(
+        name=RUN_MANY_TASK,
+        shared=False,
+        acks_late=False,
+        ignore_result=True,
+        **limits(settings.run_time_limit + settings.run_batch_budget),
+    )
+    def run_many(fires: list[list[str]]) -> dict[str, Any]:
+        """Execute packed fires one by one; re-send the unstarted ones after ``run_batch_budget``."""
+        from alma_schedule.tasks.batch import run_batch
+
+        return run_batch(composition, fires)
+
+    return AlmaTasks(tick=tick, run=run, collect=collect, run_many=run_many)

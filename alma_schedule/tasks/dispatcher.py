@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from alma_schedule.contracts import COLLECT_TASK, RUN_TASK, RunRecord
+from alma_schedule.contracts import COLLECT_TASK, RUN_MANY_TASK, RUN_TASK, RunRecord
 from alma_schedule.errors import DispatchError
 
 if TYPE_CHECKING:
@@ -42,8 +42,23 @@ class CeleryDispatcher:
     # ------------------------------------------------------------------ sends
 
     def send_runs(self, runs: Sequence[RunRecord]) -> None:
-        """One ``alma_schedule.run`` message per record, expiring at ``record.expires_at``."""
-        self._send(RUN_TASK, ((r.key.args(), r.expires_at) for r in runs), len(runs))
+        """Send the claimed fires: one ``alma_schedule.run`` message per record, expiring at
+        ``record.expires_at``; or, when there are more than ``run_batch_size`` of them, packed
+        ``run_batch_size`` to an ``alma_schedule.run_many`` message (ordered by expiry; the message
+        expires with its earliest fire, each fire carries its own ``expires_at``)."""
+        size = self.settings.run_batch_size
+        if size <= 1 or len(runs) <= size:
+            self.send_each((r.key.args(), r.expires_at) for r in runs)
+            return
+        ordered = sorted(runs, key=lambda r: r.expires_at)
+        chunks = [ordered[i : i + size] for i in range(0, len(ordered), size)]
+        items = (([[*r.key.args(), r.expires_at.isoformat()] for r in chunk], chunk[0].expires_at) for chunk in chunks)
+        self._send(RUN_MANY_TASK, (([fires], expires) for fires, expires in items), len(chunks))
+
+    def send_each(self, fires: Iterable[tuple[list[str], datetime | None]]) -> None:
+        """One ``alma_schedule.run`` message per ``(key args, expires_at)``."""
+        items = list(fires)
+        self._send(RUN_TASK, items, len(items))
 
     def send_collects(self, runs: Sequence[RunRecord]) -> None:
         """One ``alma_schedule.collect`` message per submitted record (its key is the collect run id).
@@ -55,7 +70,7 @@ class CeleryDispatcher:
         items = ((r.key.args(), max(r.next_poll_at or floor, floor)) for r in runs)
         self._send(COLLECT_TASK, items, len(runs))
 
-    def _send(self, name: str, items: Iterable[tuple[list[str], datetime | None]], total: int) -> None:
+    def _send(self, name: str, items: Iterable[tuple[list[Any], datetime | None]], total: int) -> None:
         if total == 0:
             return
         sent = 0

@@ -2,9 +2,9 @@
 
 What it does to the app, and nothing else:
 
-* registers ``alma_schedule.tick``, ``alma_schedule.run`` and ``alma_schedule.collect``
-  (``shared=False``: they appear on this app only);
-* merges three routes into ``task_routes`` (name -> ``settings.*_queue``), keeping every route the
+* registers ``alma_schedule.tick``, ``alma_schedule.run``, ``alma_schedule.run_many`` and
+  ``alma_schedule.collect`` (``shared=False``: they appear on this app only);
+* merges their routes into ``task_routes`` (name -> ``settings.*_queue``), keeping every route the
   app already has: an app route for one of our names wins, routers given as a list keep their
   order after ours; the merge is redone whenever the app (re)loads its configuration;
 * adds a worker bootstep that makes a worker serving our run or collect queue check, before it
@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from alma_schedule.contracts import COLLECT_TASK, RUN_TASK, TICK_TASK
+from alma_schedule.contracts import COLLECT_TASK, RUN_MANY_TASK, RUN_TASK, TICK_TASK
 from alma_schedule.errors import ConfigurationError
 from alma_schedule.tasks.composition import Composition, KindCheckStep, bind, composition_of
 from alma_schedule.tasks.definitions import define_tasks
@@ -38,10 +38,11 @@ if TYPE_CHECKING:
 
 
 def our_routes(settings: Settings) -> dict[str, dict[str, str]]:
-    """``task_routes`` entries for the three task names (queues from settings)."""
+    """``task_routes`` entries for our task names (queues from settings)."""
     return {
         TICK_TASK: {"queue": settings.tick_queue},
         RUN_TASK: {"queue": settings.run_queue},
+        RUN_MANY_TASK: {"queue": settings.run_queue},
         COLLECT_TASK: {"queue": settings.collect_queue},
     }
 

@@ -15,7 +15,7 @@ from celery import Celery
 from celery_support import utcnow, wait_for
 
 from alma_schedule.celery import create_app, install
-from alma_schedule.contracts import COLLECT_TASK, RUN_TASK, RunRecord
+from alma_schedule.contracts import COLLECT_TASK, RUN_MANY_TASK, RUN_TASK, RunRecord
 from alma_schedule.errors import DispatchError
 from alma_schedule.settings import Settings
 from alma_schedule.tasks import CeleryDispatcher
@@ -102,7 +102,7 @@ def r(redis_url: str) -> Iterator[redis.Redis]:
 
 
 def test_runs_go_out_routed_with_expires_and_task_sent_events(redis_url: str, r: redis.Redis) -> None:
-    settings = Settings(broker_url=redis_url, task_events=True)
+    settings = Settings(broker_url=redis_url, task_events=True, run_batch_size=1)
     app = create_app(settings)
     dispatcher = CeleryDispatcher(app, settings)
     runs = [record(i, expires_in=timedelta(seconds=60 + i)) for i in range(50)]
@@ -127,6 +127,28 @@ def test_runs_go_out_routed_with_expires_and_task_sent_events(redis_url: str, r:
     assert {e["queue"] for e in events.events} == {"alma.run"}
     assert {e["name"] for e in events.events} == {RUN_TASK}
     assert dispatcher.run_queue_depth() == 50
+
+
+def test_a_large_dispatch_is_packed_into_run_many_messages_ordered_by_expiry(
+    redis_url: str, r: redis.Redis
+) -> None:
+    settings = Settings(broker_url=redis_url, task_events=True, run_batch_size=20)
+    app = create_app(settings)
+    dispatcher = CeleryDispatcher(app, settings)
+    runs = [record(i, expires_in=timedelta(seconds=300 - i)) for i in range(45)]  # latest first
+    dispatcher.send_runs(runs[:20])  # not more than the batch size: single messages
+    assert [m["headers"]["task"] for m in messages(r, "alma.run")] == [RUN_TASK] * 20
+    r.delete("alma.run")
+
+    dispatcher.send_runs(runs)
+    sent = messages(r, "alma.run")
+    assert [m["headers"]["task"] for m in sent] == [RUN_MANY_TASK] * 3
+    packed = [fire for m in sent for fire in m["decoded"][0][0]]
+    assert [f[:4] for f in packed] == [r.key.args() for r in reversed(runs)]  # earliest expiry first
+    assert [f[4] for f in packed] == [r.expires_at.isoformat() for r in reversed(runs)]
+    for m in sent:  # each message expires with its earliest fire
+        assert m["headers"]["expires"] == m["decoded"][0][0][0][4]
+    assert [len(m["decoded"][0][0]) for m in sent] == [20, 20, 5]
 
 
 def test_collects_go_to_the_collect_queue_and_expire_at_the_next_poll(redis_url: str, r: redis.Redis) -> None:

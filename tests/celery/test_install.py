@@ -10,12 +10,12 @@ import pytest
 from celery import Celery
 
 from alma_schedule.celery import create_app, install, ready_app_config
-from alma_schedule.contracts import COLLECT_TASK, RUN_TASK, TICK_TASK
+from alma_schedule.contracts import COLLECT_TASK, RUN_MANY_TASK, RUN_TASK, TICK_TASK
 from alma_schedule.errors import ConfigurationError
 from alma_schedule.settings import Settings
 from alma_schedule.tasks import composition_of, merge_routes, our_routes
 
-OURS = {TICK_TASK, RUN_TASK, COLLECT_TASK}
+OURS = {TICK_TASK, RUN_TASK, COLLECT_TASK, RUN_MANY_TASK}
 
 
 def fleet_app(**conf: object) -> Celery:
@@ -149,7 +149,7 @@ def test_importing_builds_no_app_and_the_lazy_app_never_becomes_current() -> Non
         print("ok", sorted(t for t in app.tasks if t.startswith("alma_schedule.")))
         """
     )
-    assert out == "ok ['alma_schedule.collect', 'alma_schedule.run', 'alma_schedule.tick']"
+    assert out == "ok ['alma_schedule.collect', 'alma_schedule.run', 'alma_schedule.run_many', 'alma_schedule.tick']"
 
 
 def test_celery_cli_finds_the_lazy_app() -> None:

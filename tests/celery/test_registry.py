@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from celery_support import ALMA, Recorder, alma_env, make_settings, runner_path
+from celery_support import ALMA, CELERY, Recorder, alma_env, make_settings, runner_path
 
 from alma_schedule.contracts import RoutineSpec, RunResult, Scope
 from alma_schedule.engine import create_schedule
@@ -88,9 +88,12 @@ def test_entry_points_add_kinds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         registry.check(["count", "hooked"])
 
 
-def test_stored_kinds_and_worker_check_from_the_cli(sqlite_url: str, tmp_path: Path) -> None:
+@pytest.mark.redis
+def test_stored_kinds_worker_check_and_a_worker_that_refuses_to_start(
+    sqlite_url: str, redis_url: str, tmp_path: Path
+) -> None:
     migrate_store(sqlite_url)
-    settings = make_settings(sqlite_url, "memory://")
+    settings = make_settings(sqlite_url, redis_url)
     store = open_store(sqlite_url)
     scope = Scope("acme", "u1")
     try:
@@ -107,6 +110,13 @@ def test_stored_kinds_and_worker_check_from_the_cli(sqlite_url: str, tmp_path: P
     refused = subprocess.run([ALMA, "worker-check"], env=env, capture_output=True, text=True, timeout=60)
     assert refused.returncode == 1
     assert "kind 'hooked' cannot be served: ALMA_WEBHOOK_URL is not set" in refused.stderr
+    worker = subprocess.run(
+        [CELERY, "-A", "alma_schedule.celery", "worker", "-Q", "alma.run", "-c", "1", "--without-mingle"],
+        env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert worker.returncode != 0
+    assert "ALMA_WEBHOOK_URL is not set" in worker.stdout + worker.stderr
+    assert "ready." not in worker.stdout + worker.stderr
     env["ALMA_WEBHOOK_URL"] = "https://hooks.example/alma"
     served = subprocess.run([ALMA, "worker-check", "--json"], env=env, capture_output=True, text=True, timeout=60)
     assert served.returncode == 0, served.stderr

@@ -57,7 +57,7 @@ class TestPostgresStore(StoreContract):
 
 
 class TestSqliteStoreRaces(StoreRaceContract):
-    race_scale = 0.2
+    race_scale = 0.5
 
     @pytest.fixture
     def store(self, sqlite_store: SqlStore) -> SqlStore:
@@ -66,7 +66,7 @@ class TestSqliteStoreRaces(StoreRaceContract):
 
 @pytest.mark.postgres
 class TestPostgresStoreRaces(StoreRaceContract):
-    race_scale = 0.2
+    race_scale = 0.5
 
     @pytest.fixture
     def store(self, pg_store: SqlStore) -> SqlStore:

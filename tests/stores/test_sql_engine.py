@@ -84,6 +84,10 @@ def test_postgres_is_read_committed_with_a_small_pool(pg_url: str) -> None:
         with store.engine.connect() as conn:
             assert conn.exec_driver_sql("SHOW transaction_isolation").scalar() == "read committed"
             assert conn.exec_driver_sql("SHOW TimeZone").scalar() == "UTC"
+        with store.engine.connect() as conn:  # single statements run in autocommit: pinned too
+            conn.execution_options(isolation_level="AUTOCOMMIT")
+            assert conn.exec_driver_sql("SHOW transaction_isolation").scalar() == "read committed"
+            assert conn.exec_driver_sql("SHOW default_transaction_isolation").scalar() == "read committed"
         pool: Any = store.engine.pool
         assert (pool.size(), pool._max_overflow, pool._pre_ping) == (2, 2, True)
         register(store, "r1")
@@ -93,23 +97,23 @@ def test_postgres_is_read_committed_with_a_small_pool(pg_url: str) -> None:
 
 def _use_after_fork(store: SqlStore, out: Any) -> None:
     store.dispose()  # forget the parent's connections without closing them
-    routine = store.get_routine(SCOPE, "r1")
+    routine = store.get_routine(SCOPE, "forked")
     out.put(routine is not None and routine.routine_id)
 
 
 @pytest.mark.postgres
 def test_postgres_store_works_in_a_forked_child_after_dispose(pg_url: str) -> None:
     with opened(pg_url) as store:
-        register(store, "r1")
+        register(store, "forked")
         ctx = multiprocessing.get_context("fork")
         out = ctx.Queue()
         child = ctx.Process(target=_use_after_fork, args=(store, out))
         child.start()
-        assert out.get(timeout=60) == "r1"
+        assert out.get(timeout=60) == "forked"
         child.join(30)
         assert child.exitcode == 0
         # The parent's pooled connection was not closed by the child: it still works.
-        assert store.get_routine(SCOPE, "r1") is not None
+        assert store.get_routine(SCOPE, "forked") is not None
 
 
 def test_urls() -> None:
@@ -131,3 +135,31 @@ def test_open_store(sqlite_url: str) -> None:
         assert store.list_routines(SCOPE) == []
     finally:
         store.close()
+
+
+def test_sqlite_claims_a_batch_larger_than_its_variable_limit(sqlite_url: str) -> None:
+    """9,000 fires in one claim_due: row-value lists would bind > 32,766 SQLite variables; the store
+    chunks them (and the supersession of all 9,000 the next minute) within the one transaction."""
+    import sqlalchemy as sa
+
+    from alma_schedule.stores.sql.rows import routine_values
+    from alma_schedule.stores.sql.schema import routines
+    from alma_schedule.testing.builders import MINUTE, make_routine
+
+    n = 9000
+    with opened(sqlite_url) as store:
+
+        @sa.event.listens_for(store.engine, "connect")
+        def default_limit(dbapi_conn: Any, _record: Any) -> None:  # as SQLite builds by default
+            dbapi_conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 32_766)
+
+        rows = [
+            routine_values(make_routine(f"r{i:05d}", created_at=T0 - MINUTE, updated_at=T0 - MINUTE)) for i in range(n)
+        ]
+        with store.engine.begin() as conn:
+            conn.execute(sa.insert(routines), rows)
+        first = store.claim_due(T0, 10_000, fire_due_long, TIMERS)
+        assert len(first.claimed) == n
+        second = store.claim_due(T0 + MINUTE, 10_000, fire_due_long, TIMERS)
+        assert len(second.claimed) == n
+        assert len(second.skipped) == n and {(r.state, r.reason) for r in second.skipped} == {("skipped", "missed")}

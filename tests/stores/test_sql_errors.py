@@ -208,9 +208,7 @@ def test_lock_not_available_is_a_conflict(pg_url: str) -> None:
 
             def grab() -> None:
                 with engine.begin() as conn:
-                    conn.exec_driver_sql(
-                        "SELECT 1 FROM routines WHERE routine_id = 'nowait' FOR UPDATE NOWAIT"
-                    )
+                    conn.exec_driver_sql("SELECT 1 FROM routines WHERE routine_id = 'nowait' FOR UPDATE NOWAIT")
 
             _raises(StoreConflict, pg_url, grab)
     finally:
@@ -314,9 +312,7 @@ def test_a_connection_killed_inside_claim_due_leaves_nothing_half_written(pg_url
         assert [r for r in store.list_runs(SCOPE, limit=1000) if r.routine_id.startswith(prefix)] == []
         # The store recovers (the dead connection is dropped from the pool) and claims them once.
         batch = store.claim_due(T0, 100, fire_due_long, TIMERS)
-        assert sorted(r.routine_id for r in batch.claimed if r.routine_id.startswith(prefix)) == sorted(
-            before
-        )
+        assert sorted(r.routine_id for r in batch.claimed if r.routine_id.startswith(prefix)) == sorted(before)
         assert all(r.last_fire == T0 and r.next_due_at == T0 + timedelta(minutes=1) for r in mine().values())
 
 

@@ -52,9 +52,7 @@ def _captured(store: SqlStore) -> Iterator[list[tuple[str, Any]]]:
     """Every single statement touching routines or runs, as issued (text, parameters)."""
     seen: list[tuple[str, Any]] = []
 
-    def grab(
-        conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool
-    ) -> None:
+    def grab(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
         if not executemany and re.search(r"\b(routines|runs)\b", statement):
             seen.append((statement, parameters))
 
@@ -106,9 +104,7 @@ def _check(conninfo: str, seen: list[tuple[str, Any]]) -> list[str]:
         plan = _generic_plan(conninfo, statement, params)
         nodes = list(_nodes(plan))
         seq = [n for n in nodes if n["Node Type"] == "Seq Scan" and n.get("Relation Name") in TABLES]
-        assert not seq, (
-            f"sequential scan of {seq[0]['Relation Name']} in\n{statement}\n{json.dumps(plan, indent=1)}"
-        )
+        assert not seq, f"sequential scan of {seq[0]['Relation Name']} in\n{statement}\n{json.dumps(plan, indent=1)}"
         indexes = [n["Index Name"] for n in nodes if "Index Name" in n and n.get("Relation Name") in TABLES]
         if not statement.startswith("INSERT"):  # an INSERT ... SELECT FROM unnest reads no table
             assert indexes, f"no index read in\n{statement}"

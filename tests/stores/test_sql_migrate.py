@@ -59,16 +59,12 @@ def _index_ddl(url: str) -> dict[str, str]:
     try:
         with engine.connect() as conn:
             if engine.dialect.name == "postgresql":
-                rows = conn.exec_driver_sql(
-                    "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public'"
-                )
+                rows = conn.exec_driver_sql("SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public'")
             else:
                 rows = conn.exec_driver_sql(
                     "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL"
                 )
-            return {
-                name: re.sub(r"\s+", " ", ddl or "") for name, ddl in rows if name != "alembic_version_pkc"
-            }
+            return {name: re.sub(r"\s+", " ", ddl or "") for name, ddl in rows if name != "alembic_version_pkc"}
     finally:
         engine.dispose()
 
@@ -150,17 +146,13 @@ def test_postgres_migrations_wait_for_the_advisory_lock() -> None:
         thread = threading.Thread(target=lambda: (migrate_store(url), done.set()))
         thread.start()
         try:
-            waiting = holder.execute(
-                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
-            )
+            waiting = holder.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
             for _ in range(100):  # until the migrator is queued on the lock
                 row = waiting.fetchone()
                 if row and row[0]:
                     break
                 done.wait(0.05)
-                waiting = holder.execute(
-                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
-                )
+                waiting = holder.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
             assert not done.is_set()
             tables = holder.execute("SELECT count(*) FROM pg_tables WHERE tablename = 'routines'").fetchone()
             assert tables == (0,)

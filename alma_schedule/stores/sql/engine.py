@@ -26,6 +26,9 @@ from alma_schedule.stores.sql.errors import safe_url
 SQLITE_MIN = (3, 35, 0)
 SQLITE_BUSY_MS = 30_000
 READ = {"alma_read": True}
+#: Every PostgreSQL session: UTC (psycopg then returns ``datetime.UTC``-aware values, no conversion
+#: per value) and READ COMMITTED also for the statements run in autocommit mode (single CAS, reads).
+PG_SESSION = r"-c TimeZone=UTC -c default_transaction_isolation=read\ committed"
 
 
 def normalize_url(url: str | URL) -> URL:
@@ -56,9 +59,7 @@ def check_sqlite_version(version: tuple[int, ...] = sqlite3.sqlite_version_info)
     """Refuse an SQLite library without ``RETURNING`` (< 3.35)."""
     if tuple(version) < SQLITE_MIN:
         have = ".".join(str(v) for v in version)
-        raise StoreError(
-            f"SQLite {have} is too old: alma-schedule needs >= 3.35 (UPDATE/INSERT ... RETURNING)"
-        )
+        raise StoreError(f"SQLite {have} is too old: alma-schedule needs >= 3.35 (UPDATE/INSERT ... RETURNING)")
 
 
 def make_engine(url: str | URL, *, pool_size: int = 2, max_overflow: int = 2) -> Engine:
@@ -73,8 +74,7 @@ def make_engine(url: str | URL, *, pool_size: int = 2, max_overflow: int = 2) ->
         max_overflow=max_overflow,
         pool_pre_ping=True,
         pool_timeout=30,
-        # TimeZone=UTC: psycopg then returns datetime.UTC-aware values (no conversion per value).
-        connect_args={"connect_timeout": 10, "application_name": "alma-schedule", "options": "-c TimeZone=UTC"},
+        connect_args={"connect_timeout": 10, "application_name": "alma-schedule", "options": PG_SESSION},
     )
 
     @event.listens_for(engine, "connect")

@@ -59,11 +59,7 @@ def routine_pk(org: str, uid: str, routine_id: str) -> ColumnElement[bool]:
 def _unnest(name: str, columns: Sequence[tuple[str, sa.types.TypeEngine[Any]]]) -> Any:
     """PostgreSQL: ``unnest(:name_a, :name_b, ...) AS name(a, b, ...)`` over array parameters."""
     args = [sa.bindparam(f"{name}_{col}", type_=pg.ARRAY(typ)) for col, typ in columns]
-    return (
-        sa.func.unnest(*args)
-        .table_valued(*(sa.column(col, typ) for col, typ in columns))
-        .render_derived(name=name)
-    )
+    return sa.func.unnest(*args).table_valued(*(sa.column(col, typ) for col, typ in columns)).render_derived(name=name)
 
 
 def _arrays(name: str, columns: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
@@ -89,18 +85,14 @@ def insert_routine(values: Mapping[str, Any]) -> Any:
     return sa.insert(routines).values(dict(values)).returning(*routines.c)
 
 
-def update_routine(
-    org: str, uid: str, routine_id: str, values: Mapping[str, Any], *, live_only: bool = False
-) -> Any:
+def update_routine(org: str, uid: str, routine_id: str, values: Mapping[str, Any], *, live_only: bool = False) -> Any:
     where = routine_pk(org, uid, routine_id)
     if live_only:
         where = sa.and_(where, routines.c.deleted_at.is_(None))
     return sa.update(routines).where(where).values(dict(values)).returning(*routines.c)
 
 
-def list_routines(
-    org: str, uid: str, *, include_deleted: bool, limit: int, after: str | None
-) -> sa.Select[Any]:
+def list_routines(org: str, uid: str, *, include_deleted: bool, limit: int, after: str | None) -> sa.Select[Any]:
     stmt = sa.select(routines).where(routines.c.org == org, routines.c.uid == uid)
     if not include_deleted:
         stmt = stmt.where(routines.c.deleted_at.is_(None))
@@ -115,9 +107,7 @@ def iter_routines_page(
     """Keyset pagination in key order (never an OFFSET, never everything at once)."""
     stmt = sa.select(routines)
     if after is not None:
-        stmt = stmt.where(
-            sa.tuple_(routines.c.org, routines.c.uid, routines.c.routine_id) > sa.tuple_(*after)
-        )
+        stmt = stmt.where(sa.tuple_(routines.c.org, routines.c.uid, routines.c.routine_id) > sa.tuple_(*after))
     if active_only:
         stmt = stmt.where(
             routines.c.deleted_at.is_(None), routines.c.enabled.is_(True), routines.c.paused_reason.is_(None)
@@ -143,11 +133,7 @@ def insert_version(values: Mapping[str, Any]) -> Any:
 
 def select_versions(org: str, uid: str, routine_id: str) -> sa.Select[Any]:
     v = routine_versions.c
-    return (
-        sa.select(routine_versions)
-        .where(v.org == org, v.uid == uid, v.routine_id == routine_id)
-        .order_by(v.version)
-    )
+    return sa.select(routine_versions).where(v.org == org, v.uid == uid, v.routine_id == routine_id).order_by(v.version)
 
 
 def select_open_run(org: str, uid: str, routine_id: str) -> sa.Select[Any]:
@@ -232,9 +218,7 @@ def _batch_update_routines(
     stmt = (
         sa.update(routines)
         .values({**{c: b[f] for c, f in sets.items()}, **consts})
-        .where(
-            routines.c.org == b["org"], routines.c.uid == b["uid"], routines.c.routine_id == b["routine_id"]
-        )
+        .where(routines.c.org == b["org"], routines.c.uid == b["uid"], routines.c.routine_id == b["routine_id"])
     )
     if guard is not None:
         stmt = stmt.where(guard(b))
@@ -365,9 +349,7 @@ def existing_runs(dialect: str, keys: Sequence[tuple[str, str, str, str]]) -> tu
                 runs.c.run_id == k.c.run_id,
             ),
         )
-        return stmt, {
-            f"e_{c}": [key[i] for key in keys] for i, c in enumerate(("org", "uid", "routine_id", "run_id"))
-        }
+        return stmt, {f"e_{c}": [key[i] for key in keys] for i, c in enumerate(("org", "uid", "routine_id", "run_id"))}
     return sa.select(*pk).where(sa.tuple_(*pk).in_(list(keys))), {}
 
 
@@ -381,9 +363,7 @@ def _backoff_case(column: sa.Column[Any], pushes: Sequence[datetime], cap: datet
     return sa.case({i: dt(p) for i, p in enumerate(pushes)}, value=column, else_=dt(cap))
 
 
-def _take(
-    column: sa.Column[Any], state: str, now: datetime, limit: int, *, live: bool = False
-) -> sa.Select[Any]:
+def _take(column: sa.Column[Any], state: str, now: datetime, limit: int, *, live: bool = False) -> sa.Select[Any]:
     stmt = sa.select(runs.c.org, runs.c.uid, runs.c.routine_id, runs.c.run_id).where(
         runs.c.state == lit(state), column <= now
     )
@@ -410,9 +390,7 @@ def take_resends(now: datetime, limit: int, pushes: Sequence[datetime], cap: dat
     """Take ``claimed`` rows past ``resend_at`` and push ``resend_at`` back in the same statement."""
     return (
         sa.update(runs)
-        .where(
-            _pk_in(_take(runs.c.resend_at, "claimed", now, limit, live=True)), runs.c.state == lit("claimed")
-        )
+        .where(_pk_in(_take(runs.c.resend_at, "claimed", now, limit, live=True)), runs.c.state == lit("claimed"))
         .values(
             send_attempts=runs.c.send_attempts + 1,
             resend_at=_backoff_case(runs.c.send_attempts, pushes, cap),
@@ -434,9 +412,7 @@ def take_polls(now: datetime, limit: int, pushes: Sequence[datetime], cap: datet
     )
 
 
-def peek_runs(
-    column: sa.Column[Any], state: str, now: datetime, limit: int, *, live: bool = False
-) -> sa.Select[Any]:
+def peek_runs(column: sa.Column[Any], state: str, now: datetime, limit: int, *, live: bool = False) -> sa.Select[Any]:
     """Read-only: what the matching take would take (same predicate, same order)."""
     stmt = sa.select(runs).where(runs.c.state == lit(state), column <= now)
     if live:
@@ -689,9 +665,7 @@ def erase_expired(now: datetime, limit: int) -> Any:
     return sa.update(runs).where(_pk_in(due)).values(result_text=None, erase_at=None)
 
 
-def reindex_batch(
-    dialect: str, rows: Sequence[Mapping[str, Any]], tzdata_version: str | None
-) -> tuple[Any, Params]:
+def reindex_batch(dialect: str, rows: Sequence[Mapping[str, Any]], tzdata_version: str | None) -> tuple[Any, Params]:
     consts: dict[str, Any] = {}
     if tzdata_version is not None:
         consts["tzdata_version"] = tzdata_version

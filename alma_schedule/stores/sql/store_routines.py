@@ -45,9 +45,7 @@ class RoutinesMixin(SqlBase):
     def _update(self, conn: Connection, key: RKey, values: dict[str, Any]) -> Routine:
         return routine_from_row(conn.execute(q.update_routine(*key, values)).one())
 
-    def put_routine(
-        self, routine: Routine, *, now: datetime, expected_revision: str | None = None
-    ) -> Routine:
+    def put_routine(self, routine: Routine, *, now: datetime, expected_revision: str | None = None) -> Routine:
         """Register or re-register (tenant, ONE transaction): see :meth:`Store.put_routine`."""
         key = check_routine_key(routine.scope, routine.routine_id)
         check_id("kind", routine.kind)
@@ -73,8 +71,7 @@ class RoutinesMixin(SqlBase):
             current = old.config_revision if (old is not None and live) else None
             if expected_revision != current:
                 raise StoreConflict(
-                    f"routine {routine.key} is at revision {current!r}, "
-                    f"not the expected {expected_revision!r}"
+                    f"routine {routine.key} is at revision {current!r}, not the expected {expected_revision!r}"
                 )
             if old is not None and not live:
                 blocking = conn.execute(q.select_open_run(*key)).first()
@@ -133,9 +130,7 @@ class RoutinesMixin(SqlBase):
             if row.enabled == enabled:
                 return row
             if enabled:
-                new = dataclasses.replace(
-                    row, enabled=True, last_fire=now, consecutive_failures=0, next_due_at=due
-                )
+                new = dataclasses.replace(row, enabled=True, last_fire=now, consecutive_failures=0, next_due_at=due)
             else:
                 new = dataclasses.replace(row, enabled=False, next_due_at=None)
             new = _invariant(new)
@@ -169,14 +164,10 @@ class RoutinesMixin(SqlBase):
         with self._tx() as conn:
             row = self._locked_live(conn, key)
             if reason is not None and row.paused_reason is None:
-                return self._update(
-                    conn, key, {"paused_reason": reason, "next_due_at": None, "updated_at": now}
-                )
+                return self._update(conn, key, {"paused_reason": reason, "next_due_at": None, "updated_at": now})
             if reason is None and row.paused_reason is not None:
                 new = _invariant(
-                    dataclasses.replace(
-                        row, paused_reason=None, consecutive_failures=0, last_fire=now, next_due_at=due
-                    )
+                    dataclasses.replace(row, paused_reason=None, consecutive_failures=0, last_fire=now, next_due_at=due)
                 )
                 return self._update(
                     conn,
@@ -218,9 +209,7 @@ class RoutinesMixin(SqlBase):
     ) -> list[Routine]:
         check_scope(scope)
         check_text("after", after)
-        stmt = q.list_routines(
-            scope.org, scope.uid, include_deleted=include_deleted, limit=max(limit, 0), after=after
-        )
+        stmt = q.list_routines(scope.org, scope.uid, include_deleted=include_deleted, limit=max(limit, 0), after=after)
         with self._tx(read=True) as conn:
             return [routine_from_row(r) for r in conn.execute(stmt).all()]
 

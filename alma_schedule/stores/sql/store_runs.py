@@ -71,9 +71,7 @@ class RunsMixin(SqlBase):
 
     def _edge(self, key: RunKey, target: str, now: datetime, values: Mapping[str, Any]) -> ClaimResult:
         with self._tx(single=True) as conn:
-            row = conn.execute(
-                *q.cas(key, sorted(EDGES[target]), {"state": target, "state_at": now, **values})
-            ).first()
+            row = conn.execute(*q.cas(key, sorted(EDGES[target]), {"state": target, "state_at": now, **values})).first()
             if row is not None:
                 return ClaimResult(True, run_from_row(row), "won")
             return self._lost(conn, key)
@@ -262,9 +260,7 @@ class RunsMixin(SqlBase):
 
     # ------------------------------------------------------------------ money
 
-    def reserve(
-        self, key: RunKey, day: str, amount_micros: int, ceilings: Sequence[Ceiling]
-    ) -> ReserveResult:
+    def reserve(self, key: RunKey, day: str, amount_micros: int, ceilings: Sequence[Ceiling]) -> ReserveResult:
         """ONE transaction: a conditional upsert per ceiling (in key order), then the run row; any
         ceiling that would be exceeded rolls everything back (``ok=False`` names the first, in the
         order given)."""
@@ -286,9 +282,7 @@ class RunsMixin(SqlBase):
                 for ceiling in sorted(keys):
                     fits = (
                         amount <= limits[ceiling]
-                        and conn.execute(
-                            q.reserve_upsert(self.dialect, ceiling, day, amount, limits[ceiling])
-                        ).first()
+                        and conn.execute(q.reserve_upsert(self.dialect, ceiling, day, amount, limits[ceiling])).first()
                     )
                     if not fits:
                         exceeded.add(ceiling)
@@ -346,11 +340,7 @@ class RunsMixin(SqlBase):
         if state is not None and state not in ALL_STATES:
             raise InvalidInput(f"unknown run state {state!r}")
         since = check_utc("since", since, optional=True)
-        edge = (
-            None
-            if before is None
-            else (require_utc("before", before[0]), check_text("before", before[1]) or "")
-        )
+        edge = None if before is None else (require_utc("before", before[0]), check_text("before", before[1]) or "")
         stmt = q.list_runs(
             scope.org,
             scope.uid,

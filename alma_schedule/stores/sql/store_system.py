@@ -93,8 +93,9 @@ class SystemMixin(SqlBase):
             keys = [tuple(r) for r in conn.execute(q.purge_candidates(max(limit, 0), lock=True)).all()]
             if not keys:
                 return 0
-            for table in (runs, routine_versions, routines):
-                conn.execute(q.delete_of(table, keys))  # type: ignore[arg-type]
+            for i in range(0, len(keys), 2000):  # SQLite binds each value: stay under its limit
+                for table in (runs, routine_versions, routines):
+                    conn.execute(q.delete_of(table, keys[i : i + 2000]))  # type: ignore[arg-type]
             return len(keys)
 
     def erase_results(self, scope: Scope) -> int:
@@ -124,9 +125,7 @@ class SystemMixin(SqlBase):
         after: RKey | None = None
         while True:
             with self._tx() as conn:
-                page = [
-                    routine_from_row(r) for r in conn.execute(q.iter_routines_page(after, size, lock=True)).all()
-                ]
+                page = [routine_from_row(r) for r in conn.execute(q.iter_routines_page(after, size, lock=True)).all()]
                 updates = []
                 for row in page:
                     if row.inactive_reason is not None:

@@ -40,7 +40,7 @@ from alma_schedule.contracts import (
     RunRecord,
     Scope,
 )
-from alma_schedule.errors import InvalidInput
+from alma_schedule.errors import InvalidInput, StoreConflict
 from alma_schedule.ids import check_id
 from alma_schedule.settings import Timers
 from alma_schedule.stores.sql import queries as q
@@ -50,6 +50,7 @@ from alma_schedule.stores.sql.store_base import RKey, SqlBase
 from alma_schedule.stores.validation import check_routine_key, check_utc, require_utc
 
 Decision = Fire | NotDue | Defer
+SQLITE_CHUNK = 2000
 
 
 def _utc(name: str, value: Any, *, optional: bool = False) -> Any:
@@ -104,9 +105,7 @@ def _by_fire(rec: RunRecord) -> tuple[Any, ...]:
 
 
 class TickMixin(SqlBase):
-    def claim_due(
-        self, now: datetime, limit: int, decide: Callable[[Routine], Any], timers: Timers
-    ) -> ClaimBatch:
+    def claim_due(self, now: datetime, limit: int, decide: Callable[[Routine], Any], timers: Timers) -> ClaimBatch:
         """System, ONE transaction, a constant number of statements (see the module docstring)."""
         now = require_utc("now", now)
         d = self.dialect
@@ -160,13 +159,15 @@ class TickMixin(SqlBase):
     ) -> tuple[list[RunRecord], list[RunRecord]]:
         d = self.dialect
         keys4 = [(r.org, r.uid, r.routine_id, f.run_id) for r, f in fires]
-        stmt, params = q.existing_runs(d, keys4)
-        existing = {tuple(row) for row in conn.execute(stmt, params).all()}
+        existing: set[tuple[Any, ...]] = set()
+        for chunk in self._chunks(keys4):
+            stmt, params = q.existing_runs(d, chunk)
+            existing.update(tuple(row) for row in conn.execute(stmt, params).all())
         fresh = [(r, f) for (r, f), k in zip(fires, keys4, strict=True) if k not in existing]
         superseded: dict[RKey, RunRecord] = {}
         claims = [(r.org, r.uid, r.routine_id) for r, f in fresh if not f.missed]
-        if claims:
-            stmt, params = q.supersede(d, claims, now)
+        for chunk in self._chunks(claims):
+            stmt, params = q.supersede(d, chunk, now)
             for row in conn.execute(stmt, params).all():
                 rec = run_from_row(row)
                 superseded[(rec.org, rec.uid, rec.routine_id)] = rec
@@ -205,9 +206,18 @@ class TickMixin(SqlBase):
             gone = superseded.get((r.org, r.uid, r.routine_id))
             if gone is not None:
                 skipped.append(gone)
-            rec = inserted[(r.org, r.uid, r.routine_id, f.run_id)]
-            (claimed if rec.state == "claimed" else skipped).append(rec)
+            made = inserted.get((r.org, r.uid, r.routine_id, f.run_id))
+            if made is None:  # cannot happen while run inserts lock their routine first: roll back
+                raise StoreConflict(f"fire {r.key}/{f.run_id} could not be recorded; nothing was claimed")
+            (claimed if made.state == "claimed" else skipped).append(made)
         return claimed, skipped
+
+    def _chunks(self, items: list[Any]) -> list[list[Any]]:
+        """PostgreSQL binds arrays (one statement whatever the size); SQLite binds each value, under
+        its 32,766-variable limit: row-value lists go in chunks of 2,000 rows."""
+        if self.dialect == "postgresql" or len(items) <= SQLITE_CHUNK:
+            return [items] if items else []
+        return [items[i : i + SQLITE_CHUNK] for i in range(0, len(items), SQLITE_CHUNK)]
 
     def claim_manual(
         self,
@@ -287,12 +297,9 @@ class TickMixin(SqlBase):
         n = max(limit, 0)
         with self._tx(read=True) as conn:
             resend = [
-                run_from_row(r)
-                for r in conn.execute(q.peek_runs(runs.c.resend_at, "claimed", now, n, live=True)).all()
+                run_from_row(r) for r in conn.execute(q.peek_runs(runs.c.resend_at, "claimed", now, n, live=True)).all()
             ]
-            expired = [
-                run_from_row(r) for r in conn.execute(q.peek_runs(runs.c.expires_at, "claimed", now, n)).all()
-            ]
+            expired = [run_from_row(r) for r in conn.execute(q.peek_runs(runs.c.expires_at, "claimed", now, n)).all()]
         return Resends(tuple(resend), tuple(expired))
 
     def peek_polls(self, now: datetime, limit: int) -> list[RunRecord]:
