@@ -46,7 +46,7 @@ class Secret:
     __str__ = __repr__
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Secret) and hmac.compare_digest(self._value, other._value)
+        return isinstance(other, Secret) and hmac.compare_digest(self._value.encode(), other._value.encode())
 
     def __hash__(self) -> int:
         return hash(("Secret", len(self._value)))

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import signal
 import statistics
@@ -45,7 +46,7 @@ from alma_schedule.settings import Settings
 from alma_schedule.tasks import CeleryDispatcher
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from store_load import ROUTINE_COLS, copy, routine_rows, scratch_database  # noqa: E402
+from store_load import ROUTINE_COLS, copy, routine_rows, scratch_database
 
 REDIS_BASE = os.environ.get("ALMA_BENCH_REDIS", "redis://127.0.0.1:6379")
 CELERY = str(Path(sys.executable).parent / "celery")
@@ -95,7 +96,7 @@ def records(n: int) -> list[RunRecord]:
             org=f"org-{i % 100}", uid="user-1", routine_id=f"routine-{i:07d}", run_id="2026-01-01T00:00:00Z",
             state="claimed", origin="schedule", config_revision="rev-1", fire_at=now, claimed_at=now,
             state_at=now, expires_at=now + timedelta(seconds=300 + i % 60),
-        )  # fmt: skip
+        )
         for i in range(n)
     ]
 
@@ -154,7 +155,10 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 def part_end_to_end(routines: int, due: int, batch_size: int, tmp: Path) -> None:
     with redis_db() as (url, r), scratch_database() as (db_url, conninfo):
         now = datetime.now(UTC)
-        rows = (row[:3] + ("trivial",) + row[4:] for row in routine_rows(routines, due, now))
+        # hourly routines registered a day ago: the due ones fire exactly at ``now`` and their run
+        # messages expire an hour later (nothing expires while the backlog drains)
+        hourly = json.dumps({"every": 3600})
+        rows = ((*row[:3], "trivial", hourly, *row[5:]) for row in routine_rows(routines, due, now))
         t0 = time.perf_counter()
         copy(conninfo, "routines", ROUTINE_COLS, rows)
         print(f"  loaded {routines} routines in {time.perf_counter() - t0:.1f}s ({due} due)")
@@ -188,11 +192,17 @@ def part_end_to_end(routines: int, due: int, batch_size: int, tmp: Path) -> None
             report = app.AsyncResult(task_id).get(timeout=600)
             tick_done = time.perf_counter() - t_send
             with psycopg.connect(conninfo, autocommit=True) as conn:
+                progress = (-1, time.perf_counter())
                 while True:
                     started, last = conn.execute(
                         "SELECT count(*), max(started_at) FROM runs WHERE started_at IS NOT NULL"
                     ).fetchone()  # type: ignore[misc]
-                    if started >= report["claimed"] or time.perf_counter() - t_send > 900:
+                    if started >= report["claimed"]:
+                        break
+                    if started != progress[0]:
+                        progress = (started, time.perf_counter())
+                    elif time.perf_counter() - progress[1] > 10 and r.llen("alma.run") == 0:
+                        print("  (no progress for 10 s with an empty run queue: stopping)")
                         break
                     time.sleep(0.2)
                 states = dict(conn.execute("SELECT state, count(*) FROM runs GROUP BY state").fetchall())
@@ -210,6 +220,7 @@ def part_end_to_end(routines: int, due: int, batch_size: int, tmp: Path) -> None
 
 
 def main() -> None:
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--part", choices=("all", "dispatch", "e2e"), default="all")
     parser.add_argument("--sizes", default="1000,10000")
