@@ -17,7 +17,9 @@ The tree::
     ├── DispatchError                      a message could not be sent to the broker
     └── RunnerError                        a runner or provider failed (closed reason code attached)
         ├── ProviderError                  the provider said no or failed (reason: provider_*)
-        └── SinkError                      the sink failed (reason: sink_error)
+        ├── SinkError                      the sink failed (reason: sink_error)
+        └── OutcomeUncertain               the provider accepted, recording that failed: the engine
+                                           leaves the run non-terminal (reservation held) for `record`
 
 Messages are for humans and never contain secrets or raw provider/sink text for the ledger:
 the ledger only ever stores closed reason codes (see :mod:`alma_schedule.contracts`).
@@ -113,3 +115,14 @@ class SinkError(RunnerError):
 
     def __init__(self, message: str, *, reason: str = "sink_error") -> None:
         super().__init__(message, reason=reason)
+
+
+class OutcomeUncertain(RunnerError):
+    """The provider ACCEPTED the request (it may charge; a batch may be running) but the runner could
+    not persist that (e.g. the store failed right after the call), raised ``from`` that failure.
+
+    The engine does not finish such a run: it stays ``running`` (or whatever the store last
+    recorded) with its whole reservation held, visible in ``runs stuck`` and the tick's ``blocked``,
+    until the operator ``record``s it. Nothing retries it (guarantee 1: a fire lost after
+    ``running`` is never re-run).
+    """

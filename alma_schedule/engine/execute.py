@@ -6,11 +6,19 @@
   does nothing; a paused / disabled / deleted routine ends ``skipped``), then the runner, then
   ``finish`` (terminal state, streak and money in one store transaction). A runner that raises
   ends ``failed(runner_error)`` with its exception class in ``error_class`` and its message only
-  in the log; a kind no runner serves ends ``failed(unknown_kind)``.
+  in the log; a kind no runner serves ends ``failed(unknown_kind)``. A runner that raises
+  :class:`~alma_schedule.errors.OutcomeUncertain` (the provider accepted, recording it failed) is NOT
+  finished: the run stays ``running`` (or what the store last recorded) with its reservation held,
+  for the operator's ``record``; nothing retries it (the start CAS already lost for every resend).
 * :func:`collect`: only while ``submitted`` (a collect never claims and never submits). Past its
   deadline -> ``timed_out(deadline_passed)``; otherwise ``runner.collect``; ``RunResult.submitted()``
-  means "still pending" (or "I lost the collecting CAS") and writes nothing. A run whose routine
-  changed revision can never end ``completed``: the engine records ``failed(config_revision_changed)``.
+  means "still pending" (or "I lost the collecting CAS") and writes nothing, as does
+  ``OutcomeUncertain`` (a later tick polls again). A run whose routine changed revision can never
+  end ``completed``: the engine records ``failed(config_revision_changed)``.
+* Every finish is narrowed to the state the caller OWNS (``from_states``): execute finishes from
+  ``running`` (or ``submitted`` when its runner's submit won), collect from ``submitted`` unless its
+  handle won ``submitted -> collecting``, then only from ``collecting``. A collector that lost the
+  collecting CAS therefore never ends a run the winner is delivering.
 * :func:`record`: the operator's CAS from any non-terminal state to a terminal one; never resends.
 """
 
@@ -28,7 +36,7 @@ from alma_schedule.contracts import (
     RunResult,
     Scope,
 )
-from alma_schedule.errors import InvalidInput, NotFound
+from alma_schedule.errors import InvalidInput, NotFound, OutcomeUncertain, StoreError
 from alma_schedule.ids import check_id, check_scope
 
 from .handle import StoreRunHandle
@@ -58,8 +66,11 @@ def _checked(result: object, *, allowed: frozenset[str]) -> RunResult:
     return result
 
 
-def _finish(rt: Runtime, key: RunKey, result: RunResult, now: datetime) -> RunRecord:
-    res = rt.store.finish(key, result, now=now, timers=rt.timers)
+def _finish(rt: Runtime, key: RunKey, result: RunResult, now: datetime, owned: str | None) -> RunRecord:
+    """Finish from the state the caller owns (``owned``; None for a collector that owns nothing yet:
+    then only from ``submitted``, the state it read)."""
+    from_states = {owned or "submitted"}
+    res = rt.store.finish(key, result, now=now, timers=rt.timers, from_states=from_states)
     if res.record is None:
         raise NotFound(f"run {key} does not exist")
     if not res.won:
@@ -70,6 +81,22 @@ def _finish(rt: Runtime, key: RunKey, result: RunResult, now: datetime) -> RunRe
 def _runner_failure(key: RunKey, exc: Exception, what: str) -> RunResult:
     log.error("runner %s of %s raised %s", what, key, type(exc).__name__, exc_info=exc)
     return RunResult.failed("runner_error", error_class=type(exc).__name__)
+
+
+def _uncertain(key: RunKey, handle: StoreRunHandle, exc: OutcomeUncertain, what: str) -> RunRecord:
+    """Leave the run as the store has it (no finish: its reservation stays held) and return it."""
+    log.error(
+        "runner %s of %s: outcome uncertain (%s, from %s); the run is left for the operator's record",
+        what,
+        key,
+        exc,
+        type(exc.__cause__).__name__ if exc.__cause__ is not None else "-",
+        exc_info=exc,
+    )
+    try:
+        return handle.result()
+    except StoreError:  # the store may still be away: the last record this handle saw
+        return handle.record
 
 
 def _later(rt: Runtime, start: datetime, given: datetime | None) -> datetime:
@@ -98,15 +125,17 @@ def execute(rt: Runtime, key: RunKey, now: datetime | None = None) -> RunRecord:
     record = started.record
     routine = rt.store.get_routine(key.scope, key.routine_id, include_deleted=True)
     if routine is None:  # purged under us: cannot happen while the run is non-terminal, but never hang
-        return _finish(rt, key, RunResult.failed("unknown_kind", error_class="RoutineGone"), at)
+        return _finish(rt, key, RunResult.failed("unknown_kind", error_class="RoutineGone"), at, "running")
     try:
         runner = rt.resolve(routine)
     except UnknownKind as exc:
         log.error("run %s: %s", key, exc, exc_info=exc.__cause__)
-        return _finish(rt, key, RunResult.failed("unknown_kind", error_class=exc.cause), at)
-    handle = StoreRunHandle(rt, record, routine, at)
+        return _finish(rt, key, RunResult.failed("unknown_kind", error_class=exc.cause), at, "running")
+    handle = StoreRunHandle(rt, record, routine, at, owned="running")
     try:
         result = _checked(runner.run(routine, handle), allowed=_RUNNER_OUTCOMES)
+    except OutcomeUncertain as exc:
+        return _uncertain(key, handle, exc, "run")
     except Exception as exc:
         result = _runner_failure(key, exc, "run")
     if result.outcome == "submitted":
@@ -115,7 +144,7 @@ def execute(rt: Runtime, key: RunKey, now: datetime | None = None) -> RunRecord:
             return current
         log.error("run %s: the runner answered submitted without submitting", key)
         result = RunResult.failed("runner_error", error_class="NotSubmitted")
-    return _finish(rt, key, result, _later(rt, at, now))
+    return _finish(rt, key, result, _later(rt, at, now), handle.owned_state)
 
 
 def collect(rt: Runtime, key: RunKey, now: datetime | None = None) -> RunRecord:
@@ -127,22 +156,25 @@ def collect(rt: Runtime, key: RunKey, now: datetime | None = None) -> RunRecord:
     if record.state != "submitted":
         return record
     if record.deadline is not None and at > record.deadline:
-        return _finish(rt, key, RunResult.timed_out("deadline_passed"), at)
+        return _finish(rt, key, RunResult.timed_out("deadline_passed"), at, None)
     routine = rt.store.get_routine(key.scope, key.routine_id, include_deleted=True)
     if routine is None:
-        return _finish(rt, key, RunResult.failed("config_revision_changed", error_class="RoutineGone"), at)
+        gone = RunResult.failed("config_revision_changed", error_class="RoutineGone")
+        return _finish(rt, key, gone, at, None)
     try:
         runner = rt.resolve(routine)
     except UnknownKind as exc:
         log.error("collect %s: %s", key, exc, exc_info=exc.__cause__)
-        return _finish(rt, key, RunResult.failed("unknown_kind", error_class=exc.cause), at)
+        return _finish(rt, key, RunResult.failed("unknown_kind", error_class=exc.cause), at, None)
     collector = getattr(runner, "collect", None)
     if collector is None:
         log.error("collect %s: the runner of kind %r cannot collect", key, routine.kind)
-        return _finish(rt, key, RunResult.failed("runner_error", error_class="NoCollect"), at)
+        return _finish(rt, key, RunResult.failed("runner_error", error_class="NoCollect"), at, None)
     handle = StoreRunHandle(rt, record, routine, at)
     try:
         result = _checked(collector(routine, handle), allowed=_RUNNER_OUTCOMES - {"refused"} | {"timed_out"})
+    except OutcomeUncertain as exc:
+        return _uncertain(key, handle, exc, "collect")
     except Exception as exc:
         result = _runner_failure(key, exc, "collect")
     if result.outcome == "submitted":
@@ -154,7 +186,7 @@ def collect(rt: Runtime, key: RunKey, now: datetime | None = None) -> RunRecord:
         # A runner with nothing to deliver may skip the CAS; take it here so one caller finishes.
         if not handle.begin_collecting():
             return handle.result()
-    return _finish(rt, key, result, _later(rt, at, now))
+    return _finish(rt, key, result, _later(rt, at, now), handle.owned_state)
 
 
 def record(

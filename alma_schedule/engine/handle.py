@@ -31,16 +31,30 @@ class StoreRunHandle:
     ``config_changed`` is True when the run was claimed under another ``config_revision`` than the
     routine's current one (or the routine is gone): a collecting runner then repairs cost and
     returns ``failed(config_revision_changed)`` without delivering.
+
+    ``owned_state`` is the state THIS handle's caller owns: ``owned`` at construction (``running``
+    for execute, which won ``start``; None for a collect, which only read ``submitted``), then the
+    target of every CAS this handle won (``submit``, ``begin_collecting``). The engine finishes only
+    from it, so a caller that lost a CAS can never end a run another one owns.
     """
 
-    __slots__ = ("_key", "_now", "_record", "_routine", "_rt")
+    __slots__ = ("_key", "_now", "_owned", "_record", "_routine", "_rt")
 
-    def __init__(self, runtime: Runtime, record: RunRecord, routine: Routine | None, now: datetime) -> None:
+    def __init__(
+        self,
+        runtime: Runtime,
+        record: RunRecord,
+        routine: Routine | None,
+        now: datetime,
+        *,
+        owned: str | None = None,
+    ) -> None:
         self._rt = runtime
         self._key = record.key
         self._record = record
         self._routine = routine
         self._now = now
+        self._owned = owned
 
     @property
     def key(self) -> RunKey:
@@ -59,6 +73,11 @@ class StoreRunHandle:
     def record(self) -> RunRecord:
         """The run row as the engine last saw it (call :meth:`result` to re-read)."""
         return self._record
+
+    @property
+    def owned_state(self) -> str | None:
+        """The state this handle's caller owns (see the class doc); None when it owns none."""
+        return self._owned
 
     @property
     def config_changed(self) -> bool:
@@ -105,6 +124,8 @@ class StoreRunHandle:
         )
         if res.record is not None:
             self._record = res.record
+        if res.won:
+            self._owned = "submitted"
         return res
 
     def begin_collecting(self) -> bool:
@@ -112,6 +133,8 @@ class StoreRunHandle:
         res = self._rt.store.begin_collecting(self._key, now=self._now)
         if res.record is not None:
             self._record = res.record
+        if res.won:
+            self._owned = "collecting"
         return res.won
 
     def annotate(self, **values: Any) -> RunRecord:

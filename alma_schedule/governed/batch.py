@@ -5,13 +5,17 @@ against every ceiling), the request built lazily with ``custom_id = governed_key
 ``provider.submit``, then ``running -> submitted`` with the batch id, a mandatory deadline and the
 first ``next_poll_at``. A submission error ends ``failed(provider_*)``; a process that dies between
 the provider's answer and the ``submitted`` write leaves the row ``running`` (the operator finds the
-batch by its custom id). Nothing ever submits anew.
+batch by its custom id), and so does a store that fails that write: the runner raises
+:class:`~alma_schedule.errors.OutcomeUncertain` and the engine does not finish the run (its bound
+stays reserved). A failure to record the receipt's cost after ``submitted`` only loses the
+estimate: collect repairs the cost. Nothing ever submits anew.
 
 ``collect`` (the engine found the row ``submitted`` and before its deadline; past it the engine
 finishes ``timed_out(deadline_passed)``) polls once:
 
 * the recorded cost is REPAIRED whenever the provider reports another one (an ``annotate``, which
-  never touches a terminal row), caps crossed merged and alerted once;
+  never touches a terminal row), caps crossed merged and alerted once; a store that fails the
+  repair raises ``OutcomeUncertain``: nothing is finished, a later tick polls again;
 * a routine whose ``config_revision`` changed since the claim ends ``failed(config_revision_changed)``
   after the repair, without delivering (its sink may have been replaced);
 * ``pending`` (or a transient poll error) writes nothing more: a later tick polls again;
@@ -29,7 +33,7 @@ from datetime import timedelta
 from typing import Any
 
 from alma_schedule.contracts import Reason, Routine, RunHandle, RunRecord, RunResult
-from alma_schedule.errors import ConfigurationError, ProviderError
+from alma_schedule.errors import ConfigurationError, OutcomeUncertain, ProviderError
 from alma_schedule.governed.base import GovernedRunner, PromptBuilder
 from alma_schedule.governed.delivery import (
     BackgroundErrorHook,
@@ -117,9 +121,16 @@ class GovernedBatchRunner(GovernedRunner):
             )
             return RunResult.failed(Reason.PROVIDER_ERROR.value, plan.bound_micros or 0, "InvalidReceipt")
         first_poll = None if self.poll_first is None else handle.now + self.poll_first
-        res = handle.submit(receipt.batch_id, handle.now + self.submission_deadline, next_poll_at=first_poll)
+        try:
+            res = handle.submit(receipt.batch_id, handle.now + self.submission_deadline, next_poll_at=first_poll)
+        except Exception as exc:  # the batch is out: never finish (and release) it as a failure
+            self.hooks.background_error(exc, handle.key, "recording the submission")
+            raise OutcomeUncertain(f"run {handle.key}: batch submitted but not recorded") from exc
         if res.won and receipt.cost_micros:
-            record_cost(handle, plan, receipt.cost_micros, self.hooks)
+            try:
+                record_cost(handle, plan, receipt.cost_micros, self.hooks)
+            except Exception as exc:  # the row is submitted: collect repairs the cost
+                self.hooks.background_error(exc, handle.key, "recording the submission cost")
         return RunResult.submitted()
 
     # ------------------------------------------------------------------ collect: poll, repair, deliver once
@@ -133,7 +144,11 @@ class GovernedBatchRunner(GovernedRunner):
             return RunResult.failed(Reason.RUNNER_ERROR.value, None, "NoBatchId")
         status = self._poll(record.batch_id, handle)
         if status is not None:
-            record = self._repair(routine, handle, record, status)
+            try:
+                record = self._repair(routine, handle, record, status)
+            except Exception as exc:  # nothing finished: the run stays submitted, polled again
+                self.hooks.background_error(exc, handle.key, "recording the polled cost")
+                raise OutcomeUncertain(f"run {handle.key}: polled cost not recorded") from exc
         if handle.config_changed:
             log.info("collect %s: the routine's configuration changed: not delivered", handle.key)
             return RunResult.failed(Reason.CONFIG_REVISION_CHANGED.value, record.cost_micros)

@@ -15,8 +15,10 @@ The engine has already won ``claimed -> running``. Each step is persisted before
    written, the row re-read, duplicate text suppressed, the sink attempted ONCE.
 
 A process that dies after step 3 leaves the row ``running`` for reconciliation (``runs stuck``,
-``runs record``); nothing retries it. A run handed to the runner again with effects already recorded
-(a replay) makes no call, charge or delivery.
+``runs record``); nothing retries it. So does a store that fails to record the receipt (step 4):
+the runner raises :class:`~alma_schedule.errors.OutcomeUncertain` and the engine leaves the row
+``running`` with the whole bound still reserved (the provider may have charged). A run handed to
+the runner again with effects already recorded (a replay) makes no call, charge or delivery.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from datetime import timedelta
 from typing import Any
 
 from alma_schedule.contracts import Reason, Routine, RunHandle, RunResult
-from alma_schedule.errors import ConfigurationError
+from alma_schedule.errors import ConfigurationError, OutcomeUncertain
 from alma_schedule.governed.base import GovernedRunner, PromptBuilder
 from alma_schedule.governed.delivery import (
     BackgroundErrorHook,
@@ -86,14 +88,18 @@ class GovernedConversationRunner(GovernedRunner):
         if receipt.status in ("not_admitted", "routing_unavailable"):
             log.info("run %s refused by the provider: %s", handle.key, receipt.status)
             return RunResult.refused(receipt.status)
-        record = record_cost(
-            handle,
-            plan,
-            receipt.cost_micros,
-            self.hooks,
-            session_id=receipt.session_id,
-            turn_id=receipt.turn_id,
-        )
+        try:
+            record = record_cost(
+                handle,
+                plan,
+                receipt.cost_micros,
+                self.hooks,
+                session_id=receipt.session_id,
+                turn_id=receipt.turn_id,
+            )
+        except Exception as exc:  # the provider answered (and may have charged): never finish at 0
+            self.hooks.background_error(exc, handle.key, "recording the receipt")
+            raise OutcomeUncertain(f"run {handle.key}: the provider answered but its receipt was not recorded") from exc
         if receipt.status == "error":
             log.warning("run %s: the provider answered error (%s)", handle.key, receipt.reason)
             return RunResult.failed(Reason.PROVIDER_ERROR.value, record.cost_micros, "ProviderErrorReceipt")

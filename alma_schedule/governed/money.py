@@ -18,8 +18,9 @@ All amounts are integer micro-USD. Pure functions and frozen data: nothing here 
   whose prompt alone could exceed a block cap is refused (``cap_exceeded``) before the call.
   The input bound counts one token per prompt byte (a byte-level tokenizer never makes more
   tokens than bytes) plus :data:`FRAMING_TOKENS`.
-* **Ceilings** (``routine:org/uid/id``, ``org:org``) need a hard bound: without one, registration
-  is refused. A WARN cap is no bound: crossing it is recorded (``caps_crossed``) and the run goes on.
+* **Ceilings** (per routine and per org; fixed-length hashed keys, see
+  :class:`~alma_schedule.contracts.Ceiling`) need a hard bound: without one, registration is
+  refused. A WARN cap is no bound: crossing it is recorded (``caps_crossed``) and the run goes on.
 """
 
 from __future__ import annotations
@@ -242,13 +243,14 @@ def goal_text(definition: Mapping[str, Any]) -> str:
 
 
 def ceilings_for(key: RoutineKey, host: HostCaps, budget: Budget) -> tuple[Ceiling, ...]:
-    """The daily ceilings a run of ``key`` falls under (routine: the narrower of host and budget)."""
+    """The daily ceilings a run of ``key`` falls under (routine: the narrower of host and budget),
+    keyed by :meth:`Ceiling.routine_key` / :meth:`Ceiling.org_key` (fixed length whatever the ids)."""
     limits = [v for v in (host.routine_daily_micros, budget.daily_micros) if v]
     out: list[Ceiling] = []
     if limits:
-        out.append(Ceiling(f"routine:{key.org}/{key.uid}/{key.routine_id}", min(limits)))
+        out.append(Ceiling(Ceiling.routine_key(key.org, key.uid, key.routine_id), min(limits)))
     if host.org_daily_micros:
-        out.append(Ceiling(f"org:{key.org}", host.org_daily_micros))
+        out.append(Ceiling(Ceiling.org_key(key.org), host.org_daily_micros))
     return tuple(out)
 
 

@@ -19,7 +19,7 @@ Conventions (all backends, checked by the contract suite in :mod:`alma_schedule.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol, runtime_checkable
 
@@ -177,7 +177,15 @@ class Store(Protocol):
         :class:`InvalidInput` for other fields; a terminal run is left unchanged and returned."""
         ...
 
-    def finish(self, key: RunKey, result: RunResult, *, now: datetime, timers: Timers) -> ClaimResult:
+    def finish(
+        self,
+        key: RunKey,
+        result: RunResult,
+        *,
+        now: datetime,
+        timers: Timers,
+        from_states: Collection[str] | None = None,
+    ) -> ClaimResult:
         """The terminal CAS along :data:`EDGES`, in ONE transaction with: the failure streak
         (``failed``/``timed_out`` +1 except ``failed(config_revision_changed)``; ``completed`` resets
         except ``completed(sent)``; others untouched), the auto-pause latch at
@@ -185,7 +193,14 @@ class Store(Protocol):
         ``next_due_at`` NULL), and the money settlement (spend rows moved from reserved to
         ``result.cost_micros`` or the recorded cost; the run's reservation cleared), and
         ``erase_at = now + timers.result_retention`` when result text is kept (and no ``erase_at``
-        was annotated). :class:`InvalidInput` for a non-terminal outcome or an unknown reason code."""
+        was annotated). :class:`InvalidInput` for a non-terminal outcome or an unknown reason code.
+
+        ``from_states`` NARROWS the states the run may be finished from (None = every source of
+        ``EDGES[result.outcome]``; never widens them): a caller finishes only from the state it owns
+        (a collector that did not win ``begin_collecting`` passes ``{"submitted"}``). A row in any
+        other state is a loser (``won=False``, ``duplicate``, the current record): nothing changes,
+        neither the row, nor the streak, nor the money. :class:`InvalidInput` for a bare str or a
+        state that is not non-terminal."""
         ...
 
     def record(

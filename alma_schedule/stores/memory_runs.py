@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -32,6 +32,7 @@ from alma_schedule.errors import InvalidInput, NotFound, StoreConflict
 from alma_schedule.ids import check_id
 from alma_schedule.settings import Timers
 from alma_schedule.stores.validation import (
+    check_from_states,
     check_micros,
     check_reason,
     check_routine_key,
@@ -267,19 +268,28 @@ class RunsMixin:
             self._put_run(new)
             return new
 
-    def finish(self, key: RunKey, result: RunResult, *, now: datetime, timers: Timers) -> ClaimResult:
+    def finish(
+        self,
+        key: RunKey,
+        result: RunResult,
+        *,
+        now: datetime,
+        timers: Timers,
+        from_states: Collection[str] | None = None,
+    ) -> ClaimResult:
         rk, run_id = _check_key(key)
         now = require_utc("now", now)
         if result.outcome not in TERMINAL:
             raise InvalidInput(f"finish needs a terminal outcome, not {result.outcome!r}")
         check_reason("reason", result.reason)
+        allowed = check_from_states(result.outcome, from_states)
         cost = None if result.cost_micros is None else check_micros("cost_micros", result.cost_micros)
         error_class = check_text("error_class", result.error_class)
         with self._lock:
             rec = self._find(rk, run_id)
             if rec is None:
                 return ClaimResult(False, None, "not_found")
-            if rec.state not in EDGES[result.outcome]:
+            if rec.state not in allowed:
                 return ClaimResult(False, rec, "duplicate")
             cost = rec.cost_micros if cost is None else cost
             erase_at = rec.erase_at

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from alma_schedule.contracts import REASONS, Scope
+from alma_schedule.contracts import EDGES, NON_TERMINAL, REASONS, Scope
 from alma_schedule.errors import InvalidInput
 from alma_schedule.ids import check_id, check_scope
 
@@ -28,6 +28,7 @@ MAX_JSON_DEPTH = 64
 
 __all__ = [
     "MAX_JSON_DEPTH",
+    "check_from_states",
     "check_id",
     "check_json",
     "check_micros",
@@ -96,6 +97,21 @@ def check_reason(name: str, value: object, *, optional: bool = True) -> str | No
     if not isinstance(value, str) or value not in REASONS:
         raise InvalidInput(f"{name} {value!r} is not a known reason code")
     return value
+
+
+def check_from_states(outcome: str, from_states: Collection[str] | None) -> frozenset[str]:
+    """The states ``finish(outcome)`` may leave: :data:`EDGES` of ``outcome``, narrowed to
+    ``from_states`` when given (never widened). A bare str or an unknown / terminal state is refused."""
+    allowed = EDGES[outcome]
+    if from_states is None:
+        return allowed
+    if isinstance(from_states, str) or not isinstance(from_states, Collection):
+        raise InvalidInput("from_states must be a collection of run states (not a single str)")
+    states = frozenset(from_states)
+    unknown = sorted(repr(s) for s in states if not isinstance(s, str) or s not in NON_TERMINAL)
+    if unknown:
+        raise InvalidInput(f"from_states holds states a run cannot be finished from: {', '.join(unknown)}")
+    return allowed & states
 
 
 def _walk(name: str, value: Any, depth: int) -> None:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from alma_schedule.contracts import Ceiling, RunRecord, RunResult
+import pytest
+
+from alma_schedule.contracts import Ceiling, RunRecord, RunResult, Scope
+from alma_schedule.errors import InvalidInput
+from alma_schedule.ids import MAX_ID_LENGTH
 from alma_schedule.stores.base import Store
-from alma_schedule.testing.builders import DAY, HOUR, SCOPE, T0, TIMERS, run_in
+from alma_schedule.testing.builders import DAY, HOUR, SCOPE, T0, TIMERS, register, run_in, running
 
 ROUTINE = "routine:org-a/user-1/r1"
 ORG = "org:org-a"
@@ -88,3 +92,25 @@ class MoneyContract:
         store.annotate(rec2.key, {"cost_micros": 25})
         store.record(SCOPE, "r2", rec2.run_id, "completed", "reconciled", now=T0 + HOUR)
         assert store.spend(ORG, DAY) == 25
+
+    def test_ceiling_keys_of_max_length_ids(self, store: Store) -> None:
+        """Ids of 200 characters each (multi-byte, a slash in the routine id): the ceiling keys built
+        by :class:`Ceiling` stay fixed-length, distinct, and every backend reserves and settles them."""
+        n = MAX_ID_LENGTH
+        scope = Scope("Ö" * n, "ü" * (n - 1) + "u")
+        rid = "r/" + "é" * (n - 2)
+        keys = (Ceiling.routine_key(scope.org, scope.uid, rid), Ceiling.org_key(scope.org))
+        assert [len(k) for k in keys] == [len("routine:") + 64, len("org:") + 64]
+        assert len({*keys, Ceiling.routine_key(scope.org, scope.uid, rid[:-1]), Ceiling.org_key(scope.uid)}) == 4
+        register(store, rid, scope=scope, next_due_at=T0)
+        rec = running(store, rid)
+        naive = f"routine:{scope.org}/{scope.uid}/{rid}"  # what a joined key would be: too long to store
+        with pytest.raises(InvalidInput):
+            store.reserve(rec.key, DAY, 100, [Ceiling(naive, 1_000)])
+        assert store.spend(keys[1], DAY) == 0 and store.get(scope, rid, rec.run_id) == rec
+        res = store.reserve(rec.key, DAY, 100, [Ceiling(keys[0], 1_000), Ceiling(keys[1], 10_000)])
+        assert res.ok and res.record is not None and set(res.record.reserve_ceilings) == set(keys)
+        assert (store.spend(keys[0], DAY), store.spend(keys[1], DAY)) == (100, 100)
+        done = store.finish(rec.key, RunResult.completed("delivered", 30), now=T0 + HOUR, timers=TIMERS)
+        assert done.won and done.record is not None and done.record.reserved_micros == 0
+        assert (store.spend(keys[0], DAY), store.spend(keys[1], DAY)) == (30, 30)

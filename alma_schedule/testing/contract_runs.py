@@ -7,11 +7,12 @@ from collections.abc import Callable
 
 import pytest
 
-from alma_schedule.contracts import RunRecord, RunResult
+from alma_schedule.contracts import Ceiling, RunRecord, RunResult
 from alma_schedule.errors import InvalidInput, NotFound
 from alma_schedule.settings import Timers
 from alma_schedule.stores.base import Store
 from alma_schedule.testing.builders import (
+    DAY,
     HOUR,
     MINUTE,
     OTHER_ORG,
@@ -21,6 +22,7 @@ from alma_schedule.testing.builders import (
     TIMERS,
     claim,
     cycle,
+    everything,
     fire_due_long,
     key_of,
     register,
@@ -29,6 +31,7 @@ from alma_schedule.testing.builders import (
 )
 
 Op = Callable[[Store, RunRecord], object]
+ORG_CEILING = Ceiling.org_key(SCOPE.org)
 
 #: Every guarded write, as (name, call). Each is applied to rows in states it must NOT move.
 OPS: dict[str, Op] = {
@@ -284,6 +287,61 @@ class RunContract:
         with pytest.raises(InvalidInput):
             store.finish(rec.key, RunResult.failed("Traceback: boom"), now=T0, timers=TIMERS)
         assert store.get(SCOPE, "r1", rec.run_id) == rec
+
+    # ------------------------------------------------------------------ finish narrowed (from_states)
+
+    def test_a_finish_from_a_state_the_caller_does_not_own_changes_nothing(self, store: Store) -> None:
+        """Collector B read ``submitted``; A won ``collecting``: B's finish(failed) from {"submitted"}
+        must lose, leaving the row, the streak (threshold 1 would latch a pause) and the money."""
+        register(store)
+        rec = running(store)
+        assert store.reserve(rec.key, DAY, 100, [Ceiling(ORG_CEILING, 1_000)]).ok
+        store.submit(rec.key, now=T0, batch_id="b", deadline=T0 + HOUR, next_poll_at=T0 + MINUTE)
+        assert store.begin_collecting(rec.key, now=T0 + SECOND).won
+        before = everything(store)
+        for outcome in (RunResult.failed("provider_gone"), RunResult.timed_out(), RunResult.completed()):
+            lost = store.finish(rec.key, outcome, now=T0 + MINUTE, timers=_threshold(1), from_states={"submitted"})
+            assert (lost.won, lost.reason) == (False, "duplicate"), outcome
+            assert lost.record is not None and lost.record.state == "collecting"
+        assert everything(store) == before
+        assert store.spend(ORG_CEILING, DAY) == 100
+        won = store.finish(
+            rec.key, RunResult.completed("delivered", 30), now=T0 + MINUTE, timers=TIMERS, from_states=["collecting"]
+        )
+        assert won.won and won.record is not None and (won.record.state, won.record.reserved_micros) == ("completed", 0)
+        assert store.spend(ORG_CEILING, DAY) == 30
+
+    def test_from_states_narrows_and_never_widens(self, store: Store) -> None:
+        rec = run_in(store, "submitted")
+        wide = store.finish(
+            rec.key, RunResult.completed(), now=T0 + MINUTE, timers=TIMERS, from_states={"submitted", "collecting"}
+        )
+        assert (wide.won, wide.reason, wide.record) == (False, "duplicate", rec)  # completed never leaves submitted
+        none = store.finish(rec.key, RunResult.failed("provider_gone"), now=T0 + MINUTE, timers=TIMERS, from_states=())
+        assert (none.won, none.record) == (False, rec)
+        assert store.get(SCOPE, "r1", rec.run_id) == rec
+        many = store.finish(
+            rec.key,
+            RunResult.failed("provider_gone"),
+            now=T0 + MINUTE,
+            timers=TIMERS,
+            from_states=frozenset({"running", "submitted"}),
+        )
+        assert many.won and many.record is not None and many.record.state == "failed"
+
+    def test_from_states_refuses_bad_values(self, store: Store) -> None:
+        rec = run_in(store, "submitted")
+        before = everything(store)
+        for bad in ("submitted", {"completed"}, {"no-such-state"}, {None}):
+            with pytest.raises(InvalidInput):
+                store.finish(
+                    rec.key,
+                    RunResult.failed("provider_gone"),
+                    now=T0,
+                    timers=TIMERS,
+                    from_states=bad,  # type: ignore[arg-type]
+                )
+        assert everything(store) == before
 
     # ------------------------------------------------------------------ the failure streak
 

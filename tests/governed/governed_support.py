@@ -219,10 +219,10 @@ class Harness:
 
 
 def routine_ceiling(routine_id: str, scope: Scope = SCOPE) -> str:
-    return f"routine:{scope.org}/{scope.uid}/{routine_id}"
+    return Ceiling.routine_key(scope.org, scope.uid, routine_id)
 
 
-ORG_CEILING = f"org:{SCOPE.org}"
+ORG_CEILING = Ceiling.org_key(SCOPE.org)
 
 
 def empty_tables(url: str) -> None:

@@ -16,7 +16,7 @@ import pytest
 
 from alma_schedule.celery import create_app
 from alma_schedule.clock import send_tick
-from alma_schedule.contracts import RoutineSpec, Scope
+from alma_schedule.contracts import Ceiling, RoutineSpec, Scope
 from alma_schedule.ids import governed_key
 from alma_schedule.settings import Settings
 from alma_schedule.stores import migrate_store
@@ -119,7 +119,7 @@ def test_turn_and_job_routines_through_real_workers(pg_url: str, redis_url: str,
         assert turn.cost_micros > 0 and job.cost_micros > 0
         assert (turn.reserved_micros, job.reserved_micros) == (0, 0)
         day = turn.fire_at.date().isoformat()
-        assert store.spend(f"org:{SCOPE.org}", day) == turn.cost_micros + job.cost_micros
+        assert store.spend(Ceiling.org_key(SCOPE.org), day) == turn.cost_micros + job.cost_micros
         lines = [json.loads(line) for line in out.read_text().splitlines()]
         assert sorted((d["routine_id"], d["idempotency_key"]) for d in lines) == [
             ("brief", governed_key(SCOPE, "brief", turn.run_id)),

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from alma_schedule.contracts import Routine
+from alma_schedule.contracts import Ceiling, Routine
 from alma_schedule.errors import RegistrationRefused
 from alma_schedule.governed.money import (
     FRAMING_TOKENS,
@@ -98,7 +98,10 @@ def test_a_warn_cap_is_no_bound_but_is_crossed() -> None:
 def test_ceilings_take_the_narrower_limit_and_need_a_bound() -> None:
     host = HostCaps(routine_daily_micros=10_000, org_daily_micros=50_000)
     plan = validate_budget(routine(max_output_tokens=10, daily_usd=0.005), host, PRICES)
-    assert [(c.key, c.limit_micros) for c in plan.ceilings] == [("routine:o/u/r", 5000), ("org:o", 50_000)]
+    assert [(c.key, c.limit_micros) for c in plan.ceilings] == [
+        (Ceiling.routine_key("o", "u", "r"), 5000),
+        (Ceiling.org_key("o"), 50_000),
+    ]
     with pytest.raises(RegistrationRefused, match="hard per-run bound"):
         validate_budget(routine(), host, PRICES)
     with pytest.raises(RegistrationRefused, match="widens"):

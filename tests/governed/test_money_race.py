@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from governed_support import T0, ListSink, NoDispatch, empty_tables
 
-from alma_schedule.contracts import RoutineSpec, RunKey, Scope
+from alma_schedule.contracts import Ceiling, RoutineSpec, RunKey, Scope
 from alma_schedule.engine import create_schedule
 from alma_schedule.governed import (
     HostCaps,
@@ -107,7 +107,7 @@ def test_twenty_routines_of_one_org_never_exceed_the_org_ceiling(governed_pg_url
         outcomes = sorted((r.state, r.reason) for r in runs)
         assert outcomes.count(("completed", "delivered")) == ADMITTED
         assert outcomes.count(("refused", "ceiling_reached")) == ROUTINES - ADMITTED
-        spend = store.spend(f"org:{ORG}", T0.date().isoformat())
+        spend = store.spend(Ceiling.org_key(ORG), T0.date().isoformat())
         assert spend == sum(r.cost_micros for r in runs) == CEILING
         assert all(r.reserved_micros == 0 for r in runs)
     finally:

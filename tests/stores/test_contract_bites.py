@@ -90,6 +90,11 @@ class RacyReserve(MemoryStore):
         return super().reserve(key, day, amount_micros, [Ceiling(c.key, 10**12) for c in ceilings])
 
 
+class FinishIgnoresFromStates(MemoryStore):
+    def finish(self, key: RunKey, result: Any, *, now: datetime, timers: Timers, from_states: Any = None) -> Any:
+        return super().finish(key, result, now=now, timers=timers)  # any EDGES source, whoever owns it
+
+
 class Contract(StoreContract):
     pass
 
@@ -104,6 +109,7 @@ SINGLE = [
     (ResendsForever, "test_take_resends_backs_off"),
     (StreakNeverResets, "test_streak_rules"),
     (NoSupersession, "test_newer_fire_supersedes_an_older_claimed_one"),
+    (FinishIgnoresFromStates, "test_a_finish_from_a_state_the_caller_does_not_own_changes_nothing"),
 ]
 RACES = [
     (RacyStart, "test_16_threads_start_the_same_runs_once"),

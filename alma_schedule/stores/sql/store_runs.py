@@ -8,7 +8,7 @@ spend rows in ceiling-key order (so concurrent transactions never deadlock).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -34,6 +34,7 @@ from alma_schedule.stores.sql import queries as q
 from alma_schedule.stores.sql.rows import run_from_row
 from alma_schedule.stores.sql.store_base import Abort, SqlBase, run_key
 from alma_schedule.stores.validation import (
+    check_from_states,
     check_micros,
     check_reason,
     check_routine_key,
@@ -167,14 +168,24 @@ class RunsMixin(SqlBase):
             raise NotFound(f"run {key} not found")
         return cur
 
-    def finish(self, key: RunKey, result: RunResult, *, now: datetime, timers: Timers) -> ClaimResult:
+    def finish(
+        self,
+        key: RunKey,
+        result: RunResult,
+        *,
+        now: datetime,
+        timers: Timers,
+        from_states: Collection[str] | None = None,
+    ) -> ClaimResult:
         """The terminal CAS, the failure streak (and the pause latch) and the money settlement, in
-        ONE transaction."""
+        ONE transaction. The row is read locked; its state must be in ``EDGES[outcome]`` narrowed
+        by ``from_states`` (else a loser: nothing written), and the update is guarded on it."""
         rk = run_key(key)
         now = require_utc("now", now)
         if result.outcome not in TERMINAL:
             raise InvalidInput(f"finish needs a terminal outcome, not {result.outcome!r}")
         check_reason("reason", result.reason)
+        allowed = check_from_states(result.outcome, from_states)
         cost_in = None if result.cost_micros is None else check_micros("cost_micros", result.cost_micros)
         error_class = check_text("error_class", result.error_class)
         counts = result.outcome == "timed_out" or (
@@ -188,7 +199,7 @@ class RunsMixin(SqlBase):
             rec = self._current(conn, key, lock=True)
             if rec is None:
                 return ClaimResult(False, None, "not_found")
-            if rec.state not in EDGES[result.outcome]:
+            if rec.state not in allowed:
                 return ClaimResult(False, rec, "duplicate")
             cost = rec.cost_micros if cost_in is None else cost_in
             erase_at = rec.erase_at
