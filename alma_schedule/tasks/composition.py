@@ -22,7 +22,7 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from celery import bootsteps
-from celery.signals import worker_process_init
+from celery.signals import worker_process_init, worker_process_shutdown
 
 from alma_schedule.tasks.registry import KindRegistry, stored_kinds
 
@@ -140,6 +140,13 @@ def celery_app_for(settings: Settings) -> Celery:
 def _after_fork(**_: Any) -> None:
     for composition in list(_ALL):
         composition.after_fork()
+
+
+@worker_process_shutdown.connect(weak=False)
+def _on_exit(**_: Any) -> None:
+    for composition in list(_ALL):
+        if composition._store_pid == os.getpid():  # close only what this process opened
+            composition.close()
 
 
 def consumed_queues(worker: Any) -> set[str] | None:

@@ -1,8 +1,10 @@
 """End to end with subprocess workers on the real Redis and PostgreSQL (``slow``; runs in CI).
 
 * 3 clocks (``alma-schedule clock run --every 1s``) ticking concurrently for a minute over 200
-  routines, a tick worker and 2 run workers: every fire that ran, ran exactly once (counted by the
-  side effects the test runner writes to its own table), and the ledger agrees.
+  routines (``every`` 2, 3, 5 and 10 s: ~57 fires a second, packed into ``run_many`` messages), a
+  tick worker and 2 run workers (prefork, 2 children each): every fire well inside the minute is
+  decided and completed, each exactly once (counted by the side effects the test runner writes to
+  its own table), and the ledger agrees both ways.
 * A worker SIGKILLed between dispatch and ``running``: the fire is re-sent and runs once.
 * A worker SIGKILLed mid-run: the run stays ``running``, is never re-run, and shows in the tick
   report's ``blocked`` and in the store's ``stuck``.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 import redis
@@ -11,7 +12,7 @@ from celery_support import Recorder, inprocess_worker, make_settings, utcnow, wa
 
 from alma_schedule.celery import create_app
 from alma_schedule.clock import send_tick
-from alma_schedule.contracts import RUN_TASK, TICK_TASK, RoutineSpec, Scope
+from alma_schedule.contracts import RUN_TASK, TICK_TASK, RoutineSpec, RunResult, Scope
 from alma_schedule.errors import ConfigurationError
 from alma_schedule.settings import Settings
 from alma_schedule.stores import migrate_store
@@ -157,3 +158,90 @@ def test_a_worker_that_cannot_serve_a_stored_kind_refuses_to_start(sqlite_url: s
             pass
     finally:
         composition_of(app).close()  # type: ignore[union-attr]
+
+
+@pytest.mark.postgres
+def test_a_forked_child_drops_the_parents_pool_and_the_parent_keeps_its_own(pg_url: str) -> None:
+    import os
+
+    from celery.signals import worker_process_init
+
+    migrate_store(pg_url)
+    settings = make_settings(pg_url, "memory://")
+    app = ready_app(settings, Recorder())
+    composition = composition_of(app)
+    assert composition is not None
+    parent_store = composition.store()
+    parent_store.beat(utcnow())  # a pooled connection now exists in the parent
+
+    def backend_pid() -> int:
+        with parent_store.engine.connect() as conn:  # type: ignore[attr-defined]
+            return int(conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one())
+
+    before = backend_pid()
+    try:
+        pid = os.fork()
+        if pid == 0:  # the prefork child: what Celery does right after fork
+            code = 1
+            try:
+                worker_process_init.send(sender=None)
+                child_store = composition.store()
+                ok = child_store is not parent_store and child_store.last_tick() is not None
+                child_store.close()
+                code = 0 if ok else 2
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        # the child closed only its own connections: the parent's pooled one is the same session
+        assert composition.store() is parent_store
+        assert backend_pid() == before
+        assert parent_store.last_tick() is not None
+    finally:
+        composition.close()
+
+
+class Submitting(Recorder):
+    """Submits a background job on run; the first collect finds it done and delivers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.collected: list[str] = []
+
+    def run(self, routine: object, handle: object) -> RunResult:
+        h: Any = handle
+        h.submit("batch-1", h.now + timedelta(hours=1), next_poll_at=h.now)
+        return RunResult.submitted()
+
+    def collect(self, routine: object, handle: object) -> RunResult:
+        h: Any = handle
+        self.collected.append(h.key.run_id)
+        if not h.begin_collecting():
+            return RunResult.submitted()
+        return RunResult.completed("delivered")
+
+
+def test_a_submitted_run_is_collected_through_the_collect_queue(sqlite_url: str, redis_url: str) -> None:
+    migrate_store(sqlite_url)
+    settings = make_settings(sqlite_url, redis_url)
+    runner = Submitting()
+    registry = KindRegistry(settings, builtins=False, use_entry_points=False, factories={"job": lambda s: runner})
+    app = create_app(settings, registry=registry)
+    composition = composition_of(app)
+    assert composition is not None
+    schedule = composition.schedule()
+    spec = RoutineSpec(SCOPE.org, SCOPE.uid, "j", "job", {"cron": "* * * * *"})
+    schedule.register(spec, now=utcnow() - timedelta(minutes=2))
+    store = composition.store()
+    try:
+        with inprocess_worker(app, ["alma.run", "alma.collect"]):
+            (key,) = schedule.tick().claimed
+            wait_for(lambda: store.get(SCOPE, "j", key.run_id).state == "submitted", what="submitted")  # type: ignore[union-attr]
+            report = schedule.tick()
+            assert report.collect == (key,)
+            wait_for(lambda: store.get(SCOPE, "j", key.run_id).state == "completed", what="collected")  # type: ignore[union-attr]
+        final = store.get(SCOPE, "j", key.run_id)
+        assert final is not None and final.reason == "delivered"
+        assert runner.collected == [key.run_id]
+    finally:
+        composition.close()
