@@ -26,7 +26,9 @@ from alma_schedule.governed.delivery import (
     BackgroundErrorHook,
     CapCrossedHook,
     Hooks,
+    already_started,
     check_sinks,
+    replayed,
     resolve_sink,
 )
 from alma_schedule.governed.money import HostCaps, MoneyPlan, Prices, goal_text, plan_money, validate_budget
@@ -170,3 +172,23 @@ class GovernedRunner:
 
     def sink_for(self, routine: Routine) -> Sink:
         return resolve_sink(self.sinks, routine.definition)
+
+    def prepare(self, routine: Routine, handle: RunHandle) -> tuple[MoneyPlan, dict[str, Any]] | RunResult:
+        """Everything before the provider call, in order: a replayed run returns what it recorded;
+        the sink is resolved (a routine whose sink is gone spends nothing); admission (caps, then the
+        reservation); only then the request fields, built lazily. A ``RunResult`` ends the run here."""
+        record = handle.result()
+        if already_started(record):
+            return replayed(handle, record)
+        self.sink_for(routine)
+        admitted = self.admit(routine, handle)
+        if isinstance(admitted, RunResult):
+            return admitted
+        try:
+            prompt = self.prompt(routine, handle.key, admitted)
+        except Exception as exc:
+            self.hooks.background_error(exc, handle.key, "building the request")
+            return RunResult.failed(Reason.RUNNER_ERROR.value, 0, type(exc).__name__)
+        if isinstance(prompt, RunResult):
+            return prompt
+        return admitted, self.request_fields(routine, handle.key, admitted, prompt)

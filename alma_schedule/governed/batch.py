@@ -38,11 +38,9 @@ from alma_schedule.governed.base import GovernedRunner, PromptBuilder
 from alma_schedule.governed.delivery import (
     BackgroundErrorHook,
     CapCrossedHook,
-    already_started,
     deliver_once,
     provider_reason,
     record_cost,
-    replayed,
 )
 from alma_schedule.governed.money import HostCaps, Prices
 from alma_schedule.governed.protocols import (
@@ -92,22 +90,11 @@ class GovernedBatchRunner(GovernedRunner):
     # ------------------------------------------------------------------ run: submit once
 
     def run(self, routine: Routine, handle: RunHandle) -> RunResult:
-        record = handle.result()
-        if already_started(record):
-            return replayed(handle, record)
-        self.sink_for(routine)  # a routine whose sink is gone must not spend anything
-        admitted = self.admit(routine, handle)
-        if isinstance(admitted, RunResult):
-            return admitted
-        plan = admitted
-        try:
-            prompt = self.prompt(routine, handle.key, plan)
-        except Exception as exc:
-            self.hooks.background_error(exc, handle.key, "building the request")
-            return RunResult.failed(Reason.RUNNER_ERROR.value, 0, type(exc).__name__)
-        if isinstance(prompt, RunResult):
-            return prompt
-        request = BatchRequest(**self.request_fields(routine, handle.key, plan, prompt))
+        prepared = self.prepare(routine, handle)
+        if isinstance(prepared, RunResult):
+            return prepared
+        plan, fields = prepared
+        request = BatchRequest(**fields)
         try:
             receipt = self.provider.submit(request)
         except Exception as exc:

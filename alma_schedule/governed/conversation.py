@@ -34,11 +34,9 @@ from alma_schedule.governed.base import GovernedRunner, PromptBuilder
 from alma_schedule.governed.delivery import (
     BackgroundErrorHook,
     CapCrossedHook,
-    already_started,
     deliver_once,
     provider_reason,
     record_cost,
-    replayed,
 )
 from alma_schedule.governed.money import HostCaps, MoneyPlan, Prices
 from alma_schedule.governed.protocols import (
@@ -66,22 +64,12 @@ class GovernedConversationRunner(GovernedRunner):
         self.provider = provider
 
     def run(self, routine: Routine, handle: RunHandle) -> RunResult:
-        record = handle.result()
-        if already_started(record):
-            return replayed(handle, record)
-        sink = self.sink_for(routine)  # resolved first: a routine whose sink is gone spends nothing
-        admitted = self.admit(routine, handle)
-        if isinstance(admitted, RunResult):
-            return admitted
-        plan = admitted
-        try:
-            prompt = self.prompt(routine, handle.key, plan)
-        except Exception as exc:
-            self.hooks.background_error(exc, handle.key, "building the request")
-            return RunResult.failed(Reason.RUNNER_ERROR.value, 0, type(exc).__name__)
-        if isinstance(prompt, RunResult):
-            return prompt
-        request = TurnRequest(**self.request_fields(routine, handle.key, plan, prompt))
+        prepared = self.prepare(routine, handle)
+        if isinstance(prepared, RunResult):
+            return prepared
+        plan, fields = prepared
+        sink = self.sink_for(routine)
+        request = TurnRequest(**fields)
         receipt = self._call(request, handle, plan)
         if isinstance(receipt, RunResult):
             return receipt
