@@ -26,10 +26,11 @@ from alma_schedule.contracts import (
     Scope,
 )
 from alma_schedule.errors import NotFound, RegistrationRefused, StoreConflict
-from alma_schedule.ids import check_id, check_scope
+from alma_schedule.ids import check_scope
+from alma_schedule.stores.arguments import defer_args, put_routine_args, set_enabled_args, set_paused_args
 from alma_schedule.stores.memory_reads import ReadsMixin
 from alma_schedule.stores.memory_tick import TickMixin
-from alma_schedule.stores.validation import check_json, check_routine_key, check_text, check_utc
+from alma_schedule.stores.validation import check_routine_key, check_text, check_utc
 from alma_schedule.stores.validation import require_utc as _utc
 
 RKey = tuple[str, str, str]
@@ -76,20 +77,9 @@ class MemoryStore(TickMixin, ReadsMixin):
     def put_routine(
         self, routine: Routine, *, now: datetime, expected_revision: str | None = None
     ) -> Routine:
-        key = check_routine_key(routine.scope, routine.routine_id)
-        check_id("kind", routine.kind)
-        check_id("config_revision", routine.config_revision)
-        schedule = check_json("schedule", routine.schedule)
-        definition = check_json("definition", routine.definition)
-        now = _utc("now", now)
-        fields: dict[str, Any] = {
-            "registered_at": _utc("registered_at", routine.registered_at),
-            "last_fire": check_utc("last_fire", routine.last_fire, optional=True),
-            "next_due_at": check_utc("next_due_at", routine.next_due_at, optional=True),
-            "tzdata_version": check_text("tzdata_version", routine.tzdata_version),
-            "kind": routine.kind,
-            "config_revision": routine.config_revision,
-        }
+        args = put_routine_args(routine, now)
+        key, schedule, definition, now = args.key, args.schedule, args.definition, args.now
+        fields: dict[str, Any] = dict(args.fields)
         with self._lock:
             old = self._routines.get(key)
             live = old is not None and old.deleted_at is None
@@ -140,8 +130,7 @@ class MemoryStore(TickMixin, ReadsMixin):
     def set_enabled(
         self, scope: Scope, routine_id: str, enabled: bool, *, now: datetime, next_due_at: datetime | None
     ) -> Routine:
-        now = _utc("now", now)
-        due = check_utc("next_due_at", next_due_at, optional=True)
+        _, now, due = set_enabled_args(scope, routine_id, now, next_due_at)
         with self._lock:
             key, row = self._live(scope, routine_id)
             if row.enabled != enabled:
@@ -163,10 +152,7 @@ class MemoryStore(TickMixin, ReadsMixin):
         now: datetime,
         next_due_at: datetime | None,
     ) -> Routine:
-        now = _utc("now", now)
-        due = check_utc("next_due_at", next_due_at, optional=True)
-        if reason is not None:
-            check_id("reason", reason)
+        _, now, due = set_paused_args(scope, routine_id, reason, now, next_due_at)
         with self._lock:
             key, row = self._live(scope, routine_id)
             if reason is not None and row.paused_reason is None:
@@ -255,8 +241,7 @@ class MemoryStore(TickMixin, ReadsMixin):
             return self._heartbeat
 
     def defer(self, scope: Scope, routine_id: str, *, until: datetime, error: str) -> None:
-        until = _utc("until", until)
-        check_text("error", error, optional=False)
+        _, until = defer_args(scope, routine_id, until, error)
         with self._lock:
             _, row = self._live(scope, routine_id)
             self._write(

@@ -13,18 +13,17 @@ from alma_schedule.contracts import (
     RunRecord,
     Scope,
 )
-from alma_schedule.errors import InvalidInput
-from alma_schedule.ids import check_id, check_scope
-from alma_schedule.stores.memory_runs import ALL_STATES, RunsMixin, _order
-from alma_schedule.stores.validation import check_routine_key, check_utc, require_utc
+from alma_schedule.ids import check_scope
+from alma_schedule.stores.arguments import list_runs_args, run_ref_args
+from alma_schedule.stores.memory_runs import RunsMixin, _order
+from alma_schedule.stores.validation import check_routine_key, require_utc
 
 
 class ReadsMixin(RunsMixin):
     # ------------------------------------------------------------------ reads
 
     def get(self, scope: Scope, routine_id: str, run_id: str) -> RunRecord | None:
-        rk = check_routine_key(scope, routine_id)
-        check_id("run_id", run_id)
+        rk = run_ref_args(scope, routine_id, run_id)
         with self._lock:
             return self._find(rk, run_id)
 
@@ -38,13 +37,7 @@ class ReadsMixin(RunsMixin):
         limit: int = 100,
         before: tuple[datetime, str] | None = None,
     ) -> list[RunRecord]:
-        check_scope(scope)
-        if routine_id is not None:
-            check_id("routine_id", routine_id)
-        if state is not None and state not in ALL_STATES:
-            raise InvalidInput(f"unknown run state {state!r}")
-        since = check_utc("since", since, optional=True)
-        edge = None if before is None else (require_utc("before", before[0]), before[1])
+        since, edge = list_runs_args(scope, routine_id, state, since, before)
         with self._lock:
             rows = [
                 r

@@ -14,10 +14,8 @@ from datetime import datetime
 from typing import Any
 
 from alma_schedule.contracts import (
-    ANNOTATABLE,
     EDGES,
     NON_TERMINAL,
-    TERMINAL,
     Ceiling,
     ClaimResult,
     Resends,
@@ -28,27 +26,24 @@ from alma_schedule.contracts import (
     RunResult,
     Scope,
 )
-from alma_schedule.errors import InvalidInput, NotFound, StoreConflict
-from alma_schedule.ids import check_id
+from alma_schedule.errors import NotFound, StoreConflict
 from alma_schedule.settings import Timers
-from alma_schedule.stores.validation import (
-    check_from_states,
-    check_micros,
-    check_reason,
-    check_routine_key,
-    check_text,
-    check_utc,
-    require_utc,
+from alma_schedule.stores.arguments import (
+    annotate_args,
+    check_run_key,
+    finish_args,
+    record_args,
+    reserve_args,
+    submit_args,
+    transition_args,
 )
+from alma_schedule.stores.validation import require_utc
 
 RKey = tuple[str, str, str]
-ALL_STATES = NON_TERMINAL | TERMINAL
 
 
 def _check_key(key: RunKey) -> tuple[RKey, str]:
-    rk = check_routine_key(Scope(key.org, key.uid), key.routine_id)
-    check_id("run_id", key.run_id)
-    return rk, key.run_id
+    return check_run_key(key), key.run_id
 
 
 def _order(rec: RunRecord) -> tuple[datetime, str, str, str, str]:
@@ -194,8 +189,8 @@ class RunsMixin:
     # ------------------------------------------------------------------ run transitions
 
     def start(self, key: RunKey, *, now: datetime) -> ClaimResult:
-        rk, run_id = _check_key(key)
-        now = require_utc("now", now)
+        rk, now = transition_args(key, now)
+        run_id = key.run_id
         with self._lock:
             rec = self._find(rk, run_id)
             if rec is None:
@@ -225,39 +220,16 @@ class RunsMixin:
         next_poll_at: datetime,
         target_task_id: str | None = None,
     ) -> ClaimResult:
-        now = require_utc("now", now)
-        return self._cas(
-            key,
-            "submitted",
-            now,
-            submitted_at=now,
-            batch_id=check_text("batch_id", batch_id),
-            target_task_id=check_text("target_task_id", target_task_id),
-            deadline=require_utc("deadline", deadline),
-            next_poll_at=require_utc("next_poll_at", next_poll_at),
-            poll_attempts=0,
-        )
+        now, values = submit_args(key, now, batch_id, deadline, next_poll_at, target_task_id)
+        return self._cas(key, "submitted", now, **values)
 
     def begin_collecting(self, key: RunKey, *, now: datetime) -> ClaimResult:
-        return self._cas(key, "collecting", require_utc("now", now))
+        _, now = transition_args(key, now)
+        return self._cas(key, "collecting", now)
 
     def annotate(self, key: RunKey, values: Mapping[str, Any]) -> RunRecord:
-        rk, run_id = _check_key(key)
-        unknown = sorted(set(values) - ANNOTATABLE)
-        if unknown:
-            raise InvalidInput(f"annotate cannot write {', '.join(unknown)}")
-        clean: dict[str, Any] = {}
-        for name, value in values.items():
-            if name == "caps_crossed":
-                if isinstance(value, str) or not isinstance(value, Sequence):
-                    raise InvalidInput("caps_crossed must be a sequence of texts")
-                clean[name] = tuple(check_text(name, v, optional=False) for v in value)
-            elif name == "cost_micros":
-                clean[name] = check_micros(name, value)
-            elif name == "erase_at":
-                clean[name] = check_utc(name, value, optional=True)
-            else:
-                clean[name] = check_text(name, value)
+        rk, clean = annotate_args(key, values)
+        run_id = key.run_id
         with self._lock:
             rec = self._find(rk, run_id)
             if rec is None:
@@ -277,21 +249,15 @@ class RunsMixin:
         timers: Timers,
         from_states: Collection[str] | None = None,
     ) -> ClaimResult:
-        rk, run_id = _check_key(key)
-        now = require_utc("now", now)
-        if result.outcome not in TERMINAL:
-            raise InvalidInput(f"finish needs a terminal outcome, not {result.outcome!r}")
-        check_reason("reason", result.reason)
-        allowed = check_from_states(result.outcome, from_states)
-        cost = None if result.cost_micros is None else check_micros("cost_micros", result.cost_micros)
-        error_class = check_text("error_class", result.error_class)
+        args = finish_args(key, result, now, from_states)
+        rk, now = args.rk, args.now
         with self._lock:
-            rec = self._find(rk, run_id)
+            rec = self._find(rk, key.run_id)
             if rec is None:
                 return ClaimResult(False, None, "not_found")
-            if rec.state not in allowed:
+            if rec.state not in args.allowed:
                 return ClaimResult(False, rec, "duplicate")
-            cost = rec.cost_micros if cost is None else cost
+            cost = rec.cost_micros if args.cost is None else args.cost
             erase_at = rec.erase_at
             if rec.result_text is not None and erase_at is None:
                 erase_at = now + timers.result_retention
@@ -302,7 +268,7 @@ class RunsMixin:
                 state_at=now,
                 finished_at=now,
                 cost_micros=cost,
-                error_class=error_class,
+                error_class=args.error_class,
                 erase_at=erase_at,
             )
             new = self._settle(new, cost)
@@ -313,12 +279,7 @@ class RunsMixin:
     def record(
         self, scope: Scope, routine_id: str, run_id: str, outcome: str, reason: str, *, now: datetime
     ) -> ClaimResult:
-        rk = check_routine_key(scope, routine_id)
-        check_id("run_id", run_id)
-        now = require_utc("now", now)
-        if outcome not in TERMINAL:
-            raise InvalidInput(f"record needs a terminal outcome, not {outcome!r}")
-        check_reason("reason", reason, optional=False)
+        rk, now = record_args(scope, routine_id, run_id, outcome, reason, now)
         with self._lock:
             rec = self._find(rk, run_id)
             if rec is None:
@@ -335,14 +296,8 @@ class RunsMixin:
     def reserve(
         self, key: RunKey, day: str, amount_micros: int, ceilings: Sequence[Ceiling]
     ) -> ReserveResult:
-        rk, run_id = _check_key(key)
-        check_id("day", day)
-        amount = check_micros("amount_micros", amount_micros)
-        keys = [check_id("ceiling", c.key) for c in ceilings]
-        for c in ceilings:
-            check_micros("limit_micros", c.limit_micros)
-        if len(set(keys)) != len(keys):
-            raise InvalidInput("a ceiling is listed twice")
+        args = reserve_args(key, day, amount_micros, ceilings)
+        rk, run_id, amount, keys = args.rk, key.run_id, args.amount, args.keys
         with self._lock:
             rec = self._find(rk, run_id)
             if rec is None:

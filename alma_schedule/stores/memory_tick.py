@@ -27,8 +27,9 @@ from alma_schedule.contracts import (
 from alma_schedule.errors import InvalidInput
 from alma_schedule.ids import check_id
 from alma_schedule.settings import Timers
+from alma_schedule.stores.arguments import claim_manual_args
 from alma_schedule.stores.memory_runs import RKey, RunsMixin
-from alma_schedule.stores.validation import check_routine_key, check_utc, require_utc
+from alma_schedule.stores.validation import check_utc, require_utc
 
 
 class TickMixin(RunsMixin):
@@ -154,11 +155,8 @@ class TickMixin(RunsMixin):
         expires_at: datetime,
         resend_at: datetime,
     ) -> ClaimResult:
-        key = check_routine_key(scope, routine_id)
-        check_id("run_id", run_id)
-        now = require_utc("now", now)
-        expires = require_utc("expires_at", expires_at)
-        resend = require_utc("resend_at", resend_at)
+        args = claim_manual_args(scope, routine_id, run_id, now, expires_at, resend_at)
+        key, now, expires, resend = args.key, args.now, args.expires_at, args.resend_at
         with self._lock:
             row = self._routines.get(key)
             if row is None:

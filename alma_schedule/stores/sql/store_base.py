@@ -17,14 +17,11 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from alma_schedule.contracts import RunKey, Scope
 from alma_schedule.errors import SchemaMismatch
-from alma_schedule.ids import check_id
 from alma_schedule.stores.sql import queries as q
 from alma_schedule.stores.sql.engine import READ, make_engine, normalize_url
 from alma_schedule.stores.sql.errors import mapped_errors, safe_url
 from alma_schedule.stores.sql.schema import HEAD_REVISION
-from alma_schedule.stores.validation import check_routine_key
 
 RKey = tuple[str, str, str]
 
@@ -35,13 +32,6 @@ class Abort(Exception):
     def __init__(self, value: Any) -> None:
         super().__init__("rolled back")
         self.value = value
-
-
-def run_key(key: RunKey) -> RKey:
-    """Validate a run key (before any statement); returns its routine key."""
-    rk = check_routine_key(Scope(key.org, key.uid), key.routine_id)
-    check_id("run_id", key.run_id)
-    return rk
 
 
 class SqlBase:

@@ -16,17 +16,12 @@ from sqlalchemy.engine import Connection
 
 from alma_schedule.contracts import Routine, RoutineVersion, Scope
 from alma_schedule.errors import NotFound, RegistrationRefused, StoreConflict
-from alma_schedule.ids import check_id, check_scope
+from alma_schedule.ids import check_scope
+from alma_schedule.stores.arguments import put_routine_args, set_enabled_args, set_paused_args
 from alma_schedule.stores.sql import queries as q
 from alma_schedule.stores.sql.rows import routine_from_row, routine_values, run_from_row, version_from_row
 from alma_schedule.stores.sql.store_base import RKey, SqlBase
-from alma_schedule.stores.validation import (
-    check_json,
-    check_routine_key,
-    check_text,
-    check_utc,
-    require_utc,
-)
+from alma_schedule.stores.validation import check_routine_key, check_text, require_utc
 
 
 def _invariant(row: Routine) -> Routine:
@@ -47,22 +42,11 @@ class RoutinesMixin(SqlBase):
 
     def put_routine(self, routine: Routine, *, now: datetime, expected_revision: str | None = None) -> Routine:
         """Register or re-register (tenant, ONE transaction): see :meth:`Store.put_routine`."""
-        key = check_routine_key(routine.scope, routine.routine_id)
-        check_id("kind", routine.kind)
-        check_id("config_revision", routine.config_revision)
-        schedule = json.loads(check_json("schedule", routine.schedule))
-        definition = json.loads(check_json("definition", routine.definition))
-        now = require_utc("now", now)
-        fields: dict[str, Any] = {
-            "registered_at": require_utc("registered_at", routine.registered_at),
-            "last_fire": check_utc("last_fire", routine.last_fire, optional=True),
-            "next_due_at": check_utc("next_due_at", routine.next_due_at, optional=True),
-            "tzdata_version": check_text("tzdata_version", routine.tzdata_version),
-            "kind": routine.kind,
-            "config_revision": routine.config_revision,
-            "schedule": schedule,
-            "definition": definition,
-        }
+        args = put_routine_args(routine, now)
+        key, now = args.key, args.now
+        schedule = json.loads(args.schedule)
+        definition = json.loads(args.definition)
+        fields: dict[str, Any] = {**args.fields, "schedule": schedule, "definition": definition}
         check_text("paused_reason", routine.paused_reason)
         with self._tx() as conn:
             found = conn.execute(q.select_routine(*key, lock=True)).first()
@@ -122,9 +106,7 @@ class RoutinesMixin(SqlBase):
         self, scope: Scope, routine_id: str, enabled: bool, *, now: datetime, next_due_at: datetime | None
     ) -> Routine:
         """Disable / enable (restart the cursor at now). Tenant, ONE transaction; no-op if unchanged."""
-        key = check_routine_key(scope, routine_id)
-        now = require_utc("now", now)
-        due = check_utc("next_due_at", next_due_at, optional=True)
+        key, now, due = set_enabled_args(scope, routine_id, now, next_due_at)
         with self._tx() as conn:
             row = self._locked_live(conn, key)
             if row.enabled == enabled:
@@ -156,11 +138,7 @@ class RoutinesMixin(SqlBase):
         next_due_at: datetime | None,
     ) -> Routine:
         """Pause (the first reason wins) / resume (restart at now, streak 0). Tenant, ONE transaction."""
-        key = check_routine_key(scope, routine_id)
-        now = require_utc("now", now)
-        due = check_utc("next_due_at", next_due_at, optional=True)
-        if reason is not None:
-            check_id("reason", reason)
+        key, now, due = set_paused_args(scope, routine_id, reason, now, next_due_at)
         with self._tx() as conn:
             row = self._locked_live(conn, key)
             if reason is not None and row.paused_reason is None:

@@ -15,10 +15,8 @@ from typing import Any
 from sqlalchemy.engine import Connection
 
 from alma_schedule.contracts import (
-    ANNOTATABLE,
     EDGES,
     NON_TERMINAL,
-    TERMINAL,
     Ceiling,
     ClaimResult,
     ReserveResult,
@@ -27,23 +25,23 @@ from alma_schedule.contracts import (
     RunResult,
     Scope,
 )
-from alma_schedule.errors import InvalidInput, NotFound, StoreConflict
-from alma_schedule.ids import check_id, check_scope
+from alma_schedule.errors import NotFound, StoreConflict
 from alma_schedule.settings import Timers
+from alma_schedule.stores.arguments import (
+    annotate_args,
+    check_run_key,
+    finish_args,
+    list_runs_args,
+    record_args,
+    reserve_args,
+    run_ref_args,
+    submit_args,
+    transition_args,
+)
 from alma_schedule.stores.sql import queries as q
 from alma_schedule.stores.sql.rows import run_from_row
-from alma_schedule.stores.sql.store_base import Abort, SqlBase, run_key
-from alma_schedule.stores.validation import (
-    check_from_states,
-    check_micros,
-    check_reason,
-    check_routine_key,
-    check_text,
-    check_utc,
-    require_utc,
-)
-
-ALL_STATES = NON_TERMINAL | TERMINAL
+from alma_schedule.stores.sql.store_base import Abort, SqlBase
+from alma_schedule.stores.validation import check_routine_key, check_text
 
 
 def _settlement(rec: RunRecord, cost: int) -> tuple[dict[str, Any], list[tuple[str, int, int]]]:
@@ -83,8 +81,7 @@ class RunsMixin(SqlBase):
         """CAS ``claimed -> running`` in ONE statement joined to the routine row; if that moved nothing,
         a second statement decides: inactive routine -> ``skipped`` with that reason (CAS), else the
         loser's reason with the current record."""
-        run_key(key)
-        now = require_utc("now", now)
+        _, now = transition_args(key, now)
         with self._tx(single=True) as conn:
             for _attempt in range(3):
                 row = conn.execute(q.START_CAS, q.run_params(key, now=now)).first()
@@ -124,41 +121,19 @@ class RunsMixin(SqlBase):
         target_task_id: str | None = None,
     ) -> ClaimResult:
         """CAS ``running -> submitted`` with the batch / target task id, deadline and first poll."""
-        run_key(key)
-        now = require_utc("now", now)
-        values = {
-            "submitted_at": now,
-            "batch_id": check_text("batch_id", batch_id),
-            "target_task_id": check_text("target_task_id", target_task_id),
-            "deadline": require_utc("deadline", deadline),
-            "next_poll_at": require_utc("next_poll_at", next_poll_at),
-            "poll_attempts": 0,
-        }
+        now, values = submit_args(key, now, batch_id, deadline, next_poll_at, target_task_id)
         return self._edge(key, "submitted", now, values)
 
     def begin_collecting(self, key: RunKey, *, now: datetime) -> ClaimResult:
         """CAS ``submitted -> collecting``: exactly one caller wins."""
-        run_key(key)
-        return self._edge(key, "collecting", require_utc("now", now), {})
+        _, now = transition_args(key, now)
+        return self._edge(key, "collecting", now, {})
 
     def annotate(self, key: RunKey, values: Mapping[str, Any]) -> RunRecord:
         """Write :data:`ANNOTATABLE` fields of a NON-terminal run (one statement); never its state."""
-        run_key(key)
-        unknown = sorted(set(values) - ANNOTATABLE)
-        if unknown:
-            raise InvalidInput(f"annotate cannot write {', '.join(unknown)}")
-        clean: dict[str, Any] = {}
-        for name, value in values.items():
-            if name == "caps_crossed":
-                if isinstance(value, str) or not isinstance(value, Sequence):
-                    raise InvalidInput("caps_crossed must be a sequence of texts")
-                clean[name] = [check_text(name, v, optional=False) for v in value]
-            elif name == "cost_micros":
-                clean[name] = check_micros(name, value)
-            elif name == "erase_at":
-                clean[name] = check_utc(name, value, optional=True)
-            else:
-                clean[name] = check_text(name, value)
+        _, clean = annotate_args(key, values)
+        if "caps_crossed" in clean:  # a JSON list column
+            clean["caps_crossed"] = list(clean["caps_crossed"])
         with self._tx(single=True) as conn:
             row = conn.execute(*q.cas(key, sorted(NON_TERMINAL), clean)).first() if clean else None
             if row is not None:
@@ -180,14 +155,8 @@ class RunsMixin(SqlBase):
         """The terminal CAS, the failure streak (and the pause latch) and the money settlement, in
         ONE transaction. The row is read locked; its state must be in ``EDGES[outcome]`` narrowed
         by ``from_states`` (else a loser: nothing written), and the update is guarded on it."""
-        rk = run_key(key)
-        now = require_utc("now", now)
-        if result.outcome not in TERMINAL:
-            raise InvalidInput(f"finish needs a terminal outcome, not {result.outcome!r}")
-        check_reason("reason", result.reason)
-        allowed = check_from_states(result.outcome, from_states)
-        cost_in = None if result.cost_micros is None else check_micros("cost_micros", result.cost_micros)
-        error_class = check_text("error_class", result.error_class)
+        args = finish_args(key, result, now, from_states)
+        rk, now, allowed, cost_in, error_class = args.rk, args.now, args.allowed, args.cost, args.error_class
         counts = result.outcome == "timed_out" or (
             result.outcome == "failed" and result.reason != "config_revision_changed"
         )
@@ -249,12 +218,7 @@ class RunsMixin(SqlBase):
     ) -> ClaimResult:
         """The operator's CAS from ANY non-terminal state to ``outcome`` (tenant, ONE transaction);
         settles the reservation to the recorded cost; never touches the streak; never resends."""
-        rk = check_routine_key(scope, routine_id)
-        check_id("run_id", run_id)
-        now = require_utc("now", now)
-        if outcome not in TERMINAL:
-            raise InvalidInput(f"record needs a terminal outcome, not {outcome!r}")
-        check_reason("reason", reason, optional=False)
+        rk, now = record_args(scope, routine_id, run_id, outcome, reason, now)
         key = RunKey(*rk, run_id)
         with self._tx() as conn:
             rec = self._current(conn, key, lock=True)
@@ -275,13 +239,8 @@ class RunsMixin(SqlBase):
         """ONE transaction: a conditional upsert per ceiling (in key order), then the run row; any
         ceiling that would be exceeded rolls everything back (``ok=False`` names the first, in the
         order given)."""
-        run_key(key)
-        check_id("day", day)
-        amount = check_micros("amount_micros", amount_micros)
-        keys = [check_id("ceiling", c.key) for c in ceilings]
-        limits = {c.key: check_micros("limit_micros", c.limit_micros) for c in ceilings}
-        if len(set(keys)) != len(keys):
-            raise InvalidInput("a ceiling is listed twice")
+        args = reserve_args(key, day, amount_micros, ceilings)
+        amount, keys, limits = args.amount, args.keys, args.limits
         try:
             with self._tx() as conn:
                 rec = self._current(conn, key, lock=True)
@@ -308,7 +267,7 @@ class RunsMixin(SqlBase):
 
     def release(self, key: RunKey) -> RunRecord | None:
         """Give back the run's whole reservation (ONE transaction)."""
-        run_key(key)
+        check_run_key(key)
         with self._tx() as conn:
             rec = self._current(conn, key, lock=True)
             if rec is None:
@@ -330,8 +289,7 @@ class RunsMixin(SqlBase):
     # ------------------------------------------------------------------ reads
 
     def get(self, scope: Scope, routine_id: str, run_id: str) -> RunRecord | None:
-        rk = check_routine_key(scope, routine_id)
-        check_id("run_id", run_id)
+        rk = run_ref_args(scope, routine_id, run_id)
         with self._tx(read=True) as conn:
             return self._current(conn, RunKey(*rk, run_id))
 
@@ -345,13 +303,9 @@ class RunsMixin(SqlBase):
         limit: int = 100,
         before: tuple[datetime, str] | None = None,
     ) -> list[RunRecord]:
-        check_scope(scope)
-        if routine_id is not None:
-            check_id("routine_id", routine_id)
-        if state is not None and state not in ALL_STATES:
-            raise InvalidInput(f"unknown run state {state!r}")
-        since = check_utc("since", since, optional=True)
-        edge = None if before is None else (require_utc("before", before[0]), check_text("before", before[1]) or "")
+        since, edge = list_runs_args(scope, routine_id, state, since, before)
+        if edge is not None:  # the run id of the page edge is bound in the statement
+            edge = (edge[0], check_text("before", edge[1]) or "")
         stmt = q.list_runs(
             scope.org,
             scope.uid,

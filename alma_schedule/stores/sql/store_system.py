@@ -13,11 +13,12 @@ from datetime import datetime, timedelta
 from alma_schedule.contracts import Routine, RunRecord, Scope
 from alma_schedule.errors import NotFound
 from alma_schedule.ids import check_scope
+from alma_schedule.stores.arguments import defer_args
 from alma_schedule.stores.sql import queries as q
 from alma_schedule.stores.sql.rows import routine_from_row, run_from_row
 from alma_schedule.stores.sql.schema import routine_versions, routines, runs
 from alma_schedule.stores.sql.store_base import RKey, SqlBase
-from alma_schedule.stores.validation import check_routine_key, check_text, check_utc, require_utc
+from alma_schedule.stores.validation import check_text, check_utc, require_utc
 
 
 class SystemMixin(SqlBase):
@@ -71,9 +72,7 @@ class SystemMixin(SqlBase):
 
     def defer(self, scope: Scope, routine_id: str, *, until: datetime, error: str) -> None:
         """Planning back-off for one routine (system); :class:`NotFound` for unknown or deleted ids."""
-        key = check_routine_key(scope, routine_id)
-        until = require_utc("until", until)
-        check_text("error", error, optional=False)
+        key, until = defer_args(scope, routine_id, until, error)
         with self._tx(single=True) as conn:
             if conn.execute(q.set_defer(*key, until, error)).first() is None:
                 raise NotFound(f"routine {scope}/{routine_id} not found")

@@ -43,11 +43,12 @@ from alma_schedule.contracts import (
 from alma_schedule.errors import InvalidInput, StoreConflict
 from alma_schedule.ids import check_id
 from alma_schedule.settings import Timers
+from alma_schedule.stores.arguments import claim_manual_args
 from alma_schedule.stores.sql import queries as q
 from alma_schedule.stores.sql.rows import new_run, routine_from_row, run_from_row, run_from_values
 from alma_schedule.stores.sql.schema import runs
 from alma_schedule.stores.sql.store_base import RKey, SqlBase
-from alma_schedule.stores.validation import check_routine_key, check_utc, require_utc
+from alma_schedule.stores.validation import check_utc, require_utc
 
 Decision = Fire | NotDue | Defer
 SQLITE_CHUNK = 2000
@@ -230,11 +231,8 @@ class TickMixin(SqlBase):
         resend_at: datetime,
     ) -> ClaimResult:
         """Tenant, ONE transaction: lock the routine row, then insert a ``claimed`` manual run."""
-        key = check_routine_key(scope, routine_id)
-        check_id("run_id", run_id)
-        now = require_utc("now", now)
-        expires = require_utc("expires_at", expires_at)
-        resend = require_utc("resend_at", resend_at)
+        args = claim_manual_args(scope, routine_id, run_id, now, expires_at, resend_at)
+        key, now, expires, resend = args.key, args.now, args.expires_at, args.resend_at
         with self._tx() as conn:
             found = conn.execute(q.select_routine(*key, lock=True)).first()
             if found is None:

@@ -1,0 +1,278 @@
+"""The argument checks of each store operation, shared by every backend (memory and SQL).
+
+One function per operation validates everything a call brings, in a fixed order, before the
+backend touches any state, and returns the normalized values (aware datetimes in UTC, canonical
+JSON text, checked money). Every backend calls the same function, so all of them accept and refuse
+exactly the same input with the same :class:`~alma_schedule.errors.InvalidInput` message. The
+single-value checks live in :mod:`alma_schedule.stores.validation`; what a backend checks on top
+(for instance a text that only SQL must bind) stays in that backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from alma_schedule.contracts import ANNOTATABLE, NON_TERMINAL, TERMINAL, Ceiling, Routine, RunKey, RunResult, Scope
+from alma_schedule.errors import InvalidInput
+from alma_schedule.ids import check_id, check_scope
+from alma_schedule.stores.validation import (
+    check_from_states,
+    check_json,
+    check_micros,
+    check_reason,
+    check_routine_key,
+    check_text,
+    check_utc,
+    require_utc,
+)
+
+RKey = tuple[str, str, str]
+ALL_STATES = NON_TERMINAL | TERMINAL
+
+__all__ = [
+    "ALL_STATES",
+    "FinishArgs",
+    "ManualClaimArgs",
+    "PutRoutineArgs",
+    "ReserveArgs",
+    "annotate_args",
+    "check_run_key",
+    "claim_manual_args",
+    "defer_args",
+    "finish_args",
+    "list_runs_args",
+    "put_routine_args",
+    "record_args",
+    "reserve_args",
+    "run_ref_args",
+    "set_enabled_args",
+    "set_paused_args",
+    "submit_args",
+    "transition_args",
+]
+
+
+def check_run_key(key: RunKey) -> RKey:
+    """A run key: its scope, routine id and run id; returns the routine key."""
+    rk = check_routine_key(Scope(key.org, key.uid), key.routine_id)
+    check_id("run_id", key.run_id)
+    return rk
+
+
+def run_ref_args(scope: Scope, routine_id: str, run_id: str) -> RKey:
+    """``get``: a run named by scope, routine id and run id; returns the routine key."""
+    rk = check_routine_key(scope, routine_id)
+    check_id("run_id", run_id)
+    return rk
+
+
+# ---------------------------------------------------------------------- routines
+
+
+@dataclass(frozen=True)
+class PutRoutineArgs:
+    """``put_routine``'s checked input: ``schedule`` / ``definition`` are canonical JSON text;
+    ``fields`` are the row values a registration writes (besides the bodies)."""
+
+    key: RKey
+    schedule: str
+    definition: str
+    now: datetime
+    fields: Mapping[str, Any]
+
+
+def put_routine_args(routine: Routine, now: datetime) -> PutRoutineArgs:
+    key = check_routine_key(routine.scope, routine.routine_id)
+    check_id("kind", routine.kind)
+    check_id("config_revision", routine.config_revision)
+    schedule = check_json("schedule", routine.schedule)
+    definition = check_json("definition", routine.definition)
+    now = require_utc("now", now)
+    fields = {
+        "registered_at": require_utc("registered_at", routine.registered_at),
+        "last_fire": check_utc("last_fire", routine.last_fire, optional=True),
+        "next_due_at": check_utc("next_due_at", routine.next_due_at, optional=True),
+        "tzdata_version": check_text("tzdata_version", routine.tzdata_version),
+        "kind": routine.kind,
+        "config_revision": routine.config_revision,
+    }
+    return PutRoutineArgs(key, schedule, definition, now, fields)
+
+
+def set_enabled_args(
+    scope: Scope, routine_id: str, now: datetime, next_due_at: datetime | None
+) -> tuple[RKey, datetime, datetime | None]:
+    """``set_enabled``: ``(key, now, next_due_at)``."""
+    key = check_routine_key(scope, routine_id)
+    return key, require_utc("now", now), check_utc("next_due_at", next_due_at, optional=True)
+
+
+def set_paused_args(
+    scope: Scope, routine_id: str, reason: str | None, now: datetime, next_due_at: datetime | None
+) -> tuple[RKey, datetime, datetime | None]:
+    """``set_paused``: the checks of :func:`set_enabled_args`, then the reason (an id) if any."""
+    out = set_enabled_args(scope, routine_id, now, next_due_at)
+    if reason is not None:
+        check_id("reason", reason)
+    return out
+
+
+def defer_args(scope: Scope, routine_id: str, until: datetime, error: str) -> tuple[RKey, datetime]:
+    """``defer``: ``(key, until)``; the error is required text."""
+    key = check_routine_key(scope, routine_id)
+    until = require_utc("until", until)
+    check_text("error", error, optional=False)
+    return key, until
+
+
+# ---------------------------------------------------------------------- claims and transitions
+
+
+@dataclass(frozen=True)
+class ManualClaimArgs:
+    key: RKey
+    run_id: str
+    now: datetime
+    expires_at: datetime
+    resend_at: datetime
+
+
+def claim_manual_args(
+    scope: Scope, routine_id: str, run_id: str, now: datetime, expires_at: datetime, resend_at: datetime
+) -> ManualClaimArgs:
+    key = run_ref_args(scope, routine_id, run_id)
+    return ManualClaimArgs(
+        key,
+        run_id,
+        require_utc("now", now),
+        require_utc("expires_at", expires_at),
+        require_utc("resend_at", resend_at),
+    )
+
+
+def transition_args(key: RunKey, now: datetime) -> tuple[RKey, datetime]:
+    """``start`` / ``begin_collecting``: ``(routine key, now)``."""
+    rk = check_run_key(key)
+    return rk, require_utc("now", now)
+
+
+def submit_args(
+    key: RunKey,
+    now: datetime,
+    batch_id: str | None,
+    deadline: datetime,
+    next_poll_at: datetime,
+    target_task_id: str | None,
+) -> tuple[datetime, dict[str, Any]]:
+    """``submit``: ``(now, the run values the CAS writes besides state and state_at)``."""
+    _, now = transition_args(key, now)
+    values = {
+        "submitted_at": now,
+        "batch_id": check_text("batch_id", batch_id),
+        "target_task_id": check_text("target_task_id", target_task_id),
+        "deadline": require_utc("deadline", deadline),
+        "next_poll_at": require_utc("next_poll_at", next_poll_at),
+        "poll_attempts": 0,
+    }
+    return now, values
+
+
+def annotate_args(key: RunKey, values: Mapping[str, Any]) -> tuple[RKey, dict[str, Any]]:
+    """``annotate``: only :data:`ANNOTATABLE` fields; ``caps_crossed`` comes back as a tuple."""
+    rk = check_run_key(key)
+    unknown = sorted(set(values) - ANNOTATABLE)
+    if unknown:
+        raise InvalidInput(f"annotate cannot write {', '.join(unknown)}")
+    clean: dict[str, Any] = {}
+    for name, value in values.items():
+        if name == "caps_crossed":
+            if isinstance(value, str) or not isinstance(value, Sequence):
+                raise InvalidInput("caps_crossed must be a sequence of texts")
+            clean[name] = tuple(check_text(name, v, optional=False) for v in value)
+        elif name == "cost_micros":
+            clean[name] = check_micros(name, value)
+        elif name == "erase_at":
+            clean[name] = check_utc(name, value, optional=True)
+        else:
+            clean[name] = check_text(name, value)
+    return rk, clean
+
+
+@dataclass(frozen=True)
+class FinishArgs:
+    """``finish``'s checked input: ``allowed`` is the states the run may leave; ``cost`` is None
+    when the result carries no cost (the run's own cost stands)."""
+
+    rk: RKey
+    now: datetime
+    allowed: frozenset[str]
+    cost: int | None
+    error_class: str | None
+
+
+def finish_args(key: RunKey, result: RunResult, now: datetime, from_states: Collection[str] | None) -> FinishArgs:
+    rk, now = transition_args(key, now)
+    if result.outcome not in TERMINAL:
+        raise InvalidInput(f"finish needs a terminal outcome, not {result.outcome!r}")
+    check_reason("reason", result.reason)
+    allowed = check_from_states(result.outcome, from_states)
+    cost = None if result.cost_micros is None else check_micros("cost_micros", result.cost_micros)
+    return FinishArgs(rk, now, allowed, cost, check_text("error_class", result.error_class))
+
+
+def record_args(
+    scope: Scope, routine_id: str, run_id: str, outcome: str, reason: str, now: datetime
+) -> tuple[RKey, datetime]:
+    """``record``: ``(routine key, now)``; the outcome is terminal, the reason a known code."""
+    rk = run_ref_args(scope, routine_id, run_id)
+    now = require_utc("now", now)
+    if outcome not in TERMINAL:
+        raise InvalidInput(f"record needs a terminal outcome, not {outcome!r}")
+    check_reason("reason", reason, optional=False)
+    return rk, now
+
+
+# ---------------------------------------------------------------------- money and reads
+
+
+@dataclass(frozen=True)
+class ReserveArgs:
+    """``reserve``'s checked input: ceiling ``keys`` in the order given, ``limits`` by key."""
+
+    rk: RKey
+    amount: int
+    keys: list[str]
+    limits: dict[str, int]
+
+
+def reserve_args(key: RunKey, day: str, amount_micros: int, ceilings: Sequence[Ceiling]) -> ReserveArgs:
+    rk = check_run_key(key)
+    check_id("day", day)
+    amount = check_micros("amount_micros", amount_micros)
+    keys = [check_id("ceiling", c.key) for c in ceilings]
+    limits = {c.key: check_micros("limit_micros", c.limit_micros) for c in ceilings}
+    if len(set(keys)) != len(keys):
+        raise InvalidInput("a ceiling is listed twice")
+    return ReserveArgs(rk, amount, keys, limits)
+
+
+def list_runs_args(
+    scope: Scope,
+    routine_id: str | None,
+    state: str | None,
+    since: datetime | None,
+    before: tuple[datetime, str] | None,
+) -> tuple[datetime | None, tuple[datetime, str] | None]:
+    """``list_runs``: ``(since, before)`` with their datetimes in UTC; the run id of ``before`` is
+    returned as given (a backend that binds it checks it)."""
+    check_scope(scope)
+    if routine_id is not None:
+        check_id("routine_id", routine_id)
+    if state is not None and state not in ALL_STATES:
+        raise InvalidInput(f"unknown run state {state!r}")
+    since = check_utc("since", since, optional=True)
+    edge = None if before is None else (require_utc("before", before[0]), before[1])
+    return since, edge
