@@ -103,8 +103,8 @@ def _sqlite_engine(url: URL, *, pool_size: int, max_overflow: int) -> Engine:
         dbapi_conn.isolation_level = None  # we emit BEGIN ourselves (see _on_begin)
         cur = dbapi_conn.cursor()
         try:
-            cur.execute("PRAGMA journal_mode=WAL")
             cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_MS}")
+            _set_wal(cur)
             cur.execute("PRAGMA synchronous=FULL")
         finally:
             cur.close()
@@ -115,3 +115,21 @@ def _sqlite_engine(url: URL, *, pool_size: int, max_overflow: int) -> Engine:
         conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
     return engine
+
+
+def _set_wal(cur: Any) -> None:
+    """Switch to WAL. Changing the journal mode needs an exclusive lock and SQLite answers "database is
+    locked" at once, without its busy handler, when another process opens the new file at the same
+    moment: retry for the busy timeout."""
+    import sqlite3
+    import time
+
+    deadline = time.monotonic() + SQLITE_BUSY_MS / 1000
+    while True:
+        try:
+            cur.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
