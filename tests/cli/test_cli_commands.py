@@ -219,3 +219,17 @@ def test_version_and_help_everywhere() -> None:
     for args in (["routines", "add"], ["runs", "record"], ["plan"], ["tick"], ["demo"], ["schedule", "next"]):
         out = ok(run({}, *args, "--help"))
         assert "Example" in out, args
+
+
+def test_tick_on_a_production_store_enqueues_one_tick(pg_url: str, redis_url: str) -> None:
+    import redis
+
+    migrate_store(pg_url)
+    env = {"ALMA_DATABASE_URL": pg_url, "ALMA_BROKER_URL": redis_url}
+    sent = json.loads(ok(run(env, "tick", "--json")))
+    assert sent["task_id"]
+    queued = redis.Redis.from_url(redis_url).lrange("alma.tick", 0, -1)
+    assert len(queued) == 1
+    message = json.loads(queued[0])
+    assert message["headers"]["task"] == "alma_schedule.tick"
+    assert message["headers"]["expires"]  # a tick piled up during an outage is discarded, not fired late
