@@ -60,3 +60,16 @@ def test_import_has_no_celery_and_one_error_root() -> None:
     assert out.strip() == "False"
     assert issubclass(alma_schedule.InvalidSchedule, AlmaScheduleError)
     assert issubclass(alma_schedule.InvalidSchedule, ValueError)
+
+
+def test_every_public_name_resolves_without_importing_celery() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, alma_schedule\n"
+        "missing = [n for n in alma_schedule.__all__ if getattr(alma_schedule, n, None) is None]\n"
+        "print(missing, 'celery' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[] False"
