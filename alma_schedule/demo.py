@@ -18,13 +18,13 @@ import logging
 import tempfile
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from alma_schedule.contracts import Routine, RoutineSpec, RunHandle, RunRecord, RunResult, Scope, TickReport
 from alma_schedule.settings import Settings, system_clock
+from alma_schedule.testing.clock import SimClock
 
 SCOPE = Scope("demo", "alice")
 SIM_START = datetime(2026, 3, 28, 12, 0, tzinfo=UTC)  # London springs forward 2026-03-29 01:00Z
@@ -38,16 +38,6 @@ class EchoRunner:
 
     def run(self, routine: Routine, handle: RunHandle) -> RunResult:
         return RunResult.completed("ok")
-
-
-@dataclass
-class SimClock:
-    """A settable clock: the settings clock of the demo's simulated day."""
-
-    at: datetime
-
-    def __call__(self) -> datetime:
-        return self.at
 
 
 ROUTINES: list[tuple[str, str, dict[str, Any], dict[str, Any]]] = [

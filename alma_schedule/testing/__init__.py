@@ -39,6 +39,7 @@ if "pytest" in sys.modules:  # under pytest: give the suites' plain asserts pyte
     )
 
 _EXPORTS = {
+    "SimClock": "alma_schedule.testing.clock",
     "StoreContract": "alma_schedule.testing.store_contract",
     "StoreRaceContract": "alma_schedule.testing.store_races",
 }

@@ -12,7 +12,6 @@ is already past); the webhook signature uses the wall clock, as a receiver expec
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
@@ -24,6 +23,7 @@ from adapters_support import API_KEY, PRICE_IN, PRICE_OUT, WEBHOOK_SECRET, expec
 from alma_schedule.contracts import RUN_TASK, TICK_TASK, RoutineSpec, RunRecord, Scope
 from alma_schedule.ids import governed_key
 from alma_schedule.settings import Secret, Settings, system_clock
+from alma_schedule.testing.clock import SimClock
 from alma_schedule.testing.fake_openai import FakeOpenAI
 from alma_schedule.testing.servers import RunningServer, serve_asgi
 from alma_schedule.testing.webhook_receiver import WebhookReceiver
@@ -40,21 +40,6 @@ pytestmark = [
 SCOPE = Scope("acme", "ana")
 TURN_GOAL = "Write the morning briefing for the platform team: incidents, deploys and reviews"
 JOB_GOAL = "Digest of yesterday's support tickets grouped by product area"
-
-
-class SimClock:
-    def __init__(self, at: datetime) -> None:
-        self.at = at
-        self._lock = threading.Lock()
-
-    def __call__(self) -> datetime:
-        with self._lock:
-            return self.at
-
-    def set(self, at: datetime) -> datetime:
-        with self._lock:
-            self.at = at
-            return at
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "") -> Any:

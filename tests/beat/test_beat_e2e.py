@@ -26,6 +26,7 @@ from alma_schedule.contracts import RoutineSpec, RunRecord, Scope
 from alma_schedule.settings import Settings
 from alma_schedule.stores import migrate_store
 from alma_schedule.tasks import KindRegistry
+from alma_schedule.testing.clock import SimClock
 from tests.beat import fleet_app
 from tests.celery.celery_support import make_settings, wait_for
 
@@ -39,20 +40,6 @@ SCOPE = Scope("acme", "ops")
 MINUTE = timedelta(minutes=1)
 ADD, PING, BOOM = "add-every-2-min", "ping-every-3-min", "boom-every-5-min"
 TRACKED = (ADD, BOOM)
-
-
-class Clock:
-    def __init__(self, at: datetime) -> None:
-        self.at = at
-        self._lock = threading.Lock()
-
-    def __call__(self) -> datetime:
-        with self._lock:
-            return self.at
-
-    def set(self, at: datetime) -> None:
-        with self._lock:
-            self.at = at
 
 
 @contextlib.contextmanager
@@ -134,7 +121,7 @@ def test_an_imported_beat_schedule_runs_each_fleet_task_once_per_fire(
 ) -> None:
     migrate_store(pg_url)
     t0 = start_instant()
-    clock = Clock(t0)
+    clock = SimClock(t0)
     settings = make_settings(pg_url, redis_url, clock=clock)
     fleet = fleet_app.e2e_app(redis_url, redis_url, redis_url)
     registry = KindRegistry(

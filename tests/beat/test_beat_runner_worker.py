@@ -5,7 +5,6 @@ with the fleet task's real outcome, or ``timed_out`` past their deadline."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -18,6 +17,7 @@ from alma_schedule.contracts import RoutineSpec, RunRecord, Scope
 from alma_schedule.engine import Schedule, create_schedule
 from alma_schedule.settings import Settings
 from alma_schedule.stores.memory import MemoryStore
+from alma_schedule.testing.clock import SimClock
 from tests.beat import fleet_app
 from tests.celery.celery_support import inprocess_worker, wait_for
 
@@ -33,20 +33,6 @@ T0 = datetime.now(UTC).replace(second=0, microsecond=0) + timedelta(minutes=1)
 MINUTE = timedelta(minutes=1)
 
 
-class Clock:
-    def __init__(self, at: datetime) -> None:
-        self.at = at
-        self._lock = threading.Lock()
-
-    def __call__(self) -> datetime:
-        with self._lock:
-            return self.at
-
-    def set(self, at: datetime) -> None:
-        with self._lock:
-            self.at = at
-
-
 @pytest.fixture
 def fleet(redis_url: str) -> Iterator[Any]:
     app = fleet_app.make_worker_app(redis_url, redis_url, record_url=redis_url)
@@ -55,12 +41,12 @@ def fleet(redis_url: str) -> Iterator[Any]:
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock(T0)
+def clock() -> SimClock:
+    return SimClock(T0)
 
 
 @pytest.fixture
-def schedule(fleet: Any, clock: Clock) -> Schedule:
+def schedule(fleet: Any, clock: SimClock) -> Schedule:
     return create_schedule(store=MemoryStore(), runner=TaskRunner(fleet), settings=Settings(clock=clock))
 
 
@@ -72,7 +58,7 @@ def ran(redis_url: str) -> list[str]:
         r.close()
 
 
-def tick_at(schedule: Schedule, clock: Clock, at: datetime) -> Any:
+def tick_at(schedule: Schedule, clock: SimClock, at: datetime) -> Any:
     clock.set(at)
     return schedule.tick(now=at)
 
@@ -88,7 +74,7 @@ def register(schedule: Schedule, routine_id: str, definition: dict[str, Any], ev
 
 
 def test_untracked_sends_once_completes_sent_and_leaves_the_streak(
-    schedule: Schedule, clock: Clock, fleet: Any, redis_url: str
+    schedule: Schedule, clock: SimClock, fleet: Any, redis_url: str
 ) -> None:
     # a failing tracked fire first: the streak is 1
     register(schedule, "r", {"task": "fleet.boom", "track": True, "deadline": "10m"})
@@ -116,7 +102,7 @@ def test_untracked_sends_once_completes_sent_and_leaves_the_streak(
 
 
 def test_tracked_success_is_completed_ok_with_the_target_task_id(
-    schedule: Schedule, clock: Clock, fleet: Any, redis_url: str
+    schedule: Schedule, clock: SimClock, fleet: Any, redis_url: str
 ) -> None:
     register(schedule, "t", {"task": "fleet.add", "args": [1, 2], "track": True, "deadline": "10m"})
     tick_at(schedule, clock, T0 + MINUTE)
@@ -134,7 +120,7 @@ def test_tracked_success_is_completed_ok_with_the_target_task_id(
 
 
 def test_tracked_failure_is_failed_task_failed_with_the_exception_class(
-    schedule: Schedule, clock: Clock, fleet: Any
+    schedule: Schedule, clock: SimClock, fleet: Any
 ) -> None:
     register(schedule, "b", {"task": "fleet.boom", "track": True, "deadline": "10m"})
     tick_at(schedule, clock, T0 + MINUTE)
@@ -146,7 +132,9 @@ def test_tracked_failure_is_failed_task_failed_with_the_exception_class(
     assert schedule.get(SCOPE, "b").consecutive_failures == 1
 
 
-def test_tracked_revoked_is_failed_task_revoked(schedule: Schedule, clock: Clock, fleet: Any, redis_url: str) -> None:
+def test_tracked_revoked_is_failed_task_revoked(
+    schedule: Schedule, clock: SimClock, fleet: Any, redis_url: str
+) -> None:
     register(schedule, "v", {"task": "fleet.add", "track": True, "deadline": "10m"})
     # the fire's task id is known before it is sent: revoke it on the worker first
     fire = schedule.plan(now=T0 + MINUTE).due[0]
@@ -166,7 +154,7 @@ def test_tracked_revoked_is_failed_task_revoked(schedule: Schedule, clock: Clock
     assert not [x for x in ran(redis_url) if tid in x], "a revoked task never executes"
 
 
-def test_tracked_past_its_deadline_is_timed_out(schedule: Schedule, clock: Clock) -> None:
+def test_tracked_past_its_deadline_is_timed_out(schedule: Schedule, clock: SimClock) -> None:
     # sent to a queue no worker consumes: the result stays PENDING
     register(
         schedule,

@@ -10,11 +10,12 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from engine_support import T0, ScriptRunner, SimClock
+from engine_support import T0, ScriptRunner
 
 from alma_schedule.engine import Schedule, create_schedule
 from alma_schedule.settings import Settings
 from alma_schedule.stores.base import Store
+from alma_schedule.testing.clock import SimClock
 
 
 def open_test_store(kind: str, request: pytest.FixtureRequest) -> Store:

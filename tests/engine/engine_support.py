@@ -32,28 +32,6 @@ every_store = pytest.mark.parametrize(
 )
 
 
-class SimClock:
-    """A settable clock: ``Settings(clock=SimClock(T0))``."""
-
-    def __init__(self, at: datetime) -> None:
-        self.at = at
-        self._lock = threading.Lock()
-
-    def __call__(self) -> datetime:
-        with self._lock:
-            return self.at
-
-    def set(self, at: datetime) -> datetime:
-        with self._lock:
-            self.at = at
-        return at
-
-    def advance(self, delta: timedelta) -> datetime:
-        with self._lock:
-            self.at += delta
-            return self.at
-
-
 @dataclass
 class ScriptRunner:
     """A runner whose definition says what to do: ``{"behave": "ok" | "fail" | "raise" | "submit"}``.

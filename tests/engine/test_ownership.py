@@ -14,12 +14,13 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from engine_support import HOUR, MINUTE, SCOPE, T0, RecordingDispatcher, SimClock, every_store, spec
+from engine_support import HOUR, MINUTE, SCOPE, T0, RecordingDispatcher, every_store, spec
 
 from alma_schedule.contracts import Ceiling, Routine, RunHandle, RunRecord, RunResult
 from alma_schedule.engine import Schedule
 from alma_schedule.errors import OutcomeUncertain, StoreUnavailable
 from alma_schedule.stores.base import Store
+from alma_schedule.testing.clock import SimClock
 
 ORG_CEILING = Ceiling.org_key(SCOPE.org)
 

@@ -26,13 +26,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from engine_support import MINUTE, ScriptRunner, SimClock
+from engine_support import MINUTE, ScriptRunner
 
 from alma_schedule.contracts import RoutineSpec, RunKey, RunRecord, Scope
 from alma_schedule.core import fire_id, latest_fire, parse_schedule
 from alma_schedule.engine import Schedule, create_schedule
 from alma_schedule.settings import Settings
 from alma_schedule.stores.base import Store
+from alma_schedule.testing.clock import SimClock
 
 START = datetime(2026, 3, 5, 0, 0, tzinfo=UTC)
 END = START + timedelta(days=7)

@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from governed_support import SimClock, empty_tables
+from governed_support import T0, empty_tables
+
+from alma_schedule.testing.clock import SimClock
 
 PG_ADMIN = os.environ.get("ALMA_TEST_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/postgres")
 
@@ -77,4 +79,4 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
 
 @pytest.fixture
 def clock() -> SimClock:
-    return SimClock()
+    return SimClock(T0)

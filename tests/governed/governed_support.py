@@ -9,7 +9,6 @@ process death would interrupt it, leaving in the store only what was persisted b
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -32,6 +31,7 @@ from alma_schedule.engine import create_schedule
 from alma_schedule.engine.handle import money_day
 from alma_schedule.governed.protocols import Delivery
 from alma_schedule.settings import Settings
+from alma_schedule.testing.clock import SimClock
 
 T0 = datetime(2026, 3, 2, 8, 0, tzinfo=UTC)
 SCOPE = Scope("org-a", "user-1")
@@ -40,21 +40,6 @@ DAY = money_day(T0, "UTC")
 
 class Killed(BaseException):
     """A simulated process death: not an ``Exception``, so nothing in the engine catches it."""
-
-
-class SimClock:
-    def __init__(self, at: datetime = T0) -> None:
-        self.at = at
-        self._lock = threading.Lock()
-
-    def __call__(self) -> datetime:
-        with self._lock:
-            return self.at
-
-    def advance(self, delta: timedelta) -> datetime:
-        with self._lock:
-            self.at += delta
-            return self.at
 
 
 @dataclass

@@ -7,7 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from governed_support import SCOPE, Harness, Interrupting, Killed, ListSink, SimClock, routine_ceiling
+from governed_support import SCOPE, Harness, Interrupting, Killed, ListSink, routine_ceiling
 
 from alma_schedule.contracts import RunKey
 from alma_schedule.errors import ProviderError
@@ -20,6 +20,7 @@ from alma_schedule.governed import (
     create_governed_batch_runner,
 )
 from alma_schedule.ids import governed_key
+from alma_schedule.testing.clock import SimClock
 
 PRICES = Prices(1_000_000, 1_000_000)
 GOAL = "Digest"  # 6 bytes + 64 framing tokens: input bound 70; with 100 output tokens the bound is 170

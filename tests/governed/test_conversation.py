@@ -11,16 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from governed_support import (
-    ORG_CEILING,
-    SCOPE,
-    Harness,
-    Interrupting,
-    Killed,
-    ListSink,
-    SimClock,
-    routine_ceiling,
-)
+from governed_support import ORG_CEILING, SCOPE, Harness, Interrupting, Killed, ListSink, routine_ceiling
 
 from alma_schedule.contracts import RunKey
 from alma_schedule.errors import ProviderError, RegistrationRefused
@@ -33,6 +24,7 @@ from alma_schedule.governed import (
 )
 from alma_schedule.ids import governed_key
 from alma_schedule.stores.memory import MemoryStore
+from alma_schedule.testing.clock import SimClock
 
 #: One micro-USD per token both ways: the goal "Brief me" (8 bytes + 64 framing tokens) bounds the
 #: input at 72 micro-USD; max_output_tokens 100 makes the hard bound 172.

@@ -17,7 +17,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from governed_support import SCOPE, Harness, Interrupting, Killed, ListSink, SimClock, routine_ceiling
+from governed_support import SCOPE, Harness, Interrupting, Killed, ListSink, routine_ceiling
 
 from alma_schedule.contracts import Ceiling, RoutineSpec, RunKey, Scope
 from alma_schedule.errors import StoreUnavailable
@@ -32,6 +32,7 @@ from alma_schedule.governed import (
     create_governed_conversation_runner,
 )
 from alma_schedule.ids import MAX_ID_LENGTH
+from alma_schedule.testing.clock import SimClock
 
 PRICES = Prices(1_000_000, 1_000_000)
 GOAL = "Brief me"  # 8 bytes + 64 framing tokens: input bound 72; with 100 output tokens the bound is 172
