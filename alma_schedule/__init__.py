@@ -1,7 +1,9 @@
 """alma-schedule: the clock of a Celery fleet, as a tick.
 
-``import alma_schedule`` imports no Celery: the Celery adapter is :mod:`alma_schedule.celery`.
-Public names are loaded lazily on first access.
+``import alma_schedule`` imports no Celery (the Celery face is :mod:`alma_schedule.celery`) and no
+optional dependency: the names below are loaded lazily on first access. They are what a user of
+the library needs; every other public name lives in its own module (``alma_schedule.model``,
+``alma_schedule.errors``, ``alma_schedule.runners``, ...). ``docs/architecture.md`` maps them.
 """
 
 from __future__ import annotations
@@ -9,77 +11,74 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from alma_schedule.deprecation import resolve_alias
+
 __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
-    # errors
-    "AlmaScheduleError": "alma_schedule.errors",
-    "ConfigurationError": "alma_schedule.errors",
-    "InvalidSchedule": "alma_schedule.errors",
-    "InvalidInput": "alma_schedule.errors",
-    "RegistrationRefused": "alma_schedule.errors",
-    "NotFound": "alma_schedule.errors",
-    "Refused": "alma_schedule.errors",
-    "Overlap": "alma_schedule.errors",
-    "StoreError": "alma_schedule.errors",
-    "StoreUnavailable": "alma_schedule.errors",
-    "StoreConflict": "alma_schedule.errors",
-    "SchemaMismatch": "alma_schedule.errors",
-    # contracts
-    "Scope": "alma_schedule.contracts",
-    "Routine": "alma_schedule.contracts",
-    "RoutineSpec": "alma_schedule.contracts",
-    "RoutineKey": "alma_schedule.contracts",
-    "RunKey": "alma_schedule.contracts",
-    "RunRecord": "alma_schedule.contracts",
-    "RunResult": "alma_schedule.contracts",
-    "RunState": "alma_schedule.contracts",
-    "Reason": "alma_schedule.contracts",
-    "ClaimResult": "alma_schedule.contracts",
-    "ClaimBatch": "alma_schedule.contracts",
-    "Fire": "alma_schedule.contracts",
-    "Defer": "alma_schedule.contracts",
-    "NotDue": "alma_schedule.contracts",
-    "Ceiling": "alma_schedule.contracts",
-    "TickPlan": "alma_schedule.contracts",
-    "TickReport": "alma_schedule.contracts",
-    "RunHandle": "alma_schedule.contracts",
-    "RoutineRunner": "alma_schedule.contracts",
-    "Dispatcher": "alma_schedule.contracts",
-    # settings
-    "Settings": "alma_schedule.settings",
-    "load_settings": "alma_schedule.settings",
-    "Timers": "alma_schedule.settings",
-    # scheduling core
+    # the engine
+    "create_schedule": "alma_schedule.engine",
+    "Scheduler": "alma_schedule.engine",
+    # what you register and what a runner returns
+    "Scope": "alma_schedule.model",
+    "RoutineSpec": "alma_schedule.model",
+    "RunResult": "alma_schedule.model",
+    # stores
+    "open_store": "alma_schedule.stores",
+    "migrate_store": "alma_schedule.stores.sql",
+    "MemoryStore": "alma_schedule.stores.memory",
+    "SqlStore": "alma_schedule.stores.sql",
+    # schedules
     "Cron": "alma_schedule.core",
     "Every": "alma_schedule.core",
     "At": "alma_schedule.core",
     "parse_schedule": "alma_schedule.core",
-    "validate_schedule": "alma_schedule.core",
-    "latest_fire": "alma_schedule.core",
     "next_fire": "alma_schedule.core",
-    "fire_id": "alma_schedule.core",
-    # stores
-    "Store": "alma_schedule.stores.base",
-    "MemoryStore": "alma_schedule.stores.memory",
-    "SqlStore": "alma_schedule.stores.sql",
-    "migrate_store": "alma_schedule.stores.sql",
-    "open_store": "alma_schedule.stores",
-    # engine
-    "Schedule": "alma_schedule.engine",
-    "create_schedule": "alma_schedule.engine",
-    "InProcessDispatcher": "alma_schedule.engine",
-    "RegistrationReceipt": "alma_schedule.engine",
-    # governed runners
-    "create_governed_conversation_runner": "alma_schedule.governed",
-    "create_governed_batch_runner": "alma_schedule.governed",
-    "ConversationProvider": "alma_schedule.governed",
-    "BatchProvider": "alma_schedule.governed",
-    "Sink": "alma_schedule.governed",
-    "governed_key": "alma_schedule.ids",
-    # adapters
-    "OpenAICompatibleProvider": "alma_schedule.adapters.openai",
-    "WebhookSink": "alma_schedule.adapters.webhook",
+    # settings
+    "Settings": "alma_schedule.settings",
+    "load_settings": "alma_schedule.settings",
+    # errors (all of them: alma_schedule.errors)
+    "AlmaScheduleError": "alma_schedule.errors",
+    "ConfigurationError": "alma_schedule.errors",
+    "InvalidInput": "alma_schedule.errors",
+    "InvalidSchedule": "alma_schedule.errors",
+    "NotFound": "alma_schedule.errors",
+    "Overlap": "alma_schedule.errors",
+    "Refused": "alma_schedule.errors",
+}
+
+#: Names 0.1.0 exported from the root that now live only in their own module: deprecated aliases
+#: for one release (each access warns, naming the new place).
+_MOVED: dict[str, tuple[str, str]] = {
+    **{
+        name: ("alma_schedule.errors", name)
+        for name in ("RegistrationRefused", "StoreError", "StoreUnavailable", "StoreConflict", "SchemaMismatch")
+    },
+    **{
+        name: ("alma_schedule.model", name)
+        for name in (
+            "Routine", "RoutineKey", "RunKey", "RunRecord", "RunState", "Reason", "ClaimResult", "ClaimBatch",
+            "Fire", "Defer", "NotDue", "Ceiling", "TickPlan", "TickReport", "RunHandle", "RoutineRunner",
+            "Dispatcher", "governed_key",
+        )
+    },
+    "Timers": ("alma_schedule.settings", "Timers"),
+    "validate_schedule": ("alma_schedule.core", "validate_schedule"),
+    "latest_fire": ("alma_schedule.core", "latest_fire"),
+    "fire_id": ("alma_schedule.core", "fire_id"),
+    "Store": ("alma_schedule.stores.base", "Store"),
+    "Schedule": ("alma_schedule.engine", "Scheduler"),
+    "InProcessDispatcher": ("alma_schedule.engine", "InProcessDispatcher"),
+    "RegistrationReceipt": ("alma_schedule.engine", "RegistrationReceipt"),
+    **{
+        name: ("alma_schedule.runners.governed", name)
+        for name in (
+            "create_governed_conversation_runner", "create_governed_batch_runner", "ConversationProvider",
+            "BatchProvider", "Sink",
+        )
+    },
+    "OpenAICompatibleProvider": ("alma_schedule.runners.adapters.openai", "OpenAICompatibleProvider"),
+    "WebhookSink": ("alma_schedule.runners.adapters.webhook", "WebhookSink"),
 }
 
 __all__ = ["__version__", *sorted(_EXPORTS)]
@@ -88,7 +87,7 @@ __all__ = ["__version__", *sorted(_EXPORTS)]
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
-        raise AttributeError(f"module 'alma_schedule' has no attribute {name!r}")
+        return resolve_alias("alma_schedule", name, _MOVED)
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value

@@ -23,64 +23,16 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
-from alma_schedule.tasks.install import install, our_routes
+from alma_schedule.tasks.app import create_app, ready_app_config
+from alma_schedule.tasks.install import install
 
 if TYPE_CHECKING:
     from celery import Celery
-
-    from alma_schedule.settings import Settings
-    from alma_schedule.tasks.registry import KindRegistry
 
 __all__ = ["create_app", "install", "ready_app_config"]  # `app` is lazy: module __getattr__
 
 _lock = threading.Lock()
 _app: Celery | None = None
-
-
-def ready_app_config(settings: Settings) -> dict[str, Any]:
-    """The configuration of the ready app (plain Celery settings)."""
-    from kombu.entity import Exchange, Queue
-
-    queues = (settings.tick_queue, settings.run_queue, settings.collect_queue)
-    return {
-        "broker_url": settings.broker_url,
-        "result_backend": settings.result_backend,
-        "task_serializer": "json",
-        "result_serializer": "json",
-        "accept_content": ["json"],
-        "result_accept_content": ["json"],
-        "event_serializer": "json",
-        "task_routes": our_routes(settings),
-        "task_queues": tuple(
-            Queue(name, Exchange(name), routing_key=name)  # type: ignore[no-untyped-call]
-            for name in queues
-        ),
-        "task_default_queue": settings.run_queue,
-        "worker_send_task_events": settings.task_events,
-        "task_send_sent_event": settings.task_events,
-        "worker_prefetch_multiplier": 1,
-        "broker_connection_retry_on_startup": True,
-        "enable_utc": True,
-        "timezone": "UTC",
-    }
-
-
-def create_app(
-    settings: Settings | None = None, *, registry: KindRegistry | None = None, main: str = "alma_schedule"
-) -> Celery:
-    """A new ready app (not current, not default) with our tasks installed.
-
-    ``settings`` defaults to :func:`alma_schedule.settings.load_settings` (the environment).
-    """
-    from celery import Celery
-
-    from alma_schedule.settings import load_settings
-
-    settings = settings if settings is not None else load_settings()
-    new = Celery(main, set_as_current=False)
-    new.conf.update(ready_app_config(settings))
-    install(new, settings=settings, registry=registry)
-    return new
 
 
 def __getattr__(name: str) -> Any:

@@ -22,8 +22,8 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
-from alma_schedule.contracts import TICK_TASK
 from alma_schedule.errors import DispatchError
+from alma_schedule.model import TICK_TASK
 from alma_schedule.settings import Settings
 
 log = logging.getLogger(__name__)

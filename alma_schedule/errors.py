@@ -22,7 +22,7 @@ The tree::
                                            leaves the run non-terminal (reservation held) for `record`
 
 Messages are for humans and never contain secrets or raw provider/sink text for the ledger:
-the ledger only ever stores closed reason codes (see :mod:`alma_schedule.contracts`).
+the ledger only ever stores closed reason codes (see :mod:`alma_schedule.model`).
 """
 
 from __future__ import annotations

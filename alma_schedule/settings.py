@@ -16,10 +16,11 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from alma_schedule.errors import ConfigurationError
+from alma_schedule.model.time import system_time
 
 ENV_PREFIX = "ALMA_"
 
@@ -53,11 +54,6 @@ class Secret:
 
     def __bool__(self) -> bool:
         return bool(self._value)
-
-
-def system_clock() -> datetime:
-    """The wall clock, aware UTC. The only place the package reads real time for scheduling."""
-    return datetime.now(UTC)
 
 
 _DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+(?:\.\d+)?)s)?$")
@@ -180,9 +176,12 @@ class Settings:
     # --- process
     log_level: str = _f("INFO", "Log level.")
     clock: Callable[[], datetime] = field(
-        default=system_clock,
+        default=system_time,
         compare=False,
-        metadata={"doc": "The clock (code only: the demo passes a simulated one).", "kind": "code"},
+        metadata={
+            "doc": "The time source (code only: tests and the demo pass a SettableTime).",
+            "kind": "code",
+        },
     )
 
     def now(self) -> datetime:
@@ -204,6 +203,12 @@ class Settings:
                 v = f"{v.total_seconds():g}s"
             out[f.name] = v
         return out
+
+
+def __getattr__(name: str) -> Any:
+    from alma_schedule.deprecation import resolve_alias
+
+    return resolve_alias(__name__, name, {"system_clock": ("alma_schedule.model.time", "system_time")})
 
 
 FIELDS: Mapping[str, dataclasses.Field[Any]] = {f.name: f for f in dataclasses.fields(Settings)}

@@ -41,7 +41,7 @@ import redis
 
 from alma_schedule.celery import create_app
 from alma_schedule.clock import send_tick
-from alma_schedule.contracts import RUN_TASK, RunRecord
+from alma_schedule.model import RUN_TASK, RunRecord
 from alma_schedule.settings import Settings
 from alma_schedule.tasks import CeleryDispatcher
 
@@ -54,7 +54,7 @@ CELERY = str(Path(sys.executable).parent / "celery")
 RUNNER_MODULE = '''
 from __future__ import annotations
 import redis
-from alma_schedule.contracts import RunResult
+from alma_schedule.model import RunResult
 
 class Trivial:
     def __init__(self, url):

@@ -42,7 +42,7 @@ from store_load import (
     scratch_database,
 )
 
-from alma_schedule.contracts import Fire, Routine
+from alma_schedule.model import Fire, Routine
 from alma_schedule.settings import Settings, Timers
 from alma_schedule.stores.sql import SqlStore
 
@@ -166,7 +166,7 @@ START_UPDATE = (
 
 
 def _starter(kind: str, url: str, conninfo: str, ids: list[int], seconds: float, barrier: Any, out: Any) -> None:
-    from alma_schedule.contracts import RunKey
+    from alma_schedule.model import RunKey
 
     run_id = fire_id(NOW - timedelta(minutes=5))
     done = 0
@@ -247,7 +247,7 @@ def memory_profile(store: SqlStore, conninfo: str, n: int) -> dict[str, float]:
         "erase_expired_results": lambda: store.erase_expired_results(NOW, DUE),
         "prune": lambda: store.prune(NOW - timedelta(minutes=30)),
         "purge_deleted": lambda: store.purge_deleted(),
-        "beat": lambda: store.beat(NOW),
+        "heartbeat": lambda: store.heartbeat(NOW),
         "last_tick": lambda: store.last_tick(),
     }
     out: dict[str, float] = {}

@@ -1,4 +1,4 @@
-"""Bench: ``Schedule.tick()`` against the store's bare ``claim_due``, on PostgreSQL, in the same run.
+"""Bench: ``Scheduler.tick()`` against the store's bare ``claim_due``, on PostgreSQL, in the same run.
 
 For each size (routines in the table) and each due count, the script creates a fresh database,
 migrates it, bulk-loads the routines with COPY into the store's own ``routines`` table, then
@@ -6,7 +6,7 @@ alternates two measurements, resetting the due rows (and deleting the run rows) 
 
 * ``claim_due``: the store's bare ``claim_due(now, claim_limit, decide, timers)`` with a decide that
   returns precomputed fires (the store's cost alone);
-* ``tick``: ``Schedule.tick(now)`` with a counting dispatcher (claim batches with the real decide
+* ``tick``: ``Scheduler.tick(now)`` with a counting dispatcher (claim batches with the real decide
   over the scheduling core, re-sends, polls, maintenance, heartbeat, blocked).
 
 Target: ``tick <= 1.3 * claim_due + 50 us * due``, flat in the number of routines. The idle tick
@@ -32,8 +32,8 @@ from typing import Any
 
 import psycopg
 
-from alma_schedule.contracts import Fire, Routine, RunRecord
 from alma_schedule.engine import create_schedule
+from alma_schedule.model import Fire, Routine, RunRecord
 from alma_schedule.settings import Settings, Timers
 from alma_schedule.stores import open_store
 from alma_schedule.stores.sql import migrate_store

@@ -21,7 +21,7 @@ Meaning is never changed silently. What converts, and how:
   priority / expires, arguments that are not JSON, entry names that are not valid routine ids,
   and (when the caller knows the app's tasks) task names the app does not register.
 
-The routine id is the beat entry's name (checked by :func:`alma_schedule.ids.check_id`).
+The routine id is the beat entry's name (checked by :func:`alma_schedule.model.check_id`).
 """
 
 from __future__ import annotations
@@ -32,13 +32,12 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from alma_schedule.beat.runner import KIND, TaskDefinition
-from alma_schedule.contracts import RoutineSpec, Scope
 from alma_schedule.core.cron import compile_expr
 from alma_schedule.core.types import Cron, Every
 from alma_schedule.core.zones import check_zone
 from alma_schedule.errors import InvalidInput, InvalidSchedule
-from alma_schedule.ids import check_id
+from alma_schedule.model import RoutineSpec, Scope, check_id
+from alma_schedule.runners.task import KIND, TaskDefinition
 
 ENTRY_KEYS = ("task", "schedule", "args", "kwargs", "options", "relative")
 

@@ -19,14 +19,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from alma_schedule.beat.convert import AppZone, Conversion, app_zone, convert_beat_schedule
-from alma_schedule.beat.runner import TaskRunner
-from alma_schedule.contracts import Scope
 from alma_schedule.errors import RegistrationRefused
+from alma_schedule.model import Scope
+from alma_schedule.runners.task import TaskRunner
 
 if TYPE_CHECKING:
     from celery import Celery
 
-    from alma_schedule.engine import Schedule
+    from alma_schedule.engine import Scheduler
 
 
 def system_local_zone(environ: Mapping[str, str] | None = None, *, root: str = "/") -> str | None:
@@ -129,7 +129,7 @@ class Applied:
         }
 
 
-def apply_import(schedule: Schedule, plan: ImportPlan, *, now: datetime | None = None) -> list[Applied]:
+def apply_import(schedule: Scheduler, plan: ImportPlan, *, now: datetime | None = None) -> list[Applied]:
     """Register every converted entry of ``plan`` (one ``register`` each); refused ones are skipped.
 
     Idempotent: an entry whose routine is already registered unchanged reports ``unchanged`` and

@@ -17,7 +17,7 @@ from alma_schedule.cli.context import CliContext, emit_json, handle_errors, json
 
 
 def _load(app_path: str) -> Any:
-    from alma_schedule.beat.runner import load_celery_app
+    from alma_schedule.runners.task import load_celery_app
 
     cwd = os.getcwd()
     if cwd not in sys.path:  # like `celery -A`: the app module is found from the working directory
@@ -47,15 +47,15 @@ def import_beat(obj: CliContext, app_path: str, scope_text: str, do_apply: bool,
     """
     from alma_schedule.beat.convert import ANCHOR_NOTE
     from alma_schedule.beat.importer import apply_import, plan_import
-    from alma_schedule.contracts import Scope
+    from alma_schedule.model import Scope
 
     scope = Scope.parse(scope_text)
     app = _load(app_path)
     plan = plan_import(app, scope)
     applied = None
     if do_apply:
-        from alma_schedule.beat.runner import TaskRunner
         from alma_schedule.engine import create_schedule
+        from alma_schedule.runners.task import TaskRunner
 
         schedule = create_schedule(store=obj.store(), runner=TaskRunner(app), settings=obj.settings)
         applied = apply_import(schedule, plan)

@@ -111,7 +111,7 @@ def worker_check(obj: CliContext, as_json: bool) -> None:
     Example:
       ALMA_DATABASE_URL=postgresql+psycopg://alma@db/alma alma-schedule worker-check
     """
-    from alma_schedule.tasks.registry import KindRegistry, stored_kinds
+    from alma_schedule.runners.registry import KindRegistry, stored_kinds
 
     registry = KindRegistry(obj.settings)
     kinds = registry.check(stored_kinds(obj.store()))

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import wraps
@@ -107,11 +106,3 @@ def print_table(title: str | None, columns: Sequence[str], rows: Sequence[Sequen
 
 def json_option(fn: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")(fn)
-
-
-@contextmanager
-def opened_store(obj: CliContext) -> Iterator[Any]:
-    try:
-        yield obj.store()
-    finally:
-        obj.close()

@@ -21,7 +21,7 @@ def demo(hours: int, step_minutes: int, no_celery: bool) -> None:
     Example:
       alma-schedule demo --hours 24 --step 5
     """
-    from alma_schedule.demo import run_demo
+    from alma_schedule.cli.demo_job import run_demo
 
     run_demo(hours=hours, step_minutes=step_minutes, celery=not no_celery, echo=click.echo)
 

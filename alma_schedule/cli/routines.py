@@ -10,8 +10,8 @@ import click
 
 from alma_schedule.cli.context import CliContext, emit_json, handle_errors, json_option, print_table
 from alma_schedule.cli.wiring import build_schedule, parse_instant
-from alma_schedule.contracts import Routine, RoutineSpec, Scope
 from alma_schedule.errors import InvalidInput, NotFound
+from alma_schedule.model import Routine, RoutineSpec, Scope
 
 
 def _json_arg(name: str, text: str) -> Any:

@@ -6,8 +6,8 @@ import click
 
 from alma_schedule.cli.context import CliContext, emit_json, handle_errors, json_option, print_table
 from alma_schedule.cli.wiring import build_schedule, parse_instant
-from alma_schedule.contracts import NON_TERMINAL, TERMINAL, RunRecord, RunState, Scope
 from alma_schedule.errors import InvalidInput
+from alma_schedule.model import NON_TERMINAL, TERMINAL, RunRecord, RunState, Scope
 from alma_schedule.settings import parse_duration
 
 RUN_COLUMNS = ["routine", "run", "origin", "state", "reason", "fire (UTC)", "state since", "cost µ$", "error"]

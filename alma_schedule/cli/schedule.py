@@ -13,7 +13,7 @@ from alma_schedule.errors import InvalidSchedule
 
 @click.group("schedule")
 def schedule_group() -> None:
-    """Schedule calculations (pure: no store needed)."""
+    """Scheduler calculations (pure: no store needed)."""
 
 
 @schedule_group.command("next")
@@ -31,14 +31,14 @@ def schedule_next(obj: object, schedule: str, count: int, after: str | None, as_
       alma-schedule schedule next '{"cron": "30 2 * * *", "tz": "America/New_York"}' -n 5
     """
     from alma_schedule.core import preview_fires, validate_schedule
-    from alma_schedule.settings import system_clock
+    from alma_schedule.model.time import system_time
 
     try:
         value = json.loads(schedule)
     except json.JSONDecodeError as exc:
         raise InvalidSchedule(f"schedule is not JSON: {exc.msg}") from None
     parsed = validate_schedule(value)
-    start = _instant(after) if after else system_clock().replace(microsecond=0)
+    start = _instant(after) if after else system_time().replace(microsecond=0)
     rows = preview_fires(parsed, start, start, count)
     if as_json:
         emit_json([{"utc": r.utc, "local": r.local, "zone": r.zone, "note": r.dst_note} for r in rows])

@@ -1,4 +1,4 @@
-"""How the CLI builds a Schedule: the store from settings, runners from the kind registry, and a
+"""How the CLI builds a Scheduler: the store from settings, runners from the kind registry, and a
 dispatcher that matches the store (in-process on the embedded default, Celery in production)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from alma_schedule.settings import Settings
 
 if TYPE_CHECKING:
     from alma_schedule.cli.context import CliContext
-    from alma_schedule.engine import Schedule
+    from alma_schedule.engine import Scheduler
 
 
 def is_embedded(settings: Settings) -> bool:
@@ -30,14 +30,14 @@ def parse_instant(text: str) -> datetime:
     return value
 
 
-def build_schedule(obj: CliContext, *, dispatcher: Any = None) -> Schedule:
-    """A Schedule over the command's store. Embedded: runs in-process. Production: sends through Celery."""
+def build_schedule(obj: CliContext, *, dispatcher: Any = None) -> Scheduler:
+    """A Scheduler over the command's store. Embedded: runs in-process. Production: sends through Celery."""
     from alma_schedule.engine import create_schedule
-    from alma_schedule.tasks.registry import registry_resolver
+    from alma_schedule.runners.registry import registry_resolver
 
     settings = obj.settings
     if dispatcher is None and not is_embedded(settings):
-        from alma_schedule.tasks.composition import celery_app_for
+        from alma_schedule.tasks.app import celery_app_for
         from alma_schedule.tasks.dispatcher import CeleryDispatcher
 
         dispatcher = CeleryDispatcher(celery_app_for(settings), settings)

@@ -9,14 +9,14 @@ from __future__ import annotations
 from alma_schedule.core.fires import fire_id, latest_fire, next_fire, next_fires
 from alma_schedule.core.parse import parse_schedule, validate_schedule
 from alma_schedule.core.preview import FirePreview, preview_fires
-from alma_schedule.core.types import At, Cron, Every, Schedule
+from alma_schedule.core.types import At, Cron, Every, ScheduleValue
 
 __all__ = [
     "At",
     "Cron",
     "Every",
     "FirePreview",
-    "Schedule",
+    "ScheduleValue",
     "fire_id",
     "latest_fire",
     "next_fire",

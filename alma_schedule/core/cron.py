@@ -266,8 +266,3 @@ def prev_match(spec: CronSpec, w: int) -> int | None:
     if found is None:
         return None
     return (found - EPOCH_ORDINAL) * 86400 + tod[-1] * 60
-
-
-def wall_matches(spec: CronSpec, w: int) -> bool:
-    """Does the wall minute containing wall second ``w`` match the expression?"""
-    return next_match(spec, w // 60 * 60) == w // 60 * 60

@@ -19,7 +19,7 @@ from datetime import datetime
 
 from alma_schedule.core.cron import SEARCH_YEARS, CronSpec, next_match, prev_match
 from alma_schedule.core.parse import parse_schedule
-from alma_schedule.core.types import At, Cron, Every, Schedule, compile_cron, from_epoch, to_epoch
+from alma_schedule.core.types import At, Cron, Every, ScheduleValue, compile_cron, from_epoch, to_epoch
 from alma_schedule.core.zones import segment_at
 from alma_schedule.errors import InvalidSchedule
 
@@ -97,7 +97,7 @@ def gap_walls(schedule: Cron, instant: int, limit: int = 4) -> tuple[list[int], 
     return found, off
 
 
-def as_schedule(schedule: object) -> Schedule:
+def as_schedule(schedule: object) -> ScheduleValue:
     if isinstance(schedule, _KINDS):
         return schedule
     return parse_schedule(schedule)
@@ -112,7 +112,7 @@ def _result(u: int | None) -> datetime | None:
         return None
 
 
-def latest_fire(schedule: Schedule, registered_at: datetime, now: datetime) -> datetime | None:
+def latest_fire(schedule: ScheduleValue, registered_at: datetime, now: datetime) -> datetime | None:
     """The latest fire ``f`` with ``registered_at <= f <= now`` (aware UTC), or None."""
     sched = as_schedule(schedule)
     r = to_epoch(registered_at, "registered_at")
@@ -140,7 +140,7 @@ def latest_fire(schedule: Schedule, registered_at: datetime, now: datetime) -> d
     return _result(f)
 
 
-def next_fire(schedule: Schedule, registered_at: datetime, after: datetime) -> datetime | None:
+def next_fire(schedule: ScheduleValue, registered_at: datetime, after: datetime) -> datetime | None:
     """The first fire ``f`` with ``f > after`` and ``f >= registered_at`` (aware UTC), or None."""
     sched = as_schedule(schedule)
     r = to_epoch(registered_at, "registered_at")
@@ -162,7 +162,7 @@ def next_fire(schedule: Schedule, registered_at: datetime, after: datetime) -> d
     return _result(f)
 
 
-def next_fires(schedule: Schedule, registered_at: datetime, after: datetime, n: int) -> list[datetime]:
+def next_fires(schedule: ScheduleValue, registered_at: datetime, after: datetime, n: int) -> list[datetime]:
     """The next ``n`` fires after ``after`` (fewer when the schedule is exhausted)."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise InvalidSchedule(f"n must be a non-negative integer, got {n!r}")

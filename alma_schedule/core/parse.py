@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from alma_schedule.core.interval import parse_interval
-from alma_schedule.core.types import At, Cron, Every, Schedule, to_epoch
+from alma_schedule.core.types import At, Cron, Every, ScheduleValue, to_epoch
 from alma_schedule.errors import InvalidSchedule
 
 _KINDS = ("cron", "every", "at")
@@ -39,7 +39,7 @@ def _parse_at(value: object) -> At:
     return At(when)
 
 
-def _from_mapping(obj: Mapping[object, object]) -> Schedule:
+def _from_mapping(obj: Mapping[object, object]) -> ScheduleValue:
     kinds = [k for k in _KINDS if k in obj]
     if not kinds:
         unknown = [k for k in obj if k != "tz"]
@@ -66,7 +66,7 @@ def _from_mapping(obj: Mapping[object, object]) -> Schedule:
     return _parse_at(obj["at"])
 
 
-def parse_schedule(value: object) -> Schedule:
+def parse_schedule(value: object) -> ScheduleValue:
     """A :class:`Cron`, :class:`Every` or :class:`At` from a JSON object, JSON text or a schedule."""
     if isinstance(value, Cron | Every | At):
         return value
@@ -87,7 +87,7 @@ def parse_schedule(value: object) -> Schedule:
     return _from_mapping(value)
 
 
-def validate_schedule(value: object, *, now: datetime | None = None) -> Schedule:
+def validate_schedule(value: object, *, now: datetime | None = None) -> ScheduleValue:
     """:func:`parse_schedule`, and with ``now`` also refuse an ``at`` earlier than ``now``."""
     schedule = parse_schedule(value)
     if now is not None:

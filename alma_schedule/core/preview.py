@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from alma_schedule.core.fires import as_schedule, gap_walls, latest_fire, next_fires
-from alma_schedule.core.types import Cron, Schedule, to_epoch
+from alma_schedule.core.types import Cron, ScheduleValue, to_epoch
 from alma_schedule.core.zones import format_offset, get_zone
 
 
@@ -36,7 +36,7 @@ def _hhmm(wall: int) -> str:
 
 
 def preview_fires(
-    schedule: Schedule, registered_at: datetime, after: datetime, n: int
+    schedule: ScheduleValue, registered_at: datetime, after: datetime, n: int
 ) -> list[FirePreview]:
     """The next ``n`` fires after ``after`` as :class:`FirePreview` (zone ``UTC`` for every/at)."""
     sched = as_schedule(schedule)

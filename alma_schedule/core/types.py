@@ -117,4 +117,4 @@ class At:
         return {"at": self.when.isoformat()}
 
 
-Schedule = Cron | Every | At
+ScheduleValue = Cron | Every | At

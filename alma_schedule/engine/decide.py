@@ -23,9 +23,9 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
-from alma_schedule.contracts import Decision, Defer, Fire, NotDue, Routine
-from alma_schedule.core import Schedule, fire_id, latest_fire, next_fire, parse_schedule
+from alma_schedule.core import ScheduleValue, fire_id, latest_fire, next_fire, parse_schedule
 from alma_schedule.errors import AlmaScheduleError
+from alma_schedule.model import Decision, Defer, Fire, NotDue, Routine
 from alma_schedule.settings import Settings, Timers
 
 from .runtime import Runtime
@@ -38,11 +38,11 @@ MAX_ERROR = 300
 
 
 @lru_cache(maxsize=16384)
-def _parsed(items: tuple[tuple[str, Any], ...]) -> Schedule:
+def _parsed(items: tuple[tuple[str, Any], ...]) -> ScheduleValue:
     return parse_schedule(dict(items))
 
 
-def schedule_of(routine: Routine) -> Schedule:
+def schedule_of(routine: Routine) -> ScheduleValue:
     """The routine's parsed schedule, cached by content (a schedule JSON is a flat object of scalars)."""
     items = tuple(routine.schedule.items())
     try:

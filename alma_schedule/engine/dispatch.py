@@ -11,28 +11,34 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from datetime import datetime
+from typing import Protocol
 
-from alma_schedule.contracts import RunKey, RunRecord
-
-if TYPE_CHECKING:
-    from .schedule import Schedule
+from alma_schedule.model import RunKey, RunRecord
 
 log = logging.getLogger("alma_schedule.engine")
 
-__all__ = ["InProcessDispatcher"]
+__all__ = ["Executor", "InProcessDispatcher"]
+
+
+class Executor(Protocol):
+    """What the dispatcher calls: the engine's ``execute`` and ``collect`` (a :class:`Scheduler`)."""
+
+    def execute(self, key: RunKey, *, now: datetime | None = None) -> RunRecord: ...
+
+    def collect(self, key: RunKey, *, now: datetime | None = None) -> RunRecord: ...
 
 
 class InProcessDispatcher:
-    """Executes runs and collects in-process. Bound to its :class:`Schedule` by ``create_schedule``."""
+    """Executes runs and collects in-process. Bound to its :class:`Scheduler` by ``create_schedule``."""
 
-    def __init__(self, schedule: Schedule | None = None, *, keep_failures: int = 100) -> None:
+    def __init__(self, schedule: Executor | None = None, *, keep_failures: int = 100) -> None:
         self._schedule = schedule
         self._lock = threading.Lock()
         self._keep = keep_failures
         self.failures: list[tuple[RunKey, str]] = []
 
-    def bind(self, schedule: Schedule) -> None:
+    def bind(self, schedule: Executor) -> None:
         """Attach the schedule whose ``execute`` / ``collect`` this dispatcher calls."""
         self._schedule = schedule
 
@@ -62,7 +68,7 @@ class InProcessDispatcher:
     def run_queue_depth(self) -> int | None:
         return 0
 
-    def _require(self) -> Schedule:
+    def _require(self) -> Executor:
         if self._schedule is None:
-            raise RuntimeError("InProcessDispatcher is not bound to a Schedule (use create_schedule)")
+            raise RuntimeError("InProcessDispatcher is not bound to a Scheduler (use create_schedule)")
         return self._schedule

@@ -27,7 +27,8 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from alma_schedule.contracts import (
+from alma_schedule.errors import InvalidInput, NotFound, OutcomeUncertain, StoreError
+from alma_schedule.model import (
     REASONS,
     TERMINAL,
     ClaimResult,
@@ -35,9 +36,9 @@ from alma_schedule.contracts import (
     RunRecord,
     RunResult,
     Scope,
+    check_id,
+    check_scope,
 )
-from alma_schedule.errors import InvalidInput, NotFound, OutcomeUncertain, StoreError
-from alma_schedule.ids import check_id, check_scope
 
 from .handle import StoreRunHandle
 from .runtime import Runtime, UnknownKind

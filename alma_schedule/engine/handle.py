@@ -12,10 +12,11 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from alma_schedule.contracts import Ceiling, ClaimResult, ReserveResult, Routine, RunKey, RunRecord
 from alma_schedule.errors import InvalidInput, NotFound
+from alma_schedule.model import Ceiling, ClaimResult, ReserveResult, Routine, RunKey, RunRecord
+from alma_schedule.model.time import aware_utc
 
-from .runtime import Runtime, aware_utc
+from .runtime import Runtime
 
 __all__ = ["StoreRunHandle", "money_day"]
 
@@ -26,7 +27,7 @@ def money_day(now: datetime, tz: str) -> str:
 
 
 class StoreRunHandle:
-    """The :class:`~alma_schedule.contracts.RunHandle` of one run, over the store.
+    """The :class:`~alma_schedule.model.RunHandle` of one run, over the store.
 
     ``config_changed`` is True when the run was claimed under another ``config_revision`` than the
     routine's current one (or the routine is gone): a collecting runner then repairs cost and

@@ -24,10 +24,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from alma_schedule.contracts import Routine, RoutineSpec
-from alma_schedule.core import Every, Schedule, next_fire, next_fires, parse_schedule, validate_schedule
+from alma_schedule.core import Every, ScheduleValue, next_fire, next_fires, parse_schedule, validate_schedule
 from alma_schedule.errors import InvalidInput, InvalidSchedule, RegistrationRefused, StoreConflict
-from alma_schedule.ids import check_id, check_scope
+from alma_schedule.model import Routine, RoutineSpec, check_id, check_scope
 
 from .revision import canonical_json, config_revision
 from .runtime import Runtime, UnknownKind
@@ -64,7 +63,7 @@ def _canonical_schedule(value: Mapping[str, Any]) -> str | None:
         return None
 
 
-def _anchor_moves(old: Mapping[str, Any], new: Schedule) -> bool:
+def _anchor_moves(old: Mapping[str, Any], new: ScheduleValue) -> bool:
     """True when ``registered_at`` must move: the type becomes ``every`` or its interval changes."""
     if not isinstance(new, Every):
         return False
@@ -75,7 +74,7 @@ def _anchor_moves(old: Mapping[str, Any], new: Schedule) -> bool:
     return not isinstance(before, Every) or before.interval != new.interval
 
 
-def _candidate(spec: RoutineSpec, schedule: Schedule, live: Routine | None, at: datetime) -> Routine:
+def _candidate(spec: RoutineSpec, schedule: ScheduleValue, live: Routine | None, at: datetime) -> Routine:
     sched_json = schedule.to_json()
     if live is None:
         anchor = at.replace(microsecond=0)
@@ -106,7 +105,7 @@ def _candidate(spec: RoutineSpec, schedule: Schedule, live: Routine | None, at: 
 
 
 def _receipt(
-    routine: Routine, schedule: Schedule, at: datetime, warnings: list[str], changed: bool
+    routine: Routine, schedule: ScheduleValue, at: datetime, warnings: list[str], changed: bool
 ) -> RegistrationReceipt:
     after = at
     if routine.next_due_at is not None and routine.next_due_at <= at:

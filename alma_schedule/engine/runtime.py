@@ -1,13 +1,14 @@
-"""What every engine operation shares: the store, the settings, the runners, the dispatcher, the clock.
+"""What every engine operation shares: the store, the settings, the runners, the dispatcher, the time.
 
 :class:`Runtime` is built once by :func:`alma_schedule.engine.create_schedule`. It owns the two rules
 every entry point applies before anything else:
 
-* ``now``: a caller's instant, defaulting to ``settings.clock()`` and clamped to
-  ``min(now, clock() + clock_tolerance)`` for every call that writes (a caller a year ahead claims
-  nothing early, advances no cursor and moves no anchor). ``plan`` uses :meth:`Runtime.peek_now`
+* ``now``: a caller's instant, defaulting to the time source (``settings.clock()``) and clamped by
+  :func:`~alma_schedule.model.time.trusted_now` to ``min(now, time + clock_tolerance)`` for every
+  call that writes (a caller a year ahead claims nothing early, advances no cursor and moves no
+  anchor). ``plan`` uses :meth:`Runtime.peek_now`
   (no clamp: it writes nothing).
-* runner resolution: ``runner`` is a :class:`~alma_schedule.contracts.RoutineRunner` (it has
+* runner resolution: ``runner`` is a :class:`~alma_schedule.model.RoutineRunner` (it has
   ``run``) or a resolver ``(routine) -> RoutineRunner``. :meth:`Runtime.resolve` raises
   :class:`UnknownKind` when a resolver raises or returns something that cannot run.
 """
@@ -17,11 +18,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, cast
 
-from alma_schedule.contracts import Dispatcher, Routine, RoutineRunner
 from alma_schedule.errors import InvalidInput, RunnerError
+from alma_schedule.model import Dispatcher, Routine, RoutineRunner
+from alma_schedule.model.time import aware_utc, trusted_now
 from alma_schedule.settings import Settings, Timers
 from alma_schedule.stores.base import Store
 
@@ -52,14 +54,6 @@ def as_resolver(runner: object) -> Resolver:
     raise InvalidInput("runner must be a RoutineRunner (with .run) or a resolver (routine) -> RoutineRunner")
 
 
-def aware_utc(name: str, value: datetime) -> datetime:
-    if not isinstance(value, datetime):
-        raise InvalidInput(f"{name} must be a datetime, not {type(value).__name__}")
-    if value.tzinfo is None or value.utcoffset() is None:
-        raise InvalidInput(f"{name} must be timezone-aware (naive times are never read as local)")
-    return value.astimezone(UTC)
-
-
 @dataclass(frozen=True, slots=True)
 class Runtime:
     """The engine's shared parts. Immutable; safe to share between threads."""
@@ -70,24 +64,15 @@ class Runtime:
     resolver: Resolver
     dispatcher: Dispatcher
 
-    def clock(self) -> datetime:
-        return aware_utc("settings.clock()", self.settings.clock())
-
     def now(self, now: datetime | None) -> datetime:
-        """The instant a WRITING call acts at: ``min(now, clock() + clock_tolerance)``."""
-        current = self.clock()
-        if now is None:
-            return current
-        given = aware_utc("now", now)
-        ceiling = current + self.settings.clock_tolerance
-        if given > ceiling:
-            log.warning("now %s is ahead of the clock %s; clamped", given.isoformat(), current.isoformat())
-            return ceiling
-        return given
+        """The instant a WRITING call acts at: :func:`trusted_now` with ``clock_tolerance``."""
+        return trusted_now(now, self.settings.clock, self.settings.clock_tolerance)
 
     def peek_now(self, now: datetime | None) -> datetime:
-        """The instant a READ-ONLY call looks at (any instant; the clock by default)."""
-        return self.clock() if now is None else aware_utc("now", now)
+        """The instant a READ-ONLY call looks at (any instant, unclamped; the time source's by default)."""
+        if now is None:
+            return aware_utc("the time source's instant", self.settings.clock())
+        return aware_utc("now", now)
 
     def resolve(self, routine: Routine) -> RoutineRunner:
         """The runner of ``routine``; :class:`UnknownKind` if none can be had."""

@@ -22,7 +22,7 @@ import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
-from alma_schedule.contracts import (
+from alma_schedule.model import (
     Fire,
     NotDue,
     PlannedFire,
@@ -107,7 +107,7 @@ def tick(rt: Runtime, now: datetime | None = None) -> TickReport:
     for name, step in (
         ("erase_expired_results", lambda: store.erase_expired_results(at, ERASE_LIMIT)),
         ("purge_deleted", lambda: store.purge_deleted(PURGE_LIMIT)),
-        ("beat", lambda: store.beat(at)),
+        ("heartbeat", lambda: store.heartbeat(at)),
     ):
         try:
             step()

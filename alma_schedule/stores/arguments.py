@@ -15,9 +15,19 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from alma_schedule.contracts import ANNOTATABLE, NON_TERMINAL, TERMINAL, Ceiling, Routine, RunKey, RunResult, Scope
 from alma_schedule.errors import InvalidInput
-from alma_schedule.ids import check_id, check_scope
+from alma_schedule.model import (
+    ANNOTATABLE,
+    NON_TERMINAL,
+    TERMINAL,
+    Ceiling,
+    Routine,
+    RunKey,
+    RunResult,
+    Scope,
+    check_id,
+    check_scope,
+)
 from alma_schedule.stores.validation import (
     check_from_states,
     check_json,
@@ -56,10 +66,10 @@ __all__ = [
 
 
 def check_run_key(key: RunKey) -> RKey:
-    """A run key: its scope, routine id and run id; returns the routine key."""
-    rk = check_routine_key(Scope(key.org, key.uid), key.routine_id)
-    check_id("run_id", key.run_id)
-    return rk
+    """A run key (valid once built); returns the routine key tuple."""
+    if not isinstance(key, RunKey):
+        raise InvalidInput(f"key must be a RunKey, not {type(key).__name__}")
+    return (key.org, key.uid, key.routine_id)
 
 
 def run_ref_args(scope: Scope, routine_id: str, run_id: str) -> RKey:

@@ -7,7 +7,7 @@ Conventions (all backends, checked by the contract suite in :mod:`alma_schedule.
 * Tenant operations take a :class:`Scope` and can reach nothing outside it (another org's routine is
   "not found"). System operations are named ``system`` in their docstring and cross every scope.
 * Guarded transitions are compare-and-set on one edge of DESIGN.md's state table
-  (:data:`alma_schedule.contracts.EDGES`) and return :class:`ClaimResult`: a loser gets the current
+  (:data:`alma_schedule.model.EDGES`) and return :class:`ClaimResult`: a loser gets the current
   record and a reason, never an exception. Nothing moves backwards; nothing moves on age.
 * At most ONE non-terminal run (``claimed``, ``running``, ``submitted``, ``collecting``) exists per
   routine: a database constraint (partial unique index) enforces it, not a read.
@@ -23,7 +23,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol, runtime_checkable
 
-from alma_schedule.contracts import (
+from alma_schedule.model import (
     Ceiling,
     ClaimBatch,
     ClaimResult,
@@ -283,7 +283,7 @@ class Store(Protocol):
 
     # ------------------------------------------------------------------ maintenance (system)
 
-    def beat(self, now: datetime) -> None:
+    def heartbeat(self, now: datetime) -> None:
         """Record the heartbeat: the last tick ran at ``now`` (never moves backwards)."""
         ...
 
@@ -320,3 +320,15 @@ class Store(Protocol):
     def close(self) -> None:
         """Release connections."""
         ...
+
+
+class RenamedMethods:
+    """0.1.0's store method names, kept as deprecated aliases for one release (both backends)."""
+
+    def beat(self, now: datetime) -> None:
+        """Deprecated: :meth:`Store.heartbeat` (``beat`` read like the Celery-beat importer)."""
+        import warnings
+
+        message = "Store.beat is deprecated (removed in 0.3.0): use Store.heartbeat"
+        warnings.warn(message, DeprecationWarning, stacklevel=2)
+        self.heartbeat(now)  # type: ignore[attr-defined]

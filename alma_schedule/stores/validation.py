@@ -1,6 +1,6 @@
 """Input checks every store backend applies before it writes anything (shared by memory and SQL).
 
-Each check raises :class:`InvalidInput` naming the argument. Ids use :func:`alma_schedule.ids.check_id`;
+Each check raises :class:`InvalidInput` naming the argument. Ids use :func:`alma_schedule.model.check_id`;
 the rest lives here so all backends accept exactly the same values:
 
 * JSON bodies (schedule, definition) must be mappings of str keys to JSON values: finite numbers,
@@ -20,9 +20,8 @@ from collections.abc import Collection, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from alma_schedule.contracts import EDGES, NON_TERMINAL, REASONS, Scope
 from alma_schedule.errors import InvalidInput
-from alma_schedule.ids import check_id, check_scope
+from alma_schedule.model import EDGES, NON_TERMINAL, REASONS, RoutineKey, Scope, check_id, check_scope
 
 MAX_JSON_DEPTH = 64
 
@@ -41,10 +40,11 @@ __all__ = [
 
 
 def check_routine_key(scope: Scope, routine_id: str) -> tuple[str, str, str]:
-    """Validate a scope and routine id; returns the ``(org, uid, routine_id)`` tuple."""
+    """Validate a scope and routine id (by building their :class:`RoutineKey`); returns the
+    ``(org, uid, routine_id)`` tuple. A row's fields are checked this way before it is written."""
     check_scope(scope)
-    check_id("routine_id", routine_id)
-    return (scope.org, scope.uid, routine_id)
+    key = RoutineKey(scope.org, scope.uid, routine_id)
+    return (key.org, key.uid, key.routine_id)
 
 
 def check_text(name: str, value: object, *, optional: bool = True) -> str | None:
@@ -91,7 +91,7 @@ def check_micros(name: str, value: object) -> int:
 
 
 def check_reason(name: str, value: object, *, optional: bool = True) -> str | None:
-    """A closed reason code of :data:`alma_schedule.contracts.REASONS`."""
+    """A closed reason code of :data:`alma_schedule.model.REASONS`."""
     if value is None and optional:
         return None
     if not isinstance(value, str) or value not in REASONS:

@@ -1,40 +1,30 @@
-"""The Celery face: tasks, dispatcher, kind registry and the composition root.
+"""The Celery face's inside: the ready app, install, the tasks, the dispatcher and the composition root.
 
-Importing this package imports Celery; ``import alma_schedule`` alone does not. The ready app and
-``install`` for existing fleets are in :mod:`alma_schedule.celery`.
+Importing this package imports Celery; ``import alma_schedule`` alone does not. The public face for
+users is :mod:`alma_schedule.celery`; the kind registry is :mod:`alma_schedule.runners.registry`.
 """
 
 from __future__ import annotations
 
-from alma_schedule.tasks.composition import Composition, KindCheckStep, composition_of
-from alma_schedule.tasks.definitions import AlmaTasks, define_tasks, parse_now
+from alma_schedule.tasks.app import celery_app_for, create_app, ready_app_config
+from alma_schedule.tasks.composition import AlmaTasks, Composition, KindCheckStep, composition_of
+from alma_schedule.tasks.definitions import define_tasks, parse_now
 from alma_schedule.tasks.dispatcher import CeleryDispatcher, queue_depth
 from alma_schedule.tasks.install import install, merge_routes, our_routes
-from alma_schedule.tasks.registry import (
-    BUILTIN_KINDS,
-    ENTRY_POINT_GROUP,
-    KindRegistry,
-    RunnerFactory,
-    UnknownKindRunner,
-    stored_kinds,
-)
 
 __all__ = [
-    "BUILTIN_KINDS",
-    "ENTRY_POINT_GROUP",
     "AlmaTasks",
     "CeleryDispatcher",
     "Composition",
     "KindCheckStep",
-    "KindRegistry",
-    "RunnerFactory",
-    "UnknownKindRunner",
+    "celery_app_for",
     "composition_of",
+    "create_app",
     "define_tasks",
     "install",
     "merge_routes",
     "our_routes",
     "parse_now",
     "queue_depth",
-    "stored_kinds",
+    "ready_app_config",
 ]

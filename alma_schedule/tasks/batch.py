@@ -6,7 +6,7 @@ seconds sending. Packing ``run_batch_size`` fires per message divides that cost.
 
 The guarantees of single ``run`` messages are kept:
 
-* each fire goes through ``Schedule.execute`` on its own, just before it runs: the
+* each fire goes through ``Scheduler.execute`` on its own, just before it runs: the
   ``claimed -> running`` CAS happens per fire, never for the whole message. A worker killed
   mid-message leaves its unstarted fires ``claimed`` (re-sent by a later tick), never stranded in
   ``running``;
@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from alma_schedule.contracts import RunKey
 from alma_schedule.errors import InvalidInput
+from alma_schedule.model import RunKey
 
 if TYPE_CHECKING:
     from alma_schedule.tasks.composition import Composition

@@ -1,11 +1,11 @@
-"""The composition root of a Celery process: store, kind registry, dispatcher and Schedule.
+"""The composition root of a Celery process: store, kind registry, dispatcher and Scheduler.
 
 One :class:`Composition` per app (made by :func:`alma_schedule.celery.install`). Its parts are
 built lazily, once per process, on the first task (or by the worker's start-up check):
 
 * the store, ``open_store(settings.database_url)``;
 * the :class:`KindRegistry` (built-in kinds, entry points, programmatic registrations);
-* a :class:`CeleryDispatcher` over the app, and the engine's ``Schedule`` over all three.
+* a :class:`CeleryDispatcher` over the app, and the engine's ``Scheduler`` over all three.
 
 Prefork: the worker's parent runs :meth:`Composition.check` (a bootstep, see
 :class:`KindCheckStep`), which opens the store; each child, on ``worker_process_init``, disposes the
@@ -19,25 +19,35 @@ import logging
 import os
 import threading
 import weakref
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from celery import bootsteps
 from celery.signals import worker_process_init, worker_process_shutdown
 
-from alma_schedule.tasks.registry import KindRegistry, stored_kinds
+from alma_schedule.runners.registry import KindRegistry, stored_kinds
 
 if TYPE_CHECKING:
-    from celery import Celery
+    from celery import Celery, Task
 
-    from alma_schedule.engine import Schedule
+    from alma_schedule.engine import Scheduler
     from alma_schedule.settings import Settings
     from alma_schedule.stores.base import Store
-    from alma_schedule.tasks.definitions import AlmaTasks
 
 log = logging.getLogger(__name__)
 
 _COMPOSITIONS: weakref.WeakKeyDictionary[Any, Composition] = weakref.WeakKeyDictionary()
 _ALL: weakref.WeakSet[Composition] = weakref.WeakSet()
+
+
+@dataclass(frozen=True)
+class AlmaTasks:
+    """The tasks :func:`define_tasks` registered on one app."""
+
+    tick: Task
+    run: Task
+    collect: Task
+    run_many: Task
 
 
 class Composition:
@@ -51,7 +61,7 @@ class Composition:
         self._lock = threading.RLock()
         self._store: Store | None = None
         self._store_pid = os.getpid()
-        self._schedule: Schedule | None = None
+        self._schedule: Scheduler | None = None
         self.checked: list[str] | None = None
         _ALL.add(self)
 
@@ -72,7 +82,7 @@ class Composition:
                 self._store_pid = os.getpid()
             return self._store
 
-    def schedule(self) -> Schedule:
+    def schedule(self) -> Scheduler:
         """The engine over the store, the registry (as resolver) and a :class:`CeleryDispatcher`."""
         with self._lock:
             if self._schedule is None:
@@ -129,13 +139,6 @@ def composition_of(app: Celery) -> Composition | None:
     return _COMPOSITIONS.get(app)
 
 
-def celery_app_for(settings: Settings) -> Celery:
-    """A ready app (not current) for ``settings``, for processes that only SEND (the CLI's tick)."""
-    from alma_schedule.celery import create_app
-
-    return create_app(settings)
-
-
 @worker_process_init.connect(weak=False)
 def _after_fork(**_: Any) -> None:
     for composition in list(_ALL):
@@ -179,4 +182,4 @@ class KindCheckStep(bootsteps.Step):
         log.info("alma_schedule: this worker serves the stored kinds %s", kinds or "(none yet)")
 
 
-__all__ = ["Composition", "celery_app_for", "KindCheckStep", "bind", "composition_of", "consumed_queues"]
+__all__ = ["AlmaTasks", "Composition", "KindCheckStep", "bind", "composition_of", "consumed_queues"]

@@ -1,9 +1,9 @@
 """The Celery tasks, bound to an app: thin calls into the engine.
 
-* ``alma_schedule.tick(now=None)``: ``Schedule.tick``; returns the small report dict.
-* ``alma_schedule.run(org, uid, routine_id, run_id)``: ``Schedule.execute`` (``acks_late=False``,
+* ``alma_schedule.tick(now=None)``: ``Scheduler.tick``; returns the small report dict.
+* ``alma_schedule.run(org, uid, routine_id, run_id)``: ``Scheduler.execute`` (``acks_late=False``,
   ``ignore_result=True``, soft limit = ``run_time_limit``, hard limit = soft + 30 s).
-* ``alma_schedule.collect(org, uid, routine_id, collect_run_id)``: ``Schedule.collect``; collects
+* ``alma_schedule.collect(org, uid, routine_id, collect_run_id)``: ``Scheduler.collect``; collects
   only that run and never submits (``ignore_result=True``, its own limits).
 * ``alma_schedule.run_many(fires)``: several claimed fires packed by the dispatcher for a large
   tick, each executed on its own (:mod:`alma_schedule.tasks.batch`); soft limit =
@@ -17,51 +17,41 @@ never leak onto other apps of the process.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from alma_schedule.contracts import COLLECT_TASK, RUN_MANY_TASK, RUN_TASK, TICK_TASK, RunKey
 from alma_schedule.errors import InvalidInput
+from alma_schedule.model import COLLECT_TASK, RUN_MANY_TASK, RUN_TASK, TICK_TASK, RunKey
+from alma_schedule.model.time import trusted_now
+from alma_schedule.tasks.composition import AlmaTasks, Composition
 
 if TYPE_CHECKING:
-    from celery import Celery, Task
+    from celery import Celery
 
     from alma_schedule.settings import Settings
-    from alma_schedule.tasks.composition import Composition
 
 #: Seconds between a task's soft time limit and its hard one.
 HARD_LIMIT_GRACE = 30.0
 
 
-@dataclass(frozen=True)
-class AlmaTasks:
-    """The tasks :func:`define_tasks` registered on one app."""
-
-    tick: Task
-    run: Task
-    collect: Task
-    run_many: Task
-
-
 def parse_now(value: str | None, settings: Settings) -> datetime:
-    """``min(given, worker clock)``; the worker clock when ``value`` is None.
+    """``min(given, worker time)`` (:func:`trusted_now` with tolerance 0); the worker's time when
+    ``value`` is None.
 
     ``value`` is an ISO-8601 instant with an offset (``Z`` accepted); anything else is
     :class:`InvalidInput`.
     """
-    clock = settings.clock()
-    if value is None:
-        return clock
-    if not isinstance(value, str):
-        raise InvalidInput(f"now must be an ISO-8601 string, not {type(value).__name__}")
-    try:
-        given = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise InvalidInput(f"now {value!r} is not an ISO-8601 instant") from None
-    if given.tzinfo is None:
-        raise InvalidInput(f"now {value!r} has no UTC offset")
-    return min(given, clock)
+    given: datetime | None = None
+    if value is not None:
+        if not isinstance(value, str):
+            raise InvalidInput(f"now must be an ISO-8601 string, not {type(value).__name__}")
+        try:
+            given = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise InvalidInput(f"now {value!r} is not an ISO-8601 instant") from None
+        if given.tzinfo is None:
+            raise InvalidInput(f"now {value!r} has no UTC offset")
+    return trusted_now(given, settings.clock, timedelta(0))
 
 
 def limits(soft: timedelta) -> dict[str, float]:

@@ -15,8 +15,8 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from alma_schedule.contracts import COLLECT_TASK, RUN_MANY_TASK, RUN_TASK, RunRecord
 from alma_schedule.errors import DispatchError
+from alma_schedule.model import COLLECT_TASK, RUN_MANY_TASK, RUN_TASK, RunRecord
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 
 class CeleryDispatcher:
-    """The engine's :class:`~alma_schedule.contracts.Dispatcher` over a Celery app.
+    """The engine's :class:`~alma_schedule.model.Dispatcher` over a Celery app.
 
     ``send_runs`` and ``send_collects`` send one message per record, all through ONE producer
     acquired from the app's pool; they raise :class:`DispatchError` (naming how many were sent)

@@ -25,16 +25,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from alma_schedule.contracts import COLLECT_TASK, RUN_MANY_TASK, RUN_TASK, TICK_TASK
 from alma_schedule.errors import ConfigurationError
+from alma_schedule.model import COLLECT_TASK, RUN_MANY_TASK, RUN_TASK, TICK_TASK
 from alma_schedule.tasks.composition import Composition, KindCheckStep, bind, composition_of
 from alma_schedule.tasks.definitions import define_tasks
 
 if TYPE_CHECKING:
     from celery import Celery
 
+    from alma_schedule.runners.registry import KindRegistry
     from alma_schedule.settings import Settings
-    from alma_schedule.tasks.registry import KindRegistry
 
 
 def our_routes(settings: Settings) -> dict[str, dict[str, str]]:

@@ -39,7 +39,8 @@ if "pytest" in sys.modules:  # under pytest: give the suites' plain asserts pyte
     )
 
 _EXPORTS = {
-    "SimClock": "alma_schedule.testing.clock",
+    "SettableTime": "alma_schedule.model.time",
+    "SimClock": "alma_schedule.model.time",  # 0.1.0's name of SettableTime (deprecated alias, one release)
     "StoreContract": "alma_schedule.testing.store_contract",
     "StoreRaceContract": "alma_schedule.testing.store_races",
 }
@@ -51,4 +52,13 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'alma_schedule.testing' has no attribute {name!r}")
+    if name == "SimClock":
+        import warnings
+
+        warnings.warn(
+            "alma_schedule.testing.SimClock is deprecated: use alma_schedule.model.SettableTime",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        name = "SettableTime"
     return getattr(importlib.import_module(module), name)

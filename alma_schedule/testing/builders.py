@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from alma_schedule.contracts import Fire, Routine, RunKey, RunRecord, RunResult, Scope
+from alma_schedule.model import Fire, Routine, RunKey, RunRecord, RunResult, Scope
 from alma_schedule.settings import Settings, Timers
 from alma_schedule.stores.base import Store
 

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from alma_schedule.contracts import ClaimBatch, ClaimResult, Defer, Fire, NotDue, Resends, Routine, RunRecord
+from alma_schedule.model import ClaimBatch, ClaimResult, Defer, Fire, NotDue, Resends, Routine, RunRecord
 from alma_schedule.settings import Timers
 from alma_schedule.stores.base import Store
 from alma_schedule.testing.builders import (

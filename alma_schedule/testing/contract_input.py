@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from alma_schedule.contracts import Ceiling, RunKey, Scope
 from alma_schedule.errors import InvalidInput
+from alma_schedule.model import Ceiling, RunKey, Scope
 from alma_schedule.stores.base import Store
 from alma_schedule.testing.builders import (
     DAY,

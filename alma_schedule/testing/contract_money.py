@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from alma_schedule.contracts import Ceiling, RunRecord, RunResult, Scope
 from alma_schedule.errors import InvalidInput
-from alma_schedule.ids import MAX_ID_LENGTH
+from alma_schedule.model import MAX_ID_LENGTH, Ceiling, RunRecord, RunResult, Scope
 from alma_schedule.stores.base import Store
 from alma_schedule.testing.builders import DAY, HOUR, SCOPE, T0, TIMERS, register, run_in, running
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from alma_schedule.contracts import RunResult
+from alma_schedule.model import RunResult
 from alma_schedule.stores.base import Store
 from alma_schedule.testing.builders import (
     HOUR,
@@ -172,11 +172,11 @@ class ReadContract:
 
     def test_heartbeat_never_moves_backwards(self, store: Store) -> None:
         assert store.last_tick() is None
-        store.beat(T0)
+        store.heartbeat(T0)
         assert store.last_tick() == T0
-        store.beat(T0 - MINUTE)
+        store.heartbeat(T0 - MINUTE)
         assert store.last_tick() == T0
-        store.beat(T0 + MINUTE)
+        store.heartbeat(T0 + MINUTE)
         assert store.last_tick() == T0 + MINUTE
 
     def test_defer_holds_a_routine_back(self, store: Store) -> None:

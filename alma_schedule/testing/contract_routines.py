@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
-from alma_schedule.contracts import RunResult
 from alma_schedule.errors import NotFound, RegistrationRefused, StoreConflict
+from alma_schedule.model import RunResult
 from alma_schedule.stores.base import Store
 from alma_schedule.testing.builders import (
     MINUTE,

@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 import pytest
 
-from alma_schedule.contracts import Ceiling, RunRecord, RunResult
 from alma_schedule.errors import InvalidInput, NotFound
+from alma_schedule.model import Ceiling, RunRecord, RunResult
 from alma_schedule.settings import Timers
 from alma_schedule.stores.base import Store
 from alma_schedule.testing.builders import (

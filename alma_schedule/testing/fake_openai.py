@@ -1,7 +1,7 @@
 """A local fake of an OpenAI-compatible API (an ASGI app, starlette), for tests and the demo.
 
 It speaks the real wire format of the endpoints that
-:class:`~alma_schedule.adapters.openai.OpenAICompatibleProvider` uses: ``POST /v1/chat/completions``,
+:class:`~alma_schedule.runners.adapters.openai.OpenAICompatibleProvider` uses: ``POST /v1/chat/completions``,
 ``POST /v1/files`` (multipart, ``purpose=batch``),
 ``GET /v1/files/{id}/content``, ``POST /v1/batches`` and ``GET /v1/batches/{id}``.
 

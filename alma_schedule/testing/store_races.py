@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from alma_schedule.contracts import Ceiling, ClaimResult, RunKey, RunRecord, RunResult
+from alma_schedule.model import Ceiling, ClaimResult, RunKey, RunRecord, RunResult
 from alma_schedule.stores.base import Store
 from alma_schedule.testing.builders import (
     DAY,

@@ -1,7 +1,7 @@
 """A local webhook receiver (an ASGI app, starlette) that verifies signatures, for tests and the demo.
 
 Every request is recorded (:class:`Received`). With a secret, a request whose ``X-Alma-Signature``
-does not verify (:func:`~alma_schedule.adapters.webhook.verify_signature`, against the wall clock)
+does not verify (:func:`~alma_schedule.runners.adapters.webhook.verify_signature`, against the wall clock)
 is answered 401. Controls: :attr:`WebhookReceiver.status` (the answer of accepted requests),
 :meth:`~WebhookReceiver.stall_next` (hold requests until the client gives up).
 """
@@ -20,13 +20,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from alma_schedule.adapters.webhook import (
+from alma_schedule.model.time import system_time
+from alma_schedule.runners.adapters.webhook import (
     IDEMPOTENCY_HEADER,
     SIGNATURE_HEADER,
     TIMESTAMP_HEADER,
     verify_signature,
 )
-from alma_schedule.settings import Secret, system_clock
+from alma_schedule.settings import Secret
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +81,7 @@ class WebhookReceiver:
                 headers.get(TIMESTAMP_HEADER.lower()),
                 body,
                 headers.get(SIGNATURE_HEADER.lower()),
-                now=system_clock(),
+                now=system_time(),
             )
         with self._lock:
             stall = self._stalls > 0

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 from adapters_support import API_KEY, PRICE_IN, PRICE_OUT, WEBHOOK_SECRET
 
-from alma_schedule.adapters.openai import OpenAICompatibleProvider
+from alma_schedule.runners.adapters.openai import OpenAICompatibleProvider
 from alma_schedule.testing.fake_openai import FakeOpenAI
 from alma_schedule.testing.servers import RunningServer, serve_asgi
 from alma_schedule.testing.webhook_receiver import WebhookReceiver

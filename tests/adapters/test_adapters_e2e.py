@@ -20,10 +20,9 @@ from typing import Any
 import pytest
 from adapters_support import API_KEY, PRICE_IN, PRICE_OUT, WEBHOOK_SECRET, expected_cost
 
-from alma_schedule.contracts import RUN_TASK, TICK_TASK, RoutineSpec, RunRecord, Scope
-from alma_schedule.ids import governed_key
-from alma_schedule.settings import Secret, Settings, system_clock
-from alma_schedule.testing.clock import SimClock
+from alma_schedule.model import RUN_TASK, TICK_TASK, RoutineSpec, RunRecord, Scope, governed_key
+from alma_schedule.model.time import SettableTime, system_time
+from alma_schedule.settings import Secret, Settings
 from alma_schedule.testing.fake_openai import FakeOpenAI
 from alma_schedule.testing.servers import RunningServer, serve_asgi
 from alma_schedule.testing.webhook_receiver import WebhookReceiver
@@ -82,7 +81,7 @@ def world(
     from alma_schedule.tasks import composition_of
 
     migrate_store(pg_url)
-    clock = SimClock(system_clock().replace(microsecond=0))
+    clock = SettableTime(system_time().replace(microsecond=0))
     settings = Settings(
         database_url=pg_url,
         broker_url=redis_url,
@@ -231,7 +230,7 @@ def test_turn_and_job_routines_through_celery_with_the_real_adapters(world: dict
 
     # The API key reached the fake in headers only: never the ledger, the routines or a delivery.
     ledger = json.dumps([r.to_dict() for r in schedule.runs(SCOPE, limit=100)])
-    routines = json.dumps([r.to_dict() for r in schedule.list(SCOPE)], default=str)
+    routines = json.dumps([r.to_dict() for r in schedule.routines(SCOPE)], default=str)
     assert API_KEY not in ledger and API_KEY not in routines
     assert all(API_KEY not in r.body.decode() for r in receiver.received)
     assert all(c.headers.get("authorization") == f"Bearer {API_KEY}" for c in fake.calls)

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from adapters_support import API_KEY, PRICE_IN, PRICE_OUT, expected_cost
 
-from alma_schedule.adapters.openai import OpenAICompatibleProvider, input_token_bound
 from alma_schedule.errors import ConfigurationError, ProviderError
-from alma_schedule.governed.protocols import (
+from alma_schedule.runners.adapters.openai import OpenAICompatibleProvider, input_token_bound
+from alma_schedule.runners.governed.protocols import (
     BatchProvider,
     BatchRequest,
     ConversationProvider,

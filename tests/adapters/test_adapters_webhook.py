@@ -11,11 +11,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from adapters_support import WEBHOOK_SECRET
 
-from alma_schedule.adapters.webhook import WebhookSink, sign, verify_signature
-from alma_schedule.contracts import RunKey, Scope
 from alma_schedule.errors import ConfigurationError, SinkError
-from alma_schedule.governed.protocols import Delivery, Sink
-from alma_schedule.ids import governed_key
+from alma_schedule.model import RunKey, Scope, governed_key
+from alma_schedule.runners.adapters.webhook import WebhookSink, sign, verify_signature
+from alma_schedule.runners.governed.protocols import Delivery, Sink
 from alma_schedule.settings import Secret, Settings
 from alma_schedule.testing.servers import RunningServer, serve_asgi
 from alma_schedule.testing.webhook_receiver import WebhookReceiver

@@ -22,9 +22,9 @@ from alma_schedule.beat.convert import (
     convert_entry,
 )
 from alma_schedule.beat.importer import plan_import, system_local_zone
-from alma_schedule.beat.runner import TaskDefinition
-from alma_schedule.contracts import Scope
 from alma_schedule.core import next_fires, parse_schedule
+from alma_schedule.model import Scope
+from alma_schedule.runners.task import TaskDefinition
 from tests.beat import fleet_app
 
 SCOPE = Scope("acme", "ops")

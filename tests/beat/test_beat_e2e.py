@@ -19,14 +19,14 @@ import pytest
 import redis
 
 from alma_schedule.beat.importer import apply_import, plan_import
-from alma_schedule.beat.runner import TaskRunner, task_id_for
 from alma_schedule.celery import install
 from alma_schedule.clock import send_tick
-from alma_schedule.contracts import RoutineSpec, RunRecord, Scope
+from alma_schedule.model import RoutineSpec, RunRecord, Scope
+from alma_schedule.model.time import SettableTime
+from alma_schedule.runners.registry import KindRegistry
+from alma_schedule.runners.task import TaskRunner, task_id_for
 from alma_schedule.settings import Settings
 from alma_schedule.stores import migrate_store
-from alma_schedule.tasks import KindRegistry
-from alma_schedule.testing.clock import SimClock
 from tests.beat import fleet_app
 from tests.celery.celery_support import make_settings, wait_for
 
@@ -121,7 +121,7 @@ def test_an_imported_beat_schedule_runs_each_fleet_task_once_per_fire(
 ) -> None:
     migrate_store(pg_url)
     t0 = start_instant()
-    clock = SimClock(t0)
+    clock = SettableTime(t0)
     settings = make_settings(pg_url, redis_url, clock=clock)
     fleet = fleet_app.e2e_app(redis_url, redis_url, redis_url)
     registry = KindRegistry(

@@ -17,10 +17,10 @@ from celery import Celery
 from click.testing import CliRunner
 
 from alma_schedule.beat.importer import apply_import, plan_import
-from alma_schedule.beat.runner import TaskRunner
 from alma_schedule.cli import cli
-from alma_schedule.contracts import Scope
 from alma_schedule.engine import create_schedule
+from alma_schedule.model import Scope
+from alma_schedule.runners.task import TaskRunner
 from alma_schedule.stores import open_store
 from alma_schedule.stores.sql import migrate_store
 from tests.beat import fleet_app

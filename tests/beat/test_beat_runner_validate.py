@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from alma_schedule.beat.runner import TaskDefinition, TaskRunner, from_settings, task_id_for
-from alma_schedule.contracts import RoutineSpec, RunKey
 from alma_schedule.engine import create_schedule
 from alma_schedule.errors import ConfigurationError, InvalidInput, RegistrationRefused
+from alma_schedule.model import RoutineSpec, RunKey
+from alma_schedule.runners.task import TaskDefinition, TaskRunner, from_settings, task_id_for
 from alma_schedule.settings import Settings
 from alma_schedule.stores.memory import MemoryStore
 from tests.beat import fleet_app
@@ -118,7 +118,7 @@ def test_from_settings_needs_alma_celery_app() -> None:
 
 
 def test_the_kind_registry_serves_task_from_settings() -> None:
-    from alma_schedule.tasks.registry import KindRegistry
+    from alma_schedule.runners.registry import KindRegistry
 
     registry = KindRegistry(Settings(celery_app="tests.beat.fleet_app:app"), use_entry_points=False)
     assert isinstance(registry.runner("task"), TaskRunner)

@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 import redis
 
-from alma_schedule.beat.runner import TaskRunner, task_id_for
-from alma_schedule.contracts import RoutineSpec, RunRecord, Scope
-from alma_schedule.engine import Schedule, create_schedule
+from alma_schedule.engine import Scheduler, create_schedule
+from alma_schedule.model import RoutineSpec, RunRecord, Scope
+from alma_schedule.model.time import SettableTime
+from alma_schedule.runners.task import TaskRunner, task_id_for
 from alma_schedule.settings import Settings
 from alma_schedule.stores.memory import MemoryStore
-from alma_schedule.testing.clock import SimClock
 from tests.beat import fleet_app
 from tests.celery.celery_support import inprocess_worker, wait_for
 
@@ -41,12 +41,12 @@ def fleet(redis_url: str) -> Iterator[Any]:
 
 
 @pytest.fixture
-def clock() -> SimClock:
-    return SimClock(T0)
+def clock() -> SettableTime:
+    return SettableTime(T0)
 
 
 @pytest.fixture
-def schedule(fleet: Any, clock: SimClock) -> Schedule:
+def schedule(fleet: Any, clock: SettableTime) -> Scheduler:
     return create_schedule(store=MemoryStore(), runner=TaskRunner(fleet), settings=Settings(clock=clock))
 
 
@@ -58,23 +58,23 @@ def ran(redis_url: str) -> list[str]:
         r.close()
 
 
-def tick_at(schedule: Schedule, clock: SimClock, at: datetime) -> Any:
+def tick_at(schedule: Scheduler, clock: SettableTime, at: datetime) -> Any:
     clock.set(at)
     return schedule.tick(now=at)
 
 
-def only_run(schedule: Schedule, routine_id: str, state: str | None = None) -> RunRecord:
+def only_run(schedule: Scheduler, routine_id: str, state: str | None = None) -> RunRecord:
     runs = schedule.runs(SCOPE, routine_id=routine_id, state=state)
     assert len(runs) == 1, runs
     return runs[0]
 
 
-def register(schedule: Schedule, routine_id: str, definition: dict[str, Any], every: str = "1m") -> None:
+def register(schedule: Scheduler, routine_id: str, definition: dict[str, Any], every: str = "1m") -> None:
     schedule.register(RoutineSpec(SCOPE.org, SCOPE.uid, routine_id, "task", {"every": every}, definition))
 
 
 def test_untracked_sends_once_completes_sent_and_leaves_the_streak(
-    schedule: Schedule, clock: SimClock, fleet: Any, redis_url: str
+    schedule: Scheduler, clock: SettableTime, fleet: Any, redis_url: str
 ) -> None:
     # a failing tracked fire first: the streak is 1
     register(schedule, "r", {"task": "fleet.boom", "track": True, "deadline": "10m"})
@@ -102,7 +102,7 @@ def test_untracked_sends_once_completes_sent_and_leaves_the_streak(
 
 
 def test_tracked_success_is_completed_ok_with_the_target_task_id(
-    schedule: Schedule, clock: SimClock, fleet: Any, redis_url: str
+    schedule: Scheduler, clock: SettableTime, fleet: Any, redis_url: str
 ) -> None:
     register(schedule, "t", {"task": "fleet.add", "args": [1, 2], "track": True, "deadline": "10m"})
     tick_at(schedule, clock, T0 + MINUTE)
@@ -120,7 +120,7 @@ def test_tracked_success_is_completed_ok_with_the_target_task_id(
 
 
 def test_tracked_failure_is_failed_task_failed_with_the_exception_class(
-    schedule: Schedule, clock: SimClock, fleet: Any
+    schedule: Scheduler, clock: SettableTime, fleet: Any
 ) -> None:
     register(schedule, "b", {"task": "fleet.boom", "track": True, "deadline": "10m"})
     tick_at(schedule, clock, T0 + MINUTE)
@@ -133,12 +133,12 @@ def test_tracked_failure_is_failed_task_failed_with_the_exception_class(
 
 
 def test_tracked_revoked_is_failed_task_revoked(
-    schedule: Schedule, clock: SimClock, fleet: Any, redis_url: str
+    schedule: Scheduler, clock: SettableTime, fleet: Any, redis_url: str
 ) -> None:
     register(schedule, "v", {"task": "fleet.add", "track": True, "deadline": "10m"})
     # the fire's task id is known before it is sent: revoke it on the worker first
     fire = schedule.plan(now=T0 + MINUTE).due[0]
-    from alma_schedule.contracts import RunKey
+    from alma_schedule.model import RunKey
 
     tid = task_id_for(RunKey(SCOPE.org, SCOPE.uid, "v", fire.run_id))
     replies = fleet.control.revoke(tid, reply=True, timeout=5, limit=1)
@@ -154,7 +154,7 @@ def test_tracked_revoked_is_failed_task_revoked(
     assert not [x for x in ran(redis_url) if tid in x], "a revoked task never executes"
 
 
-def test_tracked_past_its_deadline_is_timed_out(schedule: Schedule, clock: SimClock) -> None:
+def test_tracked_past_its_deadline_is_timed_out(schedule: Scheduler, clock: SettableTime) -> None:
     # sent to a queue no worker consumes: the result stays PENDING
     register(
         schedule,

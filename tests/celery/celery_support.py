@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from alma_schedule.contracts import RunKey, RunResult
+from alma_schedule.model import RunKey, RunResult
 from alma_schedule.settings import Settings
 
 HERE = Path(__file__).resolve().parent

@@ -26,7 +26,7 @@ from typing import Any
 import psycopg
 from celery.signals import task_prerun
 
-from alma_schedule.contracts import Routine, RunHandle, RunResult
+from alma_schedule.model import Routine, RunHandle, RunResult
 
 EFFECTS_DDL = """
 CREATE TABLE IF NOT EXISTS e2e_effects (

@@ -86,8 +86,8 @@ def test_every_command_exists_and_answers_help(service: str) -> None:
 def test_smoke_the_compose_commands_as_local_processes(pg_url: str, redis_url: str, tmp_path: Path) -> None:
     from e2e_runners import count_factory, create_effects_table, libpq_url
 
-    from alma_schedule.contracts import RoutineSpec
     from alma_schedule.engine import create_schedule
+    from alma_schedule.model import RoutineSpec
     from alma_schedule.stores import open_store
 
     settings = make_settings(pg_url, redis_url)

@@ -15,8 +15,8 @@ from celery import Celery
 from celery_support import utcnow, wait_for
 
 from alma_schedule.celery import create_app, install
-from alma_schedule.contracts import COLLECT_TASK, RUN_MANY_TASK, RUN_TASK, RunRecord
 from alma_schedule.errors import DispatchError
+from alma_schedule.model import COLLECT_TASK, RUN_MANY_TASK, RUN_TASK, RunRecord
 from alma_schedule.settings import Settings
 from alma_schedule.tasks import CeleryDispatcher
 

@@ -32,12 +32,13 @@ from celery_support import ALMA, Procs, alma_env, make_settings, utcnow, wait_fo
 from e2e_runners import count_factory, create_effects_table, libpq_url
 
 from alma_schedule.celery import create_app
-from alma_schedule.contracts import RoutineSpec, RunKey, Scope
-from alma_schedule.engine import Schedule, create_schedule
+from alma_schedule.engine import Scheduler, create_schedule
 from alma_schedule.errors import Overlap
+from alma_schedule.model import RoutineSpec, RunKey, Scope
+from alma_schedule.runners.registry import KindRegistry
 from alma_schedule.settings import Settings
 from alma_schedule.stores import migrate_store, open_store
-from alma_schedule.tasks import CeleryDispatcher, KindRegistry
+from alma_schedule.tasks import CeleryDispatcher
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis]
 
@@ -48,7 +49,7 @@ SECONDS = float(os.environ.get("E2E_SECONDS", "60"))
 @dataclass
 class E2E:
     settings: Settings
-    schedule: Schedule
+    schedule: Scheduler
     procs: Procs
     tmp_path: Path
 

@@ -10,9 +10,10 @@ from celery_support import CELERY, Procs, alma_env, free_port, inprocess_worker,
 
 from alma_schedule.celery import create_app
 from alma_schedule.clock import send_tick
-from alma_schedule.contracts import TICK_TASK
+from alma_schedule.model import TICK_TASK
+from alma_schedule.runners.registry import KindRegistry
 from alma_schedule.stores import migrate_store
-from alma_schedule.tasks import KindRegistry, composition_of
+from alma_schedule.tasks import composition_of
 
 pytestmark = pytest.mark.redis
 

@@ -18,9 +18,9 @@ from celery_support import ALMA, CELERY, free_port, make_settings, utcnow, wait_
 from test_dispatcher import messages
 
 from alma_schedule.clock import next_boundary, run_clock, send_tick
-from alma_schedule.contracts import TICK_TASK
 from alma_schedule.errors import ConfigurationError
 from alma_schedule.http import SECRET_HEADER, create_http_app
+from alma_schedule.model import TICK_TASK
 from alma_schedule.settings import Secret, Settings
 from alma_schedule.stores import migrate_store, open_store
 
@@ -158,7 +158,7 @@ def test_post_tick_and_healthz_through_a_real_server(sqlite_url: str, redis_url:
             assert sent[1]["decoded"][1] == {"now": at}
 
             assert client.get("/healthz").status_code == 503  # no tick has ever run
-            store.beat(clock["now"] - timedelta(minutes=1))
+            store.heartbeat(clock["now"] - timedelta(minutes=1))
             healthy = client.get("/healthz")
             assert healthy.status_code == 200 and 59 <= healthy.json()["age_seconds"] <= 61
             clock["now"] += timedelta(minutes=10)  # the clock stopped ticking: the alarm

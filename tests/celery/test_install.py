@@ -10,8 +10,8 @@ import pytest
 from celery import Celery
 
 from alma_schedule.celery import create_app, install, ready_app_config
-from alma_schedule.contracts import COLLECT_TASK, RUN_MANY_TASK, RUN_TASK, TICK_TASK
 from alma_schedule.errors import ConfigurationError
+from alma_schedule.model import COLLECT_TASK, RUN_MANY_TASK, RUN_TASK, TICK_TASK
 from alma_schedule.settings import Settings
 from alma_schedule.tasks import composition_of, merge_routes, our_routes
 

@@ -12,13 +12,12 @@ from pathlib import Path
 import pytest
 from celery_support import ALMA, CELERY, Recorder, alma_env, make_settings, runner_path
 
-from alma_schedule.contracts import RoutineSpec, RunResult, Scope
 from alma_schedule.engine import create_schedule
 from alma_schedule.errors import ConfigurationError
+from alma_schedule.model import RoutineSpec, RunResult, Scope
+from alma_schedule.runners.registry import BUILTIN_KINDS, KindRegistry, UnknownKindRunner, load_factory, stored_kinds
 from alma_schedule.settings import Settings
 from alma_schedule.stores import migrate_store, open_store
-from alma_schedule.tasks import BUILTIN_KINDS, KindRegistry, UnknownKindRunner, stored_kinds
-from alma_schedule.tasks.registry import load_factory
 
 
 def test_builtin_kinds_are_import_paths_loaded_only_when_used() -> None:
@@ -26,7 +25,8 @@ def test_builtin_kinds_are_import_paths_loaded_only_when_used() -> None:
     assert set(BUILTIN_KINDS) <= set(registry.kinds())
     assert registry.sources()["turn"] == BUILTIN_KINDS["turn"]
     probe = (
-        "import sys; from alma_schedule.settings import Settings; from alma_schedule.tasks import KindRegistry;"
+        "import sys; from alma_schedule.settings import Settings;"
+        "from alma_schedule.runners.registry import KindRegistry;"
         "r = KindRegistry(Settings()); r.kinds(); r.runner('nope');"
         f"print([m for m in {sorted(p.partition(':')[0] for p in BUILTIN_KINDS.values())!r} if m in sys.modules])"
     )

@@ -14,11 +14,12 @@ from celery_support import Recorder, inprocess_worker, make_settings, utcnow, wa
 from test_dispatcher import messages
 
 from alma_schedule.celery import create_app
-from alma_schedule.contracts import RUN_TASK, RoutineSpec, RunRecord, RunResult, Scope
 from alma_schedule.engine import create_schedule
 from alma_schedule.errors import InvalidInput
+from alma_schedule.model import RUN_TASK, RoutineSpec, RunRecord, RunResult, Scope
+from alma_schedule.runners.registry import KindRegistry
 from alma_schedule.stores import migrate_store
-from alma_schedule.tasks import KindRegistry, composition_of
+from alma_schedule.tasks import composition_of
 from alma_schedule.tasks.batch import run_batch, unpack
 
 pytestmark = pytest.mark.redis

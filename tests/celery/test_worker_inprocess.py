@@ -12,11 +12,12 @@ from celery_support import Recorder, inprocess_worker, make_settings, utcnow, wa
 
 from alma_schedule.celery import create_app
 from alma_schedule.clock import send_tick
-from alma_schedule.contracts import RUN_TASK, TICK_TASK, RoutineSpec, RunResult, Scope
 from alma_schedule.errors import ConfigurationError
+from alma_schedule.model import RUN_TASK, TICK_TASK, RoutineSpec, RunResult, Scope
+from alma_schedule.runners.registry import KindRegistry
 from alma_schedule.settings import Settings
 from alma_schedule.stores import migrate_store
-from alma_schedule.tasks import KindRegistry, composition_of, parse_now
+from alma_schedule.tasks import composition_of, parse_now
 
 pytestmark = [pytest.mark.redis]
 
@@ -172,7 +173,7 @@ def test_a_forked_child_drops_the_parents_pool_and_the_parent_keeps_its_own(pg_u
     composition = composition_of(app)
     assert composition is not None
     parent_store = composition.store()
-    parent_store.beat(utcnow())  # a pooled connection now exists in the parent
+    parent_store.heartbeat(utcnow())  # a pooled connection now exists in the parent
 
     def backend_pid() -> int:
         with parent_store.engine.connect() as conn:  # type: ignore[attr-defined]

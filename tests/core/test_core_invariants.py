@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from alma_schedule.core import At, Cron, Every, Schedule, latest_fire, next_fire, next_fires
+from alma_schedule.core import At, Cron, Every, ScheduleValue, latest_fire, next_fire, next_fires
 
 ZONES = ["UTC", "Europe/London", "America/New_York", "Australia/Lord_Howe", "Pacific/Chatham",
          "Antarctica/Troll", "Asia/Kolkata", "America/Sao_Paulo"]
@@ -22,7 +22,7 @@ OFFSETS = st.sampled_from([UTC, timezone(timedelta(hours=-5)), timezone(timedelt
 
 
 @st.composite
-def schedules(draw: st.DrawFn) -> Schedule:
+def schedules(draw: st.DrawFn) -> ScheduleValue:
     kind = draw(st.sampled_from(["cron", "cron", "every", "at"]))
     if kind == "cron":
         return Cron(draw(st.sampled_from(CRONS)), draw(st.sampled_from(ZONES)))
@@ -33,7 +33,7 @@ def schedules(draw: st.DrawFn) -> Schedule:
 
 @settings(max_examples=600, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(schedules(), INSTANTS, INSTANTS, OFFSETS)
-def test_invariants(schedule: Schedule, registered: datetime, t: datetime, tz: timezone) -> None:
+def test_invariants(schedule: ScheduleValue, registered: datetime, t: datetime, tz: timezone) -> None:
     registered, t = registered.astimezone(tz), t.astimezone(tz)
     r = registered.replace(microsecond=0)
     latest = latest_fire(schedule, registered, t)

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from engine_support import T0, ScriptRunner
 
-from alma_schedule.engine import Schedule, create_schedule
+from alma_schedule.engine import Scheduler, create_schedule
+from alma_schedule.model.time import SettableTime
 from alma_schedule.settings import Settings
 from alma_schedule.stores.base import Store
-from alma_schedule.testing.clock import SimClock
 
 
 def open_test_store(kind: str, request: pytest.FixtureRequest) -> Store:
@@ -32,8 +32,8 @@ def open_test_store(kind: str, request: pytest.FixtureRequest) -> Store:
 
 
 @pytest.fixture
-def clock() -> SimClock:
-    return SimClock(T0)
+def clock() -> SettableTime:
+    return SettableTime(T0)
 
 
 @pytest.fixture
@@ -51,10 +51,10 @@ def store(request: pytest.FixtureRequest) -> Iterator[Store]:
 
 
 @pytest.fixture
-def make(store: Store, clock: SimClock, runner: ScriptRunner) -> Callable[..., Schedule]:
-    """``make(dispatcher=None, runner=None, **settings)`` -> a Schedule on the test store and clock."""
+def make(store: Store, clock: SettableTime, runner: ScriptRunner) -> Callable[..., Scheduler]:
+    """``make(dispatcher=None, runner=None, **settings)`` -> a Scheduler on the test store and clock."""
 
-    def build(dispatcher: Any = None, runner_: Any = None, **overrides: Any) -> Schedule:
+    def build(dispatcher: Any = None, runner_: Any = None, **overrides: Any) -> Scheduler:
         settings = Settings(clock=clock, **overrides)
         return create_schedule(
             store=store,

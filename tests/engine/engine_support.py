@@ -1,7 +1,7 @@
 """Shared parts of the engine tests (``engine_support``): a simulated clock, a scripted runner,
 recording dispatchers.
 
-Instants are literals; the engine's only clock is ``Settings(clock=SimClock)``. The runner is a real
+Instants are literals; the engine's only clock is ``Settings(clock=SettableTime)``. The runner is a real
 :class:`RoutineRunner` whose behaviour each routine's definition chooses (``behave``), so tests
 exercise the engine through its public API and the store protocol, never by patching it.
 """
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from alma_schedule.contracts import Routine, RoutineSpec, RunHandle, RunKey, RunRecord, RunResult, Scope
+from alma_schedule.model import Routine, RoutineSpec, RunHandle, RunKey, RunRecord, RunResult, Scope
 
 T0 = datetime(2026, 3, 2, 8, 0, tzinfo=UTC)  # a Monday
 MINUTE = timedelta(minutes=1)

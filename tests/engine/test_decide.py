@@ -6,8 +6,8 @@ from datetime import timedelta
 
 from engine_support import DAY, HOUR, MINUTE, T0
 
-from alma_schedule.contracts import Fire, NotDue, Routine
 from alma_schedule.engine import decide
+from alma_schedule.model import Fire, NotDue, Routine
 from alma_schedule.settings import Settings
 
 S = Settings(clock=lambda: T0)

@@ -8,8 +8,8 @@ from datetime import timedelta
 import pytest
 from engine_support import HOUR, MINUTE, SCOPE, T0, RecordingDispatcher, every_store, spec
 
-from alma_schedule.contracts import Ceiling, Routine, RunHandle, RunKey, RunResult
 from alma_schedule.errors import InvalidInput, NotFound
+from alma_schedule.model import Ceiling, Routine, RunHandle, RunKey, RunResult
 
 
 def _claim(sched, clock, routine_id="r1", at=T0 + 5 * MINUTE):

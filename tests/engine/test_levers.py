@@ -145,8 +145,8 @@ def test_levers_reach_nothing_outside_their_scope(make) -> None:
     for lever in (sched.disable, sched.enable, sched.pause, sched.resume, sched.get):
         with pytest.raises(NotFound):
             lever(OTHER, "r1")
-    assert sched.list(OTHER) == []
-    assert [r.routine_id for r in sched.list(SCOPE)] == ["r1"]
+    assert sched.routines(OTHER) == []
+    assert [r.routine_id for r in sched.routines(SCOPE)] == ["r1"]
 
 
 def test_clock_ahead_levers_restart_at_the_clock(make) -> None:

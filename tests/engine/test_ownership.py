@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 from engine_support import HOUR, MINUTE, SCOPE, T0, RecordingDispatcher, every_store, spec
 
-from alma_schedule.contracts import Ceiling, Routine, RunHandle, RunRecord, RunResult
-from alma_schedule.engine import Schedule
+from alma_schedule.engine import Scheduler
 from alma_schedule.errors import OutcomeUncertain, StoreUnavailable
+from alma_schedule.model import Ceiling, Routine, RunHandle, RunRecord, RunResult
+from alma_schedule.model.time import SettableTime
 from alma_schedule.stores.base import Store
-from alma_schedule.testing.clock import SimClock
 
 ORG_CEILING = Ceiling.org_key(SCOPE.org)
 
@@ -32,7 +32,7 @@ class RacingCollectors:
 
     def __init__(self, b_says: RunResult | None) -> None:
         self.b_says = b_says  # None: B's runner raises
-        self.schedule: Schedule | None = None
+        self.schedule: Scheduler | None = None
         self.a: RunHandle | None = None
         self.b_record: RunRecord | None = None
         self.deliveries = 0
@@ -72,7 +72,9 @@ B_ANSWERS = {
 
 @every_store
 @pytest.mark.parametrize("b_says", list(B_ANSWERS))
-def test_a_collector_that_lost_the_collecting_cas_cannot_end_the_run(make: Any, clock: SimClock, b_says: str) -> None:
+def test_a_collector_that_lost_the_collecting_cas_cannot_end_the_run(
+    make: Any, clock: SettableTime, b_says: str
+) -> None:
     runner = RacingCollectors(B_ANSWERS[b_says])
     sched = make(dispatcher=RecordingDispatcher(), runner_=runner, failure_threshold=1)
     runner.schedule = sched
@@ -115,7 +117,7 @@ class SubmitsThenFails:
 
 
 @every_store
-def test_execute_finishes_only_from_the_state_its_handle_owns(make: Any, clock: SimClock, store: Store) -> None:
+def test_execute_finishes_only_from_the_state_its_handle_owns(make: Any, clock: SettableTime, store: Store) -> None:
     sched = make(dispatcher=RecordingDispatcher(), runner_=SubmitsThenFails(store))
     sched.register(spec("r1", {"cron": "0 * * * *"}))
     clock.set(T0 + HOUR)
@@ -130,7 +132,7 @@ def test_execute_finishes_only_from_the_state_its_handle_owns(make: Any, clock: 
 
 @every_store
 def test_an_uncertain_outcome_stays_running_with_its_reservation(
-    make: Any, clock: SimClock, runner: Any, store: Store
+    make: Any, clock: SettableTime, runner: Any, store: Store
 ) -> None:
     def on_run(routine: Routine, handle: RunHandle) -> None:
         assert handle.reserve(300, [Ceiling(ORG_CEILING, 1_000)]).ok

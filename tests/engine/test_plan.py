@@ -6,11 +6,11 @@ from datetime import timedelta
 
 from engine_support import HOUR, MINUTE, SCOPE, T0, RecordingDispatcher, every_store, spec
 
-from alma_schedule.contracts import Routine, TickPlan
+from alma_schedule.model import Routine, TickPlan
 
 
 def _snapshot(sched, store):
-    routines = sorted(str(r.to_dict()) for r in sched.list(SCOPE, include_deleted=True))
+    routines = sorted(str(r.to_dict()) for r in sched.routines(SCOPE, include_deleted=True))
     runs = sorted(str(r.to_dict()) for r in sched.runs(SCOPE, limit=1000))
     return routines, runs, store.last_tick()
 

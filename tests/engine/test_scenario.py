@@ -28,12 +28,12 @@ from typing import Any
 import pytest
 from engine_support import MINUTE, ScriptRunner
 
-from alma_schedule.contracts import RoutineSpec, RunKey, RunRecord, Scope
 from alma_schedule.core import fire_id, latest_fire, parse_schedule
-from alma_schedule.engine import Schedule, create_schedule
+from alma_schedule.engine import Scheduler, create_schedule
+from alma_schedule.model import RoutineSpec, RunKey, RunRecord, Scope
+from alma_schedule.model.time import SettableTime
 from alma_schedule.settings import Settings
 from alma_schedule.stores.base import Store
-from alma_schedule.testing.clock import SimClock
 
 START = datetime(2026, 3, 5, 0, 0, tzinfo=UTC)
 END = START + timedelta(days=7)
@@ -132,9 +132,9 @@ def steps(start: datetime = START, end: datetime = END, sparse: timedelta = 15 *
 class ChaosDispatcher:
     """Drops 10%, duplicates 10%, delays 5% past the run's window; logs every delivery."""
 
-    clock: SimClock
+    clock: SettableTime
     seed: int
-    schedule: Schedule | None = None
+    schedule: Scheduler | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
     sends: dict[tuple[str, RunKey], int] = field(default_factory=lambda: defaultdict(int))
     held: list[tuple[datetime, str, RunKey]] = field(default_factory=list)
@@ -213,8 +213,8 @@ def model(spec: RoutineSpec, registered_at: datetime, ticks: Sequence[datetime])
     return out
 
 
-def run_week(store: Store, ticks: Sequence[datetime]) -> tuple[Schedule, ChaosDispatcher, ScriptRunner, list[Any]]:
-    clock = SimClock(ticks[0])
+def run_week(store: Store, ticks: Sequence[datetime]) -> tuple[Scheduler, ChaosDispatcher, ScriptRunner, list[Any]]:
+    clock = SettableTime(ticks[0])
     runner = ScriptRunner()
     chaos = ChaosDispatcher(clock, SEED)
     sched = create_schedule(store=store, runner=runner, dispatcher=chaos, settings=Settings(clock=clock))
@@ -241,7 +241,7 @@ def run_week(store: Store, ticks: Sequence[datetime]) -> tuple[Schedule, ChaosDi
 
 
 def check_ledger(
-    sched: Schedule, chaos: ChaosDispatcher, runner: ScriptRunner, ticks: Sequence[datetime]
+    sched: Scheduler, chaos: ChaosDispatcher, runner: ScriptRunner, ticks: Sequence[datetime]
 ) -> dict[str, int]:
     last_tick = ticks[-1]
     runs_of: dict[RunKey, list[datetime]] = defaultdict(list)

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from engine_support import DAY, HOUR, MINUTE, SCOPE, T0, RecordingDispatcher, every_store, spec
 
-from alma_schedule.contracts import Routine, TickReport
+from alma_schedule.model import Routine, TickReport
 
 
 def _ledger(sched, routine_id="r1"):

@@ -8,9 +8,19 @@ from datetime import UTC, datetime
 import pytest
 
 import alma_schedule
-from alma_schedule.contracts import EDGES, NON_TERMINAL, TERMINAL, RunKey, Scope, TickReport
 from alma_schedule.errors import AlmaScheduleError, InvalidInput
-from alma_schedule.ids import check_id, governed_key, manual_run_id, new_ulid
+from alma_schedule.model import (
+    EDGES,
+    NON_TERMINAL,
+    TERMINAL,
+    RunKey,
+    Scope,
+    TickReport,
+    check_id,
+    governed_key,
+    manual_run_id,
+    new_ulid,
+)
 
 
 def test_ulids_sort_by_time_and_are_unique() -> None:
@@ -55,7 +65,7 @@ def test_import_has_no_celery_and_one_error_root() -> None:
     import subprocess
     import sys
 
-    code = "import sys, alma_schedule; alma_schedule.Schedule; print('celery' in sys.modules)"
+    code = "import sys, alma_schedule; alma_schedule.Scheduler; print('celery' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
     assert issubclass(alma_schedule.InvalidSchedule, AlmaScheduleError)

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from governed_support import T0, empty_tables
 
-from alma_schedule.testing.clock import SimClock
+from alma_schedule.model.time import SettableTime
 
 PG_ADMIN = os.environ.get("ALMA_TEST_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/postgres")
 
@@ -78,5 +78,5 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
 
 
 @pytest.fixture
-def clock() -> SimClock:
-    return SimClock(T0)
+def clock() -> SettableTime:
+    return SettableTime(T0)

@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from alma_schedule.contracts import (
+from alma_schedule.engine import create_schedule
+from alma_schedule.engine.handle import money_day
+from alma_schedule.model import (
     Ceiling,
     ClaimResult,
     ReserveResult,
@@ -27,11 +29,9 @@ from alma_schedule.contracts import (
     RunResult,
     Scope,
 )
-from alma_schedule.engine import create_schedule
-from alma_schedule.engine.handle import money_day
-from alma_schedule.governed.protocols import Delivery
+from alma_schedule.model.time import SettableTime
+from alma_schedule.runners.governed.protocols import Delivery
 from alma_schedule.settings import Settings
-from alma_schedule.testing.clock import SimClock
 
 T0 = datetime(2026, 3, 2, 8, 0, tzinfo=UTC)
 SCOPE = Scope("org-a", "user-1")
@@ -170,7 +170,7 @@ class Interrupting:
 class Harness:
     """The real engine over a real store, with one runner (or a resolver) and a manual dispatcher."""
 
-    def __init__(self, store: Any, runner: RoutineRunner | Any, clock: SimClock, **settings: Any) -> None:
+    def __init__(self, store: Any, runner: RoutineRunner | Any, clock: SettableTime, **settings: Any) -> None:
         self.store = store
         self.clock = clock
         self.dispatch = NoDispatch()

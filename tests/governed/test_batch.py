@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 from governed_support import SCOPE, Harness, Interrupting, Killed, ListSink, routine_ceiling
 
-from alma_schedule.contracts import RunKey
 from alma_schedule.errors import ProviderError
-from alma_schedule.governed import (
+from alma_schedule.model import RunKey, governed_key
+from alma_schedule.model.time import SettableTime
+from alma_schedule.runners.governed import (
     BatchReceipt,
     BatchStatus,
     HostCaps,
@@ -19,8 +20,6 @@ from alma_schedule.governed import (
     ScriptedProvider,
     create_governed_batch_runner,
 )
-from alma_schedule.ids import governed_key
-from alma_schedule.testing.clock import SimClock
 
 PRICES = Prices(1_000_000, 1_000_000)
 GOAL = "Digest"  # 6 bytes + 64 framing tokens: input bound 70; with 100 output tokens the bound is 170
@@ -32,7 +31,7 @@ FIRST_POLL = timedelta(minutes=1)
 
 def make(
     store: Any,
-    clock: SimClock,
+    clock: SettableTime,
     *,
     submits: list[Any] | None = None,
     polls: list[Any] | None = None,
@@ -61,7 +60,7 @@ def submitted(h: Harness, routine_id: str = "digest") -> RunKey:
     return key
 
 
-def test_submit_once_poll_repair_and_deliver(store: Any, clock: SimClock) -> None:
+def test_submit_once_poll_repair_and_deliver(store: Any, clock: SettableTime) -> None:
     h, provider, sink, _, _ = make(
         store,
         clock,
@@ -94,7 +93,7 @@ def test_submit_once_poll_repair_and_deliver(store: Any, clock: SimClock) -> Non
     assert provider.count("submit") == 1 and provider.count("poll") == 2 and sink.attempts == 1
 
 
-def test_only_the_winner_of_collecting_delivers(store: Any, clock: SimClock) -> None:
+def test_only_the_winner_of_collecting_delivers(store: Any, clock: SettableTime) -> None:
     h, provider, sink, wrapped, _ = make(
         store, clock, polls=[BatchStatus("succeeded", "one", 9), BatchStatus("succeeded", "one", 9)]
     )
@@ -108,7 +107,7 @@ def test_only_the_winner_of_collecting_delivers(store: Any, clock: SimClock) -> 
     assert sink.attempts == 1 and provider.count("poll") == 2 and provider.count("submit") == 1
 
 
-def test_changed_configuration_repairs_cost_and_fails_without_delivery(store: Any, clock: SimClock) -> None:
+def test_changed_configuration_repairs_cost_and_fails_without_delivery(store: Any, clock: SettableTime) -> None:
     h, provider, sink, _, _ = make(store, clock, polls=[BatchStatus("succeeded", "old sink's text", 60)])
     h.register("digest", "job", goal=GOAL, budget=BUDGET)
     key = submitted(h)
@@ -130,7 +129,7 @@ def test_changed_configuration_repairs_cost_and_fails_without_delivery(store: An
     ],
 )
 def test_provider_final_states_fail_with_their_reason(
-    store: Any, clock: SimClock, answer: Any, reason: str
+    store: Any, clock: SettableTime, answer: Any, reason: str
 ) -> None:
     h, _, sink, _, _ = make(store, clock, polls=[answer])
     h.register("digest", "job", goal=GOAL, budget=BUDGET)
@@ -142,7 +141,7 @@ def test_provider_final_states_fail_with_their_reason(
     assert sink.attempts == 0
 
 
-def test_a_transient_poll_error_waits_for_the_next_poll(store: Any, clock: SimClock) -> None:
+def test_a_transient_poll_error_waits_for_the_next_poll(store: Any, clock: SettableTime) -> None:
     h, provider, sink, _, errors = make(
         store,
         clock,
@@ -156,7 +155,7 @@ def test_a_transient_poll_error_waits_for_the_next_poll(store: Any, clock: SimCl
     assert provider.count("submit") == 1 and sink.attempts == 1
 
 
-def test_past_the_deadline_the_engine_times_out_without_polling(store: Any, clock: SimClock) -> None:
+def test_past_the_deadline_the_engine_times_out_without_polling(store: Any, clock: SettableTime) -> None:
     h, provider, sink, _, _ = make(store, clock)
     h.register("digest", "job", goal=GOAL, budget=BUDGET)
     key = submitted(h)
@@ -175,7 +174,7 @@ def test_past_the_deadline_the_engine_times_out_without_polling(store: Any, cloc
     ],
 )
 def test_a_submission_error_fails_and_is_not_retried(
-    store: Any, clock: SimClock, exc: Exception, reason: str, kept: int
+    store: Any, clock: SettableTime, exc: Exception, reason: str, kept: int
 ) -> None:
     h, provider, _, _, _ = make(store, clock, submits=[exc])
     h.register("digest", "job", goal=GOAL, budget=BUDGET)
@@ -186,7 +185,7 @@ def test_a_submission_error_fails_and_is_not_retried(
     assert provider.count("submit") == 1
 
 
-def test_submission_cost_is_recorded(store: Any, clock: SimClock) -> None:
+def test_submission_cost_is_recorded(store: Any, clock: SettableTime) -> None:
     h, _, _, _, _ = make(store, clock, submits=[BatchReceipt("b-1", cost_micros=7)])
     h.register("digest", "job", goal=GOAL, budget=BUDGET)
     key = submitted(h)
@@ -204,7 +203,7 @@ RUN_KILLS = {
 
 
 @pytest.mark.parametrize("step", list(RUN_KILLS))
-def test_a_kill_while_submitting_never_submits_anew(store: Any, clock: SimClock, step: str) -> None:
+def test_a_kill_while_submitting_never_submits_anew(store: Any, clock: SettableTime, step: str) -> None:
     (where, nth), submits, reserved = RUN_KILLS[step]
     h, provider, _, wrapped, _ = make(store, clock, submits=[Killed("x")] if where == "provider" else [])
     if where != "provider":
@@ -234,7 +233,7 @@ COLLECT_KILLS = {
 
 
 @pytest.mark.parametrize("step", list(COLLECT_KILLS))
-def test_a_kill_while_collecting_never_delivers_twice(store: Any, clock: SimClock, step: str) -> None:
+def test_a_kill_while_collecting_never_delivers_twice(store: Any, clock: SettableTime, step: str) -> None:
     (where, nth), state, hashed, attempts = COLLECT_KILLS[step]
     sink = ListSink(fail=Killed("sink") if where == "sink" else None)
     h, provider, _, wrapped, _ = make(
@@ -265,7 +264,7 @@ def test_a_kill_while_collecting_never_delivers_twice(store: Any, clock: SimCloc
     assert provider.count("submit") == 1
 
 
-def test_a_repaired_cost_records_a_crossing_and_alerts_once(store: Any, clock: SimClock) -> None:
+def test_a_repaired_cost_records_a_crossing_and_alerts_once(store: Any, clock: SettableTime) -> None:
     alerts: list[tuple[Any, ...]] = []
     provider = ScriptedProvider(
         polls=[

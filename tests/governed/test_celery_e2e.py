@@ -16,8 +16,7 @@ import pytest
 
 from alma_schedule.celery import create_app
 from alma_schedule.clock import send_tick
-from alma_schedule.contracts import Ceiling, RoutineSpec, Scope
-from alma_schedule.ids import governed_key
+from alma_schedule.model import Ceiling, RoutineSpec, Scope, governed_key
 from alma_schedule.settings import Settings
 from alma_schedule.stores import migrate_store
 from alma_schedule.tasks import composition_of
@@ -142,9 +141,9 @@ def test_a_prefork_worker_configured_from_the_environment_serves_turn_and_job(
     import sys
 
     from alma_schedule.engine import create_schedule
+    from alma_schedule.runners.registry import KindRegistry
     from alma_schedule.settings import load_settings
     from alma_schedule.stores import open_store
-    from alma_schedule.tasks.registry import KindRegistry
 
     migrate_store(pg_url)
     out = tmp_path / "deliveries.jsonl"

@@ -13,18 +13,17 @@ from typing import Any
 import pytest
 from governed_support import ORG_CEILING, SCOPE, Harness, Interrupting, Killed, ListSink, routine_ceiling
 
-from alma_schedule.contracts import RunKey
 from alma_schedule.errors import ProviderError, RegistrationRefused
-from alma_schedule.governed import (
+from alma_schedule.model import RunKey, governed_key
+from alma_schedule.model.time import SettableTime
+from alma_schedule.runners.governed import (
     HostCaps,
     Prices,
     ScriptedProvider,
     TurnReceipt,
     create_governed_conversation_runner,
 )
-from alma_schedule.ids import governed_key
 from alma_schedule.stores.memory import MemoryStore
-from alma_schedule.testing.clock import SimClock
 
 #: One micro-USD per token both ways: the goal "Brief me" (8 bytes + 64 framing tokens) bounds the
 #: input at 72 micro-USD; max_output_tokens 100 makes the hard bound 172.
@@ -40,7 +39,7 @@ def ok(text: str = "hello", cost: int = 50, n: int = 1) -> TurnReceipt:
 
 def make(
     store: Any,
-    clock: SimClock,
+    clock: SettableTime,
     turns: list[Any],
     *,
     sink: ListSink | None = None,
@@ -66,7 +65,7 @@ def ledger_text(h: Harness, key: RunKey) -> str:
     return repr(h.get(key).to_dict())
 
 
-def test_a_turn_is_reserved_called_recorded_and_delivered_once(store: Any, clock: SimClock) -> None:
+def test_a_turn_is_reserved_called_recorded_and_delivered_once(store: Any, clock: SettableTime) -> None:
     h, provider, sink, _, _ = make(store, clock, [ok()])
     h.register("brief", goal=GOAL, budget=BUDGET)
     key = h.fire("brief")
@@ -95,7 +94,7 @@ def test_a_turn_is_reserved_called_recorded_and_delivered_once(store: Any, clock
 
 @pytest.mark.parametrize("status", ["not_admitted", "routing_unavailable"])
 def test_provider_refusal_is_refused_with_zero_cost_and_no_retry(
-    store: Any, clock: SimClock, status: str
+    store: Any, clock: SettableTime, status: str
 ) -> None:
     h, provider, sink, _, _ = make(store, clock, [TurnReceipt(status), ok("fixed")])  # type: ignore[arg-type]
     h.register("brief", goal=GOAL, budget=BUDGET)
@@ -124,7 +123,7 @@ def test_provider_refusal_is_refused_with_zero_cost_and_no_retry(
     ],
 )
 def test_provider_exceptions_fail_with_a_closed_reason(
-    store: Any, clock: SimClock, exc: Exception, reason: str, kept: int
+    store: Any, clock: SettableTime, exc: Exception, reason: str, kept: int
 ) -> None:
     h, provider, sink, _, errors = make(store, clock, [exc])
     h.register("brief", goal=GOAL, budget=BUDGET)
@@ -140,7 +139,7 @@ def test_provider_exceptions_fail_with_a_closed_reason(
     assert provider.count("run_turn") == 1
 
 
-def test_an_error_receipt_fails_and_keeps_its_cost(store: Any, clock: SimClock) -> None:
+def test_an_error_receipt_fails_and_keeps_its_cost(store: Any, clock: SettableTime) -> None:
     h, _, sink, _, _ = make(store, clock, [TurnReceipt("error", "", 20, "s1", "t1", "boom")])
     h.register("brief", goal=GOAL, budget=BUDGET)
     rec = h.run("brief")
@@ -148,7 +147,7 @@ def test_an_error_receipt_fails_and_keeps_its_cost(store: Any, clock: SimClock) 
     assert h.spend(routine_ceiling("brief")) == 20 and sink.attempts == 0
 
 
-def test_a_sink_error_fails_once_and_is_never_retried(store: Any, clock: SimClock) -> None:
+def test_a_sink_error_fails_once_and_is_never_retried(store: Any, clock: SettableTime) -> None:
     sink = ListSink(fail=RuntimeError("destination said secret-token-123"))
     h, provider, _, _, errors = make(store, clock, [ok()], sink=sink)
     h.register("brief", goal=GOAL, budget=BUDGET)
@@ -167,7 +166,7 @@ def test_a_sink_error_fails_once_and_is_never_retried(store: Any, clock: SimCloc
     assert sink.attempts == 1 and provider.count("run_turn") == 1
 
 
-def test_duplicate_text_of_the_last_completed_delivery_is_suppressed(store: Any, clock: SimClock) -> None:
+def test_duplicate_text_of_the_last_completed_delivery_is_suppressed(store: Any, clock: SettableTime) -> None:
     sink = ListSink()
     h, _, _, _, _ = make(
         store, clock, [ok("same", 10, 1), ok("same", 11, 2), ok("new", 12, 3), ok("new", 13, 4)], sink=sink
@@ -186,7 +185,7 @@ def test_duplicate_text_of_the_last_completed_delivery_is_suppressed(store: Any,
     assert fourth.reason == "suppressed_duplicate" and sink.attempts == 2
 
 
-def test_only_a_completed_delivery_suppresses(store: Any, clock: SimClock) -> None:
+def test_only_a_completed_delivery_suppresses(store: Any, clock: SettableTime) -> None:
     sink = ListSink(fail=RuntimeError("down"))
     h, _, _, _, _ = make(store, clock, [ok("same", 10, 1), ok("same", 10, 2)], sink=sink)
     h.register("brief", goal=GOAL, budget=BUDGET)
@@ -197,7 +196,7 @@ def test_only_a_completed_delivery_suppresses(store: Any, clock: SimClock) -> No
     assert [d.text for d in sink.deliveries] == ["same"]
 
 
-def test_warn_records_the_crossing_before_delivery_and_alerts_once(store: Any, clock: SimClock) -> None:
+def test_warn_records_the_crossing_before_delivery_and_alerts_once(store: Any, clock: SettableTime) -> None:
     alerts: list[tuple[Any, ...]] = []
     h, provider, sink, _, _ = make(store, clock, [ok(cost=50)], on_cap_crossed=lambda *a: alerts.append(a))
     h.register("brief", goal=GOAL, budget={**BUDGET, "per_turn_usd": {"usd": 0.00003, "on_exceeded": "warn"}})
@@ -211,7 +210,7 @@ def test_warn_records_the_crossing_before_delivery_and_alerts_once(store: Any, c
     assert provider.calls[0][1].max_cost_micros == BOUND
 
 
-def test_block_cap_narrows_the_request(store: Any, clock: SimClock) -> None:
+def test_block_cap_narrows_the_request(store: Any, clock: SettableTime) -> None:
     h, provider, _, _, _ = make(store, clock, [ok(cost=40)])
     h.register("brief", goal=GOAL, budget={**BUDGET, "per_turn_usd": 0.0001})  # a bare number blocks
     rec = h.run("brief")
@@ -221,7 +220,7 @@ def test_block_cap_narrows_the_request(store: Any, clock: SimClock) -> None:
     assert request.max_output_tokens == 100 - 72  # what the cap leaves after the prompt's bound
 
 
-def test_block_refuses_before_the_call(store: Any, clock: SimClock) -> None:
+def test_block_refuses_before_the_call(store: Any, clock: SettableTime) -> None:
     with pytest.raises(RegistrationRefused, match="no room"):
         make(store, clock, [])[0].register("brief", goal=GOAL, budget={"per_turn_usd": 0.00005})
     # a host cap lowered after registration: the run is refused before any call
@@ -254,7 +253,7 @@ def test_block_refuses_before_the_call(store: Any, clock: SimClock) -> None:
     ],
 )
 def test_registration_refuses_widening_and_unbounded_ceilings(
-    clock: SimClock, host: HostCaps, budget: dict[str, Any], match: str
+    clock: SettableTime, host: HostCaps, budget: dict[str, Any], match: str
 ) -> None:
     store = MemoryStore()  # refused before any write: one backend is enough
     h, _, _, _, _ = make(store, clock, [], host=host)
@@ -263,7 +262,7 @@ def test_registration_refuses_widening_and_unbounded_ceilings(
     assert store.get_routine(SCOPE, "brief") is None
 
 
-def test_narrowing_is_accepted(store: Any, clock: SimClock) -> None:
+def test_narrowing_is_accepted(store: Any, clock: SettableTime) -> None:
     h, _, _, _, _ = make(
         store, clock, [], host=HostCaps(per_run_micros=100_000, routine_daily_micros=200_000)
     )
@@ -271,7 +270,7 @@ def test_narrowing_is_accepted(store: Any, clock: SimClock) -> None:
     assert store.get_routine(SCOPE, "brief") is not None
 
 
-def test_ceilings_reserve_the_bound_and_settle_to_the_real_cost(store: Any, clock: SimClock) -> None:
+def test_ceilings_reserve_the_bound_and_settle_to_the_real_cost(store: Any, clock: SettableTime) -> None:
     h, provider, _, _, _ = make(
         store,
         clock,
@@ -290,7 +289,7 @@ def test_ceilings_reserve_the_bound_and_settle_to_the_real_cost(store: Any, cloc
     assert h.spend(routine_ceiling("brief")) == 5
 
 
-def test_the_request_is_built_only_after_the_reservation(store: Any, clock: SimClock) -> None:
+def test_the_request_is_built_only_after_the_reservation(store: Any, clock: SettableTime) -> None:
     seen: list[int] = []
 
     def build(routine: Any, key: RunKey, plan: Any) -> str:
@@ -327,7 +326,7 @@ KILLS = {
 
 @pytest.mark.parametrize("step", list(KILLS))
 def test_a_kill_at_each_step_leaves_running_and_nothing_is_done_again(
-    store: Any, clock: SimClock, step: str
+    store: Any, clock: SettableTime, step: str
 ) -> None:
     (where, nth), calls, (session, cost, hashed), attempts, reserved = KILLS[step]
     sink = ListSink()
@@ -377,7 +376,7 @@ def test_a_kill_at_each_step_leaves_running_and_nothing_is_done_again(
     assert provider.count("run_turn") == calls and sink.attempts == attempts
 
 
-def test_an_erasure_before_egress_wins(store: Any, clock: SimClock) -> None:
+def test_an_erasure_before_egress_wins(store: Any, clock: SettableTime) -> None:
     h, _, sink, wrapped, _ = make(store, clock, [ok()])
     h.register("brief", goal=GOAL, budget=BUDGET)
     wrapped.at("result", 2, lambda: store.erase_results(SCOPE))
@@ -386,7 +385,7 @@ def test_an_erasure_before_egress_wins(store: Any, clock: SimClock) -> None:
     assert sink.attempts == 0
 
 
-def test_an_operator_record_before_egress_wins(store: Any, clock: SimClock) -> None:
+def test_an_operator_record_before_egress_wins(store: Any, clock: SettableTime) -> None:
     h, _, sink, wrapped, _ = make(store, clock, [ok()])
     h.register("brief", goal=GOAL, budget=BUDGET)
     key = h.fire("brief")
@@ -397,7 +396,7 @@ def test_an_operator_record_before_egress_wins(store: Any, clock: SimClock) -> N
 
 
 def test_results_are_kept_for_the_retention_then_erased_and_the_row_stays(
-    store: Any, clock: SimClock
+    store: Any, clock: SettableTime
 ) -> None:
     h, _, _, _, _ = make(store, clock, [ok()], result_retention=timedelta(hours=1))
     h.register("brief", goal=GOAL, budget=BUDGET)

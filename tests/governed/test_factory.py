@@ -8,19 +8,19 @@ from pathlib import Path
 
 import pytest
 
-from alma_schedule.contracts import RunKey
 from alma_schedule.errors import ConfigurationError
-from alma_schedule.governed import (
+from alma_schedule.model import RunKey
+from alma_schedule.runners.governed import (
     Delivery,
     FileSink,
     GovernedBatchRunner,
     GovernedConversationRunner,
     StdoutSink,
 )
-from alma_schedule.governed.factory import job_runner_from_settings, turn_runner_from_settings
-from alma_schedule.governed.scripted import ScriptedProvider
+from alma_schedule.runners.governed.factory import job_runner_from_settings, turn_runner_from_settings
+from alma_schedule.runners.governed.scripted import ScriptedProvider
+from alma_schedule.runners.registry import KindRegistry
 from alma_schedule.settings import load_settings
-from alma_schedule.tasks.registry import KindRegistry
 
 KEY = RunKey("o", "u", "r", "20260101T080000Z")
 
@@ -70,7 +70,7 @@ def test_openai_is_built_lazily_from_settings(tmp_path: Path) -> None:
 def _routine() -> object:
     from datetime import UTC, datetime
 
-    from alma_schedule.contracts import Routine
+    from alma_schedule.model import Routine
 
     return Routine(
         "o", "u", "r", "turn", {"cron": "0 8 * * *"}, {"goal": "g"}, datetime(2026, 1, 1, tzinfo=UTC), "x"

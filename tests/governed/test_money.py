@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from alma_schedule.contracts import Ceiling, Routine
 from alma_schedule.errors import RegistrationRefused
-from alma_schedule.governed.money import (
+from alma_schedule.model import Ceiling, Routine
+from alma_schedule.runners.governed.money import (
     FRAMING_TOKENS,
     HostCaps,
     Prices,

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from governed_support import T0, ListSink, NoDispatch, empty_tables
 
-from alma_schedule.contracts import Ceiling, RoutineSpec, RunKey, Scope
 from alma_schedule.engine import create_schedule
-from alma_schedule.governed import (
+from alma_schedule.model import Ceiling, RoutineSpec, RunKey, Scope
+from alma_schedule.runners.governed import (
     HostCaps,
     Prices,
     TurnReceipt,

@@ -19,9 +19,10 @@ from typing import Any
 import pytest
 from governed_support import SCOPE, Harness, Interrupting, Killed, ListSink, routine_ceiling
 
-from alma_schedule.contracts import Ceiling, RoutineSpec, RunKey, Scope
 from alma_schedule.errors import StoreUnavailable
-from alma_schedule.governed import (
+from alma_schedule.model import MAX_ID_LENGTH, Ceiling, RoutineSpec, RunKey, Scope
+from alma_schedule.model.time import SettableTime
+from alma_schedule.runners.governed import (
     BatchReceipt,
     BatchStatus,
     HostCaps,
@@ -31,8 +32,6 @@ from alma_schedule.governed import (
     create_governed_batch_runner,
     create_governed_conversation_runner,
 )
-from alma_schedule.ids import MAX_ID_LENGTH
-from alma_schedule.testing.clock import SimClock
 
 PRICES = Prices(1_000_000, 1_000_000)
 GOAL = "Brief me"  # 8 bytes + 64 framing tokens: input bound 72; with 100 output tokens the bound is 172
@@ -77,7 +76,7 @@ class FlakyStore:
 
 
 def conversation(
-    store: Any, clock: SimClock, turns: list[Any]
+    store: Any, clock: SettableTime, turns: list[Any]
 ) -> tuple[Harness, ScriptedProvider, ListSink, list[Any]]:
     provider = ScriptedProvider(turns=turns)
     sink = ListSink()
@@ -93,7 +92,7 @@ def conversation(
 
 
 def batch(
-    store: Any, clock: SimClock, polls: list[Any], submits: list[Any] | None = None
+    store: Any, clock: SettableTime, polls: list[Any], submits: list[Any] | None = None
 ) -> tuple[Harness, ScriptedProvider, ListSink, Interrupting, list[Any]]:
     provider = ScriptedProvider(submits=submits or [], polls=polls)
     sink = ListSink()
@@ -126,7 +125,7 @@ def nothing_reruns(h: Harness, key: RunKey) -> None:
 # --------------------------------------------------------------------------- failing after the call
 
 
-def test_a_turn_whose_receipt_cannot_be_recorded_stays_running_and_charged(store: Any, clock: SimClock) -> None:
+def test_a_turn_whose_receipt_cannot_be_recorded_stays_running_and_charged(store: Any, clock: SettableTime) -> None:
     flaky = FlakyStore(store)
     h, provider, sink, errors = conversation(flaky, clock, [TurnReceipt("ok", "hello", 50, "s1", "t1")])
     h.register("brief", goal=GOAL, budget=BUDGET)
@@ -149,7 +148,7 @@ def test_a_turn_whose_receipt_cannot_be_recorded_stays_running_and_charged(store
     assert provider.count("run_turn") == 1
 
 
-def test_a_batch_whose_submission_cannot_be_recorded_stays_running_and_charged(store: Any, clock: SimClock) -> None:
+def test_a_batch_whose_submission_cannot_be_recorded_stays_running_and_charged(store: Any, clock: SettableTime) -> None:
     flaky = FlakyStore(store)
     h, provider, _, _, errors = batch(flaky, clock, polls=[])
     h.register("digest", "job", goal=GOAL, budget=BUDGET)
@@ -169,7 +168,7 @@ def test_a_batch_whose_submission_cannot_be_recorded_stays_running_and_charged(s
     assert h.spend(routine_ceiling("digest")) == 0 and provider.count("submit") == 1
 
 
-def test_a_submission_recorded_but_unacknowledged_is_collected(store: Any, clock: SimClock) -> None:
+def test_a_submission_recorded_but_unacknowledged_is_collected(store: Any, clock: SettableTime) -> None:
     flaky = FlakyStore(store)
     h, provider, sink, _, _ = batch(flaky, clock, polls=[BatchStatus("succeeded", "the digest", 45)])
     h.register("digest", "job", goal=GOAL, budget=BUDGET)
@@ -183,7 +182,7 @@ def test_a_submission_recorded_but_unacknowledged_is_collected(store: Any, clock
 
 
 @pytest.mark.parametrize("where", ["submission cost", "polled cost"])
-def test_a_cost_that_cannot_be_recorded_leaves_the_batch_submitted(store: Any, clock: SimClock, where: str) -> None:
+def test_a_cost_that_cannot_be_recorded_leaves_the_batch_submitted(store: Any, clock: SettableTime, where: str) -> None:
     flaky = FlakyStore(store)
     h, provider, sink, _, _ = batch(
         flaky,
@@ -212,7 +211,7 @@ def test_a_cost_that_cannot_be_recorded_leaves_the_batch_submitted(store: Any, c
 # --------------------------------------------------------------------------- a collector that lost
 
 
-def test_a_collector_that_lost_the_cas_never_ends_the_run(store: Any, clock: SimClock) -> None:
+def test_a_collector_that_lost_the_cas_never_ends_the_run(store: Any, clock: SettableTime) -> None:
     """B has read ``submitted`` and polled ``failed``; meanwhile A polls ``succeeded``, wins
     ``collecting`` and dies before the sink. B must not end A's run: it stays ``collecting`` for the
     operator, the streak untouched."""
@@ -242,7 +241,7 @@ def test_a_collector_that_lost_the_cas_never_ends_the_run(store: Any, clock: Sim
 # --------------------------------------------------------------------------- long ids
 
 
-def test_a_tenant_with_max_length_ids_runs(store: Any, clock: SimClock) -> None:
+def test_a_tenant_with_max_length_ids_runs(store: Any, clock: SettableTime) -> None:
     scope = Scope("o" * MAX_ID_LENGTH, "ü" * MAX_ID_LENGTH)
     rid = "r/" + "x" * (MAX_ID_LENGTH - 2)
     h, _, _, _ = conversation(store, clock, [TurnReceipt("ok", "hello", 50, "s1", "t1")])

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from alma_schedule.contracts import Ceiling, ClaimResult, ReserveResult, RunKey, Scope
+from alma_schedule.model import Ceiling, ClaimResult, ReserveResult, RunKey, Scope
 from alma_schedule.settings import Timers
 from alma_schedule.stores.memory import MemoryStore
 from alma_schedule.testing import StoreContract, StoreRaceContract
@@ -122,7 +122,7 @@ def test_the_contract_catches(mutant: type[MemoryStore], test: str) -> None:
     method = getattr(Contract(), test)
     kwargs: dict[str, Any] = {}
     if test == "test_streak_rules":
-        from alma_schedule.contracts import RunResult
+        from alma_schedule.model import RunResult
 
         kwargs = {"result": RunResult.completed("delivered"), "expected": 0}
     with pytest.raises((AssertionError, ValueError, pytest.fail.Exception)):

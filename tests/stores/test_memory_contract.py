@@ -31,7 +31,7 @@ def test_instances_share_nothing() -> None:
 
     a, b = MemoryStore(), MemoryStore()
     register(a)
-    a.beat(T0)
+    a.heartbeat(T0)
     assert b.get_routine(SCOPE, "r1") is None and list(b.iter_routines()) == [] and b.last_tick() is None
 
 

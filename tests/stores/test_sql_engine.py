@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from alma_schedule.contracts import Routine
 from alma_schedule.errors import ConfigurationError
+from alma_schedule.model import Routine
 from alma_schedule.stores import open_store
 from alma_schedule.stores.memory import MemoryStore
 from alma_schedule.stores.sql import SqlStore, migrate_store

@@ -15,7 +15,6 @@ import pytest
 import sqlalchemy as sa
 import sqlalchemy.exc as sa_exc
 
-from alma_schedule.contracts import Routine
 from alma_schedule.errors import (
     InvalidInput,
     SchemaMismatch,
@@ -23,6 +22,7 @@ from alma_schedule.errors import (
     StoreError,
     StoreUnavailable,
 )
+from alma_schedule.model import Routine
 from alma_schedule.stores.sql import SqlStore, migrate_store
 from alma_schedule.stores.sql.errors import mapped_errors
 from alma_schedule.stores.sql.schema import runs

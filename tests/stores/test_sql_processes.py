@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from alma_schedule.contracts import Ceiling, RunKey
+from alma_schedule.model import Ceiling, RunKey
 from alma_schedule.stores.sql import SqlStore
 from alma_schedule.testing.builders import DAY, MINUTE, SCOPE, T0, TIMERS, fire_due_long, register
 from tests.stores.sql_support import empty_pg, opened, pg_database

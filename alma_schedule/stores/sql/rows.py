@@ -13,7 +13,7 @@ from dataclasses import fields
 from datetime import datetime
 from typing import Any
 
-from alma_schedule.contracts import Routine, RoutineVersion, RunRecord
+from alma_schedule.model import Routine, RoutineVersion, RunRecord
 from alma_schedule.stores.sql.schema import routine_versions, routines, runs
 
 _ROUTINE_COLS = tuple(c.name for c in routines.c)

@@ -13,10 +13,12 @@ them: the statements in :mod:`.queries` repeat the same literals.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 import sqlalchemy as sa
 
+from alma_schedule.model.run import ACTIVE, NON_TERMINAL, RunState
 from alma_schedule.stores.sql.types import Json, UtcDateTime
 
 #: The Alembic revision this code expects (the single initial revision until the first release).
@@ -24,13 +26,14 @@ HEAD_REVISION = "0001_initial"
 
 ID = sa.String(200)
 
-NON_TERMINAL_SQL = "state IN ('claimed', 'running', 'submitted', 'collecting')"
-ACTIVE_SQL = "state IN ('running', 'submitted', 'collecting')"
-TERMINAL_SQL = "state IN ('completed', 'failed', 'refused', 'skipped', 'timed_out')"
-STATES_SQL = (
-    "state IN ('claimed', 'running', 'submitted', 'collecting', "
-    "'completed', 'failed', 'refused', 'skipped', 'timed_out')"
-)
+def state_in(states: Collection[str]) -> str:
+    """``state IN ('a', 'b')`` of a set of run states, in the table's order (the text is stable)."""
+    return "state IN (" + ", ".join(f"'{s.value}'" for s in RunState if s in states) + ")"
+
+
+NON_TERMINAL_SQL = state_in(NON_TERMINAL)
+ACTIVE_SQL = state_in(ACTIVE)
+STATES_SQL = state_in(frozenset(RunState))
 
 
 def _where(sql: str) -> dict[str, Any]:

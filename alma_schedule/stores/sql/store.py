@@ -13,6 +13,7 @@ Open it with ``SqlStore(url)`` (the database must be migrated: otherwise every c
 
 from __future__ import annotations
 
+from alma_schedule.stores.base import RenamedMethods
 from alma_schedule.stores.sql.store_routines import RoutinesMixin
 from alma_schedule.stores.sql.store_runs import RunsMixin
 from alma_schedule.stores.sql.store_system import SystemMixin
@@ -21,5 +22,5 @@ from alma_schedule.stores.sql.store_tick import TickMixin
 __all__ = ["SqlStore"]
 
 
-class SqlStore(RoutinesMixin, TickMixin, RunsMixin, SystemMixin):
+class SqlStore(RoutinesMixin, TickMixin, RunsMixin, SystemMixin, RenamedMethods):
     """The SQL backend of :class:`~alma_schedule.stores.base.Store` (see the module docstring)."""

@@ -14,9 +14,8 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from alma_schedule.contracts import Routine, RoutineVersion, Scope
 from alma_schedule.errors import NotFound, RegistrationRefused, StoreConflict
-from alma_schedule.ids import check_scope
+from alma_schedule.model import Routine, RoutineVersion, Scope, check_scope
 from alma_schedule.stores.arguments import put_routine_args, set_enabled_args, set_paused_args
 from alma_schedule.stores.sql import queries as q
 from alma_schedule.stores.sql.rows import routine_from_row, routine_values, run_from_row, version_from_row

@@ -1,7 +1,7 @@
 """Run transitions, money and ledger reads of :class:`~alma_schedule.stores.sql.SqlStore`.
 
 Every guarded transition is ONE ``UPDATE ... WHERE state IN (<edge sources>) RETURNING`` (the CAS
-of one edge of :data:`~alma_schedule.contracts.EDGES`); a loser re-reads the row and gets it with a
+of one edge of :data:`~alma_schedule.model.EDGES`); a loser re-reads the row and gets it with a
 reason, never an exception. Lock order, everywhere in the store: routine row, then run row, then
 spend rows in ceiling-key order (so concurrent transactions never deadlock).
 """
@@ -14,7 +14,8 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from alma_schedule.contracts import (
+from alma_schedule.errors import NotFound, StoreConflict
+from alma_schedule.model import (
     EDGES,
     NON_TERMINAL,
     Ceiling,
@@ -25,7 +26,6 @@ from alma_schedule.contracts import (
     RunResult,
     Scope,
 )
-from alma_schedule.errors import NotFound, StoreConflict
 from alma_schedule.settings import Timers
 from alma_schedule.stores.arguments import (
     annotate_args,

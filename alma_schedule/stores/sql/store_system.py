@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 
-from alma_schedule.contracts import Routine, RunRecord, Scope
 from alma_schedule.errors import NotFound
-from alma_schedule.ids import check_scope
+from alma_schedule.model import Routine, RunRecord, Scope, check_scope
 from alma_schedule.stores.arguments import defer_args
 from alma_schedule.stores.sql import queries as q
 from alma_schedule.stores.sql.rows import routine_from_row, run_from_row
@@ -59,11 +58,11 @@ class SystemMixin(SqlBase):
 
     # ------------------------------------------------------------------ heartbeat and back-off
 
-    def beat(self, now: datetime) -> None:
+    def heartbeat(self, now: datetime) -> None:
         """Record the heartbeat (ONE upsert of the one row; it never moves backwards)."""
         now = require_utc("now", now)
         with self._tx(single=True) as conn:
-            conn.execute(q.beat(self.dialect, now))
+            conn.execute(q.record_heartbeat(self.dialect, now))
 
     def last_tick(self) -> datetime | None:
         with self._tx(read=True) as conn:

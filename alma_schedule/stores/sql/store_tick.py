@@ -27,7 +27,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from alma_schedule.contracts import (
+from alma_schedule.errors import InvalidInput, StoreConflict
+from alma_schedule.model import (
     ClaimBatch,
     ClaimResult,
     Defer,
@@ -39,9 +40,8 @@ from alma_schedule.contracts import (
     RunKey,
     RunRecord,
     Scope,
+    check_id,
 )
-from alma_schedule.errors import InvalidInput, StoreConflict
-from alma_schedule.ids import check_id
 from alma_schedule.settings import Timers
 from alma_schedule.stores.arguments import claim_manual_args
 from alma_schedule.stores.sql import queries as q

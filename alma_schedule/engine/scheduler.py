@@ -1,0 +1,308 @@
+"""``Scheduler``: the engine's one public object, and the levers.
+
+Everything between the clock and the runners, as plain Python over the store protocol and the
+scheduling core (no Celery, no SQL). Tenant calls take a :class:`Scope` and reach nothing outside
+it; ``plan`` / ``tick`` are system calls that cross every scope. Every call that writes takes
+``now`` (default: the settings clock) and clamps it to ``clock() + clock_tolerance``.
+
+The levers (each ONE store write):
+
+* ``disable`` / ``enable``: the owner's switch. Disable sets ``next_due_at`` NULL; enable restarts
+  the cursor at now (``last_fire = now``) and resets the streak: nothing missed fires.
+* ``pause(reason)`` / ``resume``: the latch the failure streak also sets (the first reason is
+  kept). Resume restarts the cursor at now and resets the streak.
+* ``delete``: tombstone; the rows are purged by a later tick once none is non-terminal.
+* ``trigger``: claims a ``manual:<ULID>`` run and dispatches it. Never moves the cursor; refused
+  with :class:`Overlap` (carrying the blocking run) while one is active, and with
+  :class:`Refused` (``paused`` / ``disabled`` / ``deleted``) on an inactive routine.
+"""
+
+from __future__ import annotations
+
+import builtins
+import logging
+from datetime import datetime
+
+from alma_schedule.core import next_fire, parse_schedule
+from alma_schedule.errors import InvalidSchedule, NotFound, Overlap, Refused
+from alma_schedule.model import (
+    ClaimResult,
+    Dispatcher,
+    Fire,
+    NotDue,
+    Routine,
+    RoutineSpec,
+    RoutineVersion,
+    RunKey,
+    RunRecord,
+    Scope,
+    TickPlan,
+    TickReport,
+    check_id,
+    check_scope,
+    manual_run_id,
+)
+from alma_schedule.settings import Settings, Timers
+from alma_schedule.stores.base import Store
+
+from . import execute as _execute
+from . import tick as _tick
+from .decide import decide as _decide
+from .dispatch import InProcessDispatcher
+from .register import RegistrationReceipt, register
+from .runtime import RunnerSource, Runtime, as_resolver
+
+log = logging.getLogger("alma_schedule.engine")
+
+__all__ = ["Scheduler", "create_schedule"]
+
+
+def create_schedule(
+    *,
+    store: Store,
+    runner: RunnerSource,
+    dispatcher: Dispatcher | None = None,
+    settings: Settings | None = None,
+) -> Scheduler:
+    """Build the engine over ``store``.
+
+    ``runner`` is a :class:`~alma_schedule.model.RoutineRunner` or a resolver
+    ``(routine) -> RoutineRunner`` (one runner per tenant or per kind). ``dispatcher`` is how claimed
+    fires and polls leave the tick; the default :class:`InProcessDispatcher` runs them in-process
+    right after the tick's commit (embedded mode, tests). ``settings`` default ``Settings()``.
+    """
+    s = settings if settings is not None else Settings()
+    disp: Dispatcher = dispatcher if dispatcher is not None else InProcessDispatcher()
+    schedule = Scheduler(
+        Runtime(
+            store=store,
+            settings=s,
+            timers=Timers.from_settings(s),
+            resolver=as_resolver(runner),
+            dispatcher=disp,
+        )
+    )
+    if isinstance(disp, InProcessDispatcher) and not disp.bound:
+        disp.bind(schedule)
+    return schedule
+
+
+def _restart_due(routine: Routine, at: datetime) -> datetime | None:
+    """``next_due_at`` for a cursor restarted at ``at`` (a bad row: ``at``, so the tick reports it)."""
+    try:
+        return next_fire(parse_schedule(routine.schedule), routine.registered_at, at)
+    except InvalidSchedule:
+        return at
+
+
+class Scheduler:
+    """The engine. Build with :func:`create_schedule`. Thread-safe (it keeps no state of its own)."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self._rt = runtime
+
+    @property
+    def store(self) -> Store:
+        return self._rt.store
+
+    @property
+    def settings(self) -> Settings:
+        return self._rt.settings
+
+    @property
+    def timers(self) -> Timers:
+        return self._rt.timers
+
+    @property
+    def dispatcher(self) -> Dispatcher:
+        return self._rt.dispatcher
+
+    def now(self, now: datetime | None = None) -> datetime:
+        """The instant a writing call given ``now`` acts at (the clamp)."""
+        return self._rt.now(now)
+
+    # ------------------------------------------------------------------ registration
+
+    def register(self, spec: RoutineSpec, *, now: datetime | None = None) -> RegistrationReceipt:
+        """Register or re-register a routine (see :mod:`alma_schedule.engine.register`)."""
+        return register(self._rt, spec, now)
+
+    # ------------------------------------------------------------------ levers (tenant)
+
+    def _live(self, scope: Scope, routine_id: str) -> Routine:
+        check_scope(scope)
+        check_id("routine_id", routine_id)
+        routine = self._rt.store.get_routine(scope, routine_id)
+        if routine is None or routine.deleted_at is not None:
+            raise NotFound(f"routine {scope}/{routine_id} does not exist")
+        return routine
+
+    def disable(self, scope: Scope, routine_id: str, *, now: datetime | None = None) -> Routine:
+        """The owner's off switch: ``enabled = False``, ``next_due_at`` NULL."""
+        self._live(scope, routine_id)
+        return self._rt.store.set_enabled(scope, routine_id, False, now=self._rt.now(now), next_due_at=None)
+
+    def enable(self, scope: Scope, routine_id: str, *, now: datetime | None = None) -> Routine:
+        """Switch back on: the cursor restarts at now and the streak resets (nothing missed fires)."""
+        at = self._rt.now(now)
+        routine = self._live(scope, routine_id)
+        return self._rt.store.set_enabled(scope, routine_id, True, now=at, next_due_at=_restart_due(routine, at))
+
+    def pause(self, scope: Scope, routine_id: str, reason: str = "manual", *, now: datetime | None = None) -> Routine:
+        """Latch a pause (the first reason is kept); ``next_due_at`` NULL."""
+        check_id("reason", reason)
+        self._live(scope, routine_id)
+        return self._rt.store.set_paused(scope, routine_id, reason, now=self._rt.now(now), next_due_at=None)
+
+    def resume(self, scope: Scope, routine_id: str, *, now: datetime | None = None) -> Routine:
+        """Clear the pause: the cursor restarts at now and the streak resets (nothing missed fires)."""
+        at = self._rt.now(now)
+        routine = self._live(scope, routine_id)
+        return self._rt.store.set_paused(scope, routine_id, None, now=at, next_due_at=_restart_due(routine, at))
+
+    def delete(self, scope: Scope, routine_id: str, *, now: datetime | None = None) -> Routine:
+        """Tombstone the routine (idempotent); its runs stay in the ledger until purged."""
+        check_scope(scope)
+        check_id("routine_id", routine_id)
+        return self._rt.store.delete_routine(scope, routine_id, now=self._rt.now(now))
+
+    def trigger(self, scope: Scope, routine_id: str, *, now: datetime | None = None) -> RunRecord:
+        """Claim a ``manual:<ULID>`` run and dispatch it. Never moves the cursor, never silently dropped."""
+        check_scope(scope)
+        check_id("routine_id", routine_id)
+        at = self._rt.now(now)
+        s = self._rt.settings
+        run_id = manual_run_id(int(at.timestamp() * 1000))
+        res = self._rt.store.claim_manual(
+            scope,
+            routine_id,
+            run_id,
+            now=at,
+            expires_at=at + s.one_shot_window,
+            resend_at=at + s.resend_first,
+        )
+        if not res.won:
+            self._refuse(scope, routine_id, res)
+        assert res.record is not None
+        try:
+            self._rt.dispatcher.send_runs([res.record])
+        except Exception as exc:  # the row stays claimed: a later tick re-sends it
+            log.error("trigger %s: dispatch failed (%s); a tick will re-send", res.record.key, type(exc).__name__)
+        return res.record
+
+    @staticmethod
+    def _refuse(scope: Scope, routine_id: str, res: ClaimResult) -> None:
+        name = f"{scope}/{routine_id}"
+        if res.reason == "overlap":
+            blocking = res.record
+            what = f" by run {blocking.run_id} ({blocking.state})" if blocking is not None else ""
+            raise Overlap(f"routine {name} is busy{what}", record=blocking)
+        if res.reason in ("paused", "disabled", "deleted"):
+            raise Refused(f"routine {name} is {res.reason}", reason=res.reason, record=res.record)
+        raise NotFound(f"routine {name} does not exist")
+
+    # ------------------------------------------------------------------ reads (tenant)
+
+    def get(self, scope: Scope, routine_id: str) -> Routine:
+        """One live routine of the scope (:class:`NotFound` if unknown or deleted)."""
+        return self._live(scope, routine_id)
+
+    def routines(
+        self, scope: Scope, *, include_deleted: bool = False, limit: int = 1000, after: str | None = None
+    ) -> builtins.list[Routine]:
+        """The scope's routines, ordered by id (``after`` pages)."""
+        check_scope(scope)
+        return self._rt.store.list_routines(scope, include_deleted=include_deleted, limit=limit, after=after)
+
+    def list(
+        self, scope: Scope, *, include_deleted: bool = False, limit: int = 1000, after: str | None = None
+    ) -> builtins.list[Routine]:
+        """Deprecated (removed in 0.3.0; it shadowed the builtin): :meth:`routines`."""
+        import warnings
+
+        warnings.warn("Scheduler.list is deprecated: use Scheduler.routines", DeprecationWarning, stacklevel=2)
+        return self.routines(scope, include_deleted=include_deleted, limit=limit, after=after)
+
+    def versions(self, scope: Scope, routine_id: str) -> builtins.list[RoutineVersion]:
+        """A routine's immutable version history, oldest first."""
+        check_scope(scope)
+        return self._rt.store.routine_versions(scope, routine_id)
+
+    def runs(
+        self,
+        scope: Scope,
+        *,
+        routine_id: str | None = None,
+        state: str | None = None,
+        since: datetime | None = None,
+        limit: int = 100,
+        before: tuple[datetime, str] | None = None,
+    ) -> builtins.list[RunRecord]:
+        """The scope's ledger, newest first."""
+        check_scope(scope)
+        return self._rt.store.list_runs(
+            scope, routine_id=routine_id, state=state, since=since, limit=limit, before=before
+        )
+
+    def run(self, scope: Scope, routine_id: str, run_id: str) -> RunRecord:
+        """One run of the scope (:class:`NotFound` if none)."""
+        check_scope(scope)
+        record = self._rt.store.get(scope, routine_id, run_id)
+        if record is None:
+            raise NotFound(f"run {scope}/{routine_id}/{run_id} does not exist")
+        return record
+
+    # ------------------------------------------------------------------ the clock's side (system)
+
+    def decide(self, routine: Routine, *, now: datetime) -> Fire | NotDue:
+        """The pure decision for one routine at ``now`` (for inspection; writes nothing)."""
+        return _decide(routine, now, self._rt.settings)
+
+    def plan(self, *, now: datetime | None = None) -> TickPlan:
+        """What a tick at ``now`` would do, and why. Read-only; ``now`` may be any instant."""
+        return _tick.plan(self._rt, now)
+
+    def tick(self, *, now: datetime | None = None) -> TickReport:
+        """Claim what is due, dispatch it, re-send, poll, maintain, report (see :mod:`.tick`)."""
+        return _tick.tick(self._rt, now)
+
+    def execute(self, key: RunKey, *, now: datetime | None = None) -> RunRecord:
+        """What a run message does: start once, run, finish (see :mod:`.execute`)."""
+        return _execute.execute(self._rt, key, now)
+
+    def collect(self, key: RunKey, *, now: datetime | None = None) -> RunRecord:
+        """What a collect message does (``key.run_id`` is the ``collect_run_id``)."""
+        return _execute.collect(self._rt, key, now)
+
+    def record(
+        self,
+        scope: Scope,
+        routine_id: str,
+        run_id: str,
+        outcome: str,
+        reason: str,
+        *,
+        now: datetime | None = None,
+    ) -> ClaimResult:
+        """The operator's reconciliation: any non-terminal run to ``outcome(reason)``; never resends."""
+        return _execute.record(self._rt, scope, routine_id, run_id, outcome, reason, now)
+
+    # ------------------------------------------------------------------ maintenance (system)
+
+    def reindex(self) -> int:
+        """Re-derive every active routine's ``next_due_at`` from its cursor and schedule (system), e.g.
+        after a tzdata update. Streams in batches; returns how many changed. A routine whose schedule
+        no longer parses is made due now, so the next tick reports it (and backs it off)."""
+        import zoneinfo
+
+        version = getattr(zoneinfo, "TZDATA_VERSION", None) or _tzdata_version()
+        return self._rt.store.reindex(lambda r: _restart_due(r, r.last_fire or r.registered_at), tzdata_version=version)
+
+
+def _tzdata_version() -> str | None:
+    try:
+        from importlib.metadata import version
+
+        return version("tzdata")
+    except Exception:  # pragma: no cover - tzdata is a dependency
+        return None

@@ -1,0 +1,92 @@
+"""A routine: what a tenant registers (:class:`RoutineSpec`), the stored row, and its version history."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from alma_schedule.model.data import Data
+from alma_schedule.model.keys import RoutineKey, Scope, trusted
+
+__all__ = ["Routine", "RoutineSpec", "RoutineVersion"]
+
+
+@dataclass(frozen=True, slots=True)
+class RoutineSpec(Data):
+    """What a tenant registers: the input of ``Scheduler.register``."""
+
+    org: str
+    uid: str
+    routine_id: str
+    kind: str
+    schedule: Mapping[str, Any]
+    definition: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> RoutineKey:
+        return trusted(RoutineKey, self.org, self.uid, self.routine_id)
+
+    @property
+    def scope(self) -> Scope:
+        return trusted(Scope, self.org, self.uid)
+
+
+@dataclass(frozen=True, slots=True)
+class Routine(Data):
+    """A stored routine row. ``next_due_at`` is derived (NULL while paused, disabled or deleted)."""
+
+    org: str
+    uid: str
+    routine_id: str
+    kind: str
+    schedule: Mapping[str, Any]
+    definition: Mapping[str, Any]
+    registered_at: datetime
+    config_revision: str
+    enabled: bool = True
+    paused_reason: str | None = None
+    consecutive_failures: int = 0
+    last_fire: datetime | None = None
+    next_due_at: datetime | None = None
+    deleted_at: datetime | None = None
+    defer_until: datetime | None = None
+    last_error: str | None = None
+    error_count: int = 0
+    tzdata_version: str | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+    @property
+    def key(self) -> RoutineKey:
+        return trusted(RoutineKey, self.org, self.uid, self.routine_id)
+
+    @property
+    def scope(self) -> Scope:
+        return trusted(Scope, self.org, self.uid)
+
+    @property
+    def inactive_reason(self) -> str | None:
+        """``deleted``, ``disabled`` or ``paused`` (in that order of precedence), else None."""
+        if self.deleted_at is not None:
+            return "deleted"
+        if not self.enabled:
+            return "disabled"
+        if self.paused_reason is not None:
+            return "paused"
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class RoutineVersion(Data):
+    """One entry of a routine's immutable version history."""
+
+    org: str
+    uid: str
+    routine_id: str
+    config_revision: str
+    kind: str
+    schedule: Mapping[str, Any]
+    definition: Mapping[str, Any]
+    created_at: datetime

@@ -1,0 +1,119 @@
+"""A run: its states (the state table of ``docs/architecture.md``), its row, and the edges it may take.
+
+Nothing moves backwards. :data:`EDGES` is the guarded graph the stores enforce by compare-and-set;
+the operator's ``record`` may move any non-terminal state to a terminal one.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+from alma_schedule.model.data import Data
+from alma_schedule.model.keys import RunKey, Scope, trusted
+
+__all__ = ["ACTIVE", "ANNOTATABLE", "EDGES", "NON_TERMINAL", "TERMINAL", "RunRecord", "RunState"]
+
+
+class RunState(enum.StrEnum):
+    """A run row's state (the state table of docs/architecture.md). Nothing moves backwards."""
+
+    CLAIMED = "claimed"
+    RUNNING = "running"
+    SUBMITTED = "submitted"
+    COLLECTING = "collecting"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    REFUSED = "refused"
+    SKIPPED = "skipped"
+    TIMED_OUT = "timed_out"
+
+
+NON_TERMINAL: frozenset[str] = frozenset({RunState.CLAIMED, RunState.RUNNING, RunState.SUBMITTED, RunState.COLLECTING})
+TERMINAL: frozenset[str] = frozenset(
+    {RunState.COMPLETED, RunState.FAILED, RunState.REFUSED, RunState.SKIPPED, RunState.TIMED_OUT}
+)
+#: States that make a newer fire ``skipped(overlap)`` (a claimed MANUAL run blocks as well).
+ACTIVE: frozenset[str] = frozenset({RunState.RUNNING, RunState.SUBMITTED, RunState.COLLECTING})
+
+#: The guarded edges of the state graph: target state -> states it may be entered from by its
+#: ordinary writer. The operator's ``record`` may move ANY non-terminal state to a terminal one.
+EDGES: Mapping[str, frozenset[str]] = {
+    RunState.RUNNING: frozenset({RunState.CLAIMED}),
+    RunState.SUBMITTED: frozenset({RunState.RUNNING}),
+    RunState.COLLECTING: frozenset({RunState.SUBMITTED}),
+    RunState.COMPLETED: frozenset({RunState.RUNNING, RunState.COLLECTING}),
+    RunState.FAILED: frozenset({RunState.RUNNING, RunState.SUBMITTED, RunState.COLLECTING}),
+    RunState.REFUSED: frozenset({RunState.RUNNING}),
+    RunState.SKIPPED: frozenset({RunState.CLAIMED}),
+    RunState.TIMED_OUT: frozenset({RunState.SUBMITTED}),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord(Data):
+    """One run row: the claim and the ledger entry of one fire."""
+
+    org: str
+    uid: str
+    routine_id: str
+    run_id: str
+    state: str
+    origin: str
+    config_revision: str
+    fire_at: datetime
+    claimed_at: datetime
+    state_at: datetime
+    expires_at: datetime
+    reason: str | None = None
+    started_at: datetime | None = None
+    submitted_at: datetime | None = None
+    finished_at: datetime | None = None
+    resend_at: datetime | None = None
+    send_attempts: int = 0
+    next_poll_at: datetime | None = None
+    poll_attempts: int = 0
+    deadline: datetime | None = None
+    target_task_id: str | None = None
+    error_class: str | None = None
+    reserved_micros: int = 0
+    reserve_day: str | None = None
+    reserve_ceilings: tuple[str, ...] = ()
+    cost_micros: int = 0
+    caps_crossed: tuple[str, ...] = ()
+    session_id: str | None = None
+    turn_id: str | None = None
+    batch_id: str | None = None
+    delivery_hash: str | None = None
+    result_text: str | None = None
+    erase_at: datetime | None = None
+
+    @property
+    def key(self) -> RunKey:
+        return trusted(RunKey, self.org, self.uid, self.routine_id, self.run_id)
+
+    @property
+    def scope(self) -> Scope:
+        return trusted(Scope, self.org, self.uid)
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in TERMINAL
+
+
+#: Fields ``annotate`` may write (never the state).
+ANNOTATABLE: frozenset[str] = frozenset(
+    {
+        "session_id",
+        "turn_id",
+        "batch_id",
+        "target_task_id",
+        "caps_crossed",
+        "delivery_hash",
+        "result_text",
+        "erase_at",
+        "cost_micros",
+    }
+)

@@ -1,0 +1,88 @@
+"""Time: the one reading of the system time, the one clamp of a caller's ``now``, and a settable time source.
+
+The words: a *clock* is what sends ticks (cron, a CronJob, ``alma-schedule clock``); the *time
+source* is the callable a process reads the current instant from (``Settings.clock``, by default
+:func:`system_time`). The core never reads the time: every function takes ``now``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+from alma_schedule.errors import InvalidInput
+
+__all__ = ["SettableTime", "aware_utc", "system_time", "trusted_now"]
+
+log = logging.getLogger("alma_schedule.time")
+
+
+def system_time() -> datetime:
+    """The wall time, aware UTC. The only place the package reads real time for scheduling."""
+    return datetime.now(UTC)
+
+
+def aware_utc(name: str, value: object) -> datetime:
+    """``value`` as an aware UTC datetime; :class:`InvalidInput` naming ``name`` when it is not an
+    aware datetime (naive times are never read as local)."""
+    if not isinstance(value, datetime):
+        raise InvalidInput(f"{name} must be a datetime, not {type(value).__name__}")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise InvalidInput(f"{name} must be timezone-aware (naive times are never read as local)")
+    return value.astimezone(UTC)
+
+
+def trusted_now(given: datetime | None, time_source: Callable[[], datetime], tolerance: timedelta) -> datetime:
+    """The instant a writing call acts at: ``min(given, time_source() + tolerance)``.
+
+    ``given`` None means the time source's instant. A caller ahead of the time source by more than
+    ``tolerance`` is clamped (and logged): it claims nothing early, advances no cursor and moves no
+    anchor. The tick task uses tolerance 0 (a clock's ``now`` never leads the worker); the engine's
+    writing calls use ``Settings.clock_tolerance``; ``plan`` is not clamped (it writes nothing).
+    """
+    current = aware_utc("the time source's instant", time_source())
+    if given is None:
+        return current
+    instant = aware_utc("now", given)
+    ceiling = current + tolerance
+    if instant > ceiling:
+        log.warning("now %s is ahead of the time source %s; clamped", instant.isoformat(), current.isoformat())
+        return ceiling
+    return instant
+
+
+class SettableTime:
+    """A settable time source for tests, demos and simulations: ``Settings(clock=SettableTime(t0))``.
+
+    Returns ``at`` when called; ``set`` and ``advance`` move it (both return the new instant). The
+    engine reads time only through ``Settings.clock``, so every ``now`` default, clamp and expiry
+    follows it. Thread-safe (tickers and workers read it concurrently).
+    """
+
+    def __init__(self, at: datetime) -> None:
+        self._at = at
+        self._lock = threading.Lock()
+
+    def __call__(self) -> datetime:
+        with self._lock:
+            return self._at
+
+    @property
+    def at(self) -> datetime:
+        return self()
+
+    @at.setter
+    def at(self, value: datetime) -> None:
+        self.set(value)
+
+    def set(self, at: datetime) -> datetime:
+        with self._lock:
+            self._at = at
+            return at
+
+    def advance(self, delta: timedelta) -> datetime:
+        with self._lock:
+            self._at += delta
+            return self._at

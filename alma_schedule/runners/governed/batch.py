@@ -1,0 +1,240 @@
+"""The governed batch runner (``kind: job``): submit a provider batch once, collect it on later ticks.
+
+``run`` (the engine has won ``claimed -> running``): admission (caps, then the hard bound reserved
+against every ceiling), the request built lazily with ``custom_id = governed_key(...)``, ONE
+``provider.submit``, then ``running -> submitted`` with the batch id, a mandatory deadline and the
+first ``next_poll_at``. A submission error ends ``failed(provider_*)``; a process that dies between
+the provider's answer and the ``submitted`` write leaves the row ``running`` (the operator finds the
+batch by its custom id), and so does a store that fails that write: the runner raises
+:class:`~alma_schedule.errors.OutcomeUncertain` and the engine does not finish the run (its bound
+stays reserved). A failure to record the receipt's cost after ``submitted`` only loses the
+estimate: collect repairs the cost. Nothing ever submits anew.
+
+``collect`` (the engine found the row ``submitted`` and before its deadline; past it the engine
+finishes ``timed_out(deadline_passed)``) polls once:
+
+* the recorded cost is REPAIRED whenever the provider reports another one (an ``annotate``, which
+  never touches a terminal row), caps crossed merged and alerted once; a store that fails the
+  repair raises ``OutcomeUncertain``: nothing is finished, a later tick polls again;
+* a routine whose ``config_revision`` changed since the claim ends ``failed(config_revision_changed)``
+  after the repair, without delivering (its sink may have been replaced);
+* ``pending`` (or a transient poll error) writes nothing more: a later tick polls again;
+* ``failed`` / ``expired`` end ``failed(provider_failed | provider_expired)``; a batch the provider
+  no longer knows (404) ends ``failed(provider_gone)``;
+* ``succeeded``: only the winner of the ``submitted -> collecting`` CAS goes on, through the
+  delivery protocol of :func:`alma_schedule.runners.governed.delivery.deliver_once` (sink attempted ONCE).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+from alma_schedule.errors import ConfigurationError, OutcomeUncertain, ProviderError
+from alma_schedule.model import Reason, Routine, RunHandle, RunRecord, RunResult
+from alma_schedule.runners.governed.base import GovernedRunner, PromptBuilder
+from alma_schedule.runners.governed.delivery import (
+    BackgroundErrorHook,
+    CapCrossedHook,
+    deliver_once,
+    provider_reason,
+    record_cost,
+)
+from alma_schedule.runners.governed.money import HostCaps, Prices
+from alma_schedule.runners.governed.protocols import (
+    BATCH_STATES,
+    BatchProvider,
+    BatchReceipt,
+    BatchRequest,
+    BatchStatus,
+    Sink,
+)
+
+log = logging.getLogger("alma_schedule.runners.governed")
+
+__all__ = ["GovernedBatchRunner", "create_governed_batch_runner"]
+
+_FINAL_REASONS = {
+    "failed": Reason.PROVIDER_FAILED.value,
+    "expired": Reason.PROVIDER_EXPIRED.value,
+    "gone": Reason.PROVIDER_GONE.value,
+}
+
+
+class GovernedBatchRunner(GovernedRunner):
+    """A collecting :class:`~alma_schedule.model.RoutineRunner` for ``job`` routines."""
+
+    kind = "job"
+
+    def __init__(
+        self,
+        *,
+        provider: BatchProvider,
+        submission_deadline: timedelta,
+        poll_first: timedelta | None = None,
+        **config: Any,
+    ) -> None:
+        if not callable(getattr(provider, "submit", None)) or not callable(getattr(provider, "poll", None)):
+            raise ConfigurationError("the batch provider needs submit(request) and poll(batch_id)")
+        if submission_deadline <= timedelta(0):
+            raise ConfigurationError("submission_deadline must be positive (every submission has a deadline)")
+        if poll_first is not None and poll_first <= timedelta(0):
+            raise ConfigurationError("poll_first must be positive")
+        super().__init__(**config)
+        self.provider = provider
+        self.submission_deadline = submission_deadline
+        self.poll_first = poll_first
+
+    # ------------------------------------------------------------------ run: submit once
+
+    def run(self, routine: Routine, handle: RunHandle) -> RunResult:
+        prepared = self.prepare(routine, handle)
+        if isinstance(prepared, RunResult):
+            return prepared
+        plan, fields = prepared
+        request = BatchRequest(**fields)
+        try:
+            receipt = self.provider.submit(request)
+        except Exception as exc:
+            self.hooks.background_error(exc, handle.key, "batch submission")
+            reason = provider_reason(exc)
+            kept = (plan.bound_micros or 0) if reason == "provider_timeout" else 0
+            return RunResult.failed(reason, kept, type(exc).__name__)
+        if not _usable_receipt(receipt):
+            self.hooks.background_error(
+                TypeError(f"unusable receipt {receipt!r}"), handle.key, "batch submission"
+            )
+            return RunResult.failed(Reason.PROVIDER_ERROR.value, plan.bound_micros or 0, "InvalidReceipt")
+        first_poll = None if self.poll_first is None else handle.now + self.poll_first
+        try:
+            res = handle.submit(receipt.batch_id, handle.now + self.submission_deadline, next_poll_at=first_poll)
+        except Exception as exc:  # the batch is out: never finish (and release) it as a failure
+            self.hooks.background_error(exc, handle.key, "recording the submission")
+            raise OutcomeUncertain(f"run {handle.key}: batch submitted but not recorded") from exc
+        if res.won and receipt.cost_micros:
+            try:
+                record_cost(handle, plan, receipt.cost_micros, self.hooks)
+            except Exception as exc:  # the row is submitted: collect repairs the cost
+                self.hooks.background_error(exc, handle.key, "recording the submission cost")
+        return RunResult.submitted()
+
+    # ------------------------------------------------------------------ collect: poll, repair, deliver once
+
+    def collect(self, routine: Routine, handle: RunHandle) -> RunResult:
+        record = handle.result()
+        if record.state != "submitted":
+            return RunResult.submitted()  # someone else collects, or it is already over: write nothing
+        if not record.batch_id:
+            log.error("collect %s: the submitted run has no batch id", handle.key)
+            return RunResult.failed(Reason.RUNNER_ERROR.value, None, "NoBatchId")
+        status = self._poll(record.batch_id, handle)
+        if status is not None:
+            try:
+                record = self._repair(routine, handle, record, status)
+            except Exception as exc:  # nothing finished: the run stays submitted, polled again
+                self.hooks.background_error(exc, handle.key, "recording the polled cost")
+                raise OutcomeUncertain(f"run {handle.key}: polled cost not recorded") from exc
+        if handle.config_changed:
+            log.info("collect %s: the routine's configuration changed: not delivered", handle.key)
+            return RunResult.failed(Reason.CONFIG_REVISION_CHANGED.value, record.cost_micros)
+        if status is None or status.state == "pending":
+            return RunResult.submitted()
+        if status.state in _FINAL_REASONS:
+            log.info("collect %s: batch %s is %s", handle.key, record.batch_id, status.state)
+            return RunResult.failed(_FINAL_REASONS[status.state], record.cost_micros)
+        if not handle.begin_collecting():
+            return RunResult.submitted()  # another collector won: only it delivers
+        return deliver_once(
+            handle,
+            text=status.text,
+            sink=self.sink_for(routine),
+            owner_state="collecting",
+            hooks=self.hooks,
+            result_retention=self.result_retention,
+            kind=self.kind,
+        )
+
+    def _poll(self, batch_id: str, handle: RunHandle) -> BatchStatus | None:
+        """One poll; None for a transient error (logged, reported; a later tick polls again)."""
+        try:
+            status = self.provider.poll(batch_id)
+        except ProviderError as exc:
+            if exc.reason == Reason.PROVIDER_GONE.value:
+                return BatchStatus("gone")
+            self.hooks.background_error(exc, handle.key, "batch poll")
+            return None
+        except Exception as exc:
+            self.hooks.background_error(exc, handle.key, "batch poll")
+            return None
+        if (
+            not isinstance(status, BatchStatus)
+            or status.state not in BATCH_STATES
+            or not _money(status.cost_micros)
+            or (status.state == "succeeded" and not isinstance(status.text, str))
+        ):
+            self.hooks.background_error(
+                TypeError(f"unusable batch status {status!r}"), handle.key, "batch poll"
+            )
+            return None
+        return status
+
+    def _repair(
+        self, routine: Routine, handle: RunHandle, record: RunRecord, status: BatchStatus
+    ) -> RunRecord:
+        """Write the provider's cost when it differs from the recorded one (never on a terminal row)."""
+        if status.state == "gone" or status.cost_micros == record.cost_micros:
+            return record
+        if status.state == "pending" and status.cost_micros == 0:
+            return record  # not known yet: keep what submission recorded
+        return record_cost(
+            handle, self.plan(routine), status.cost_micros, self.hooks, previous=record.caps_crossed
+        )
+
+
+def _money(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _usable_receipt(receipt: object) -> bool:
+    return (
+        isinstance(receipt, BatchReceipt)
+        and isinstance(receipt.batch_id, str)
+        and bool(receipt.batch_id)
+        and _money(receipt.cost_micros)
+    )
+
+
+def create_governed_batch_runner(
+    *,
+    provider: BatchProvider,
+    sinks: Mapping[str, Sink] | Sink,
+    submission_deadline: timedelta = timedelta(hours=24),
+    poll_first: timedelta | None = None,
+    prices: Prices | None = None,
+    host: HostCaps | None = None,
+    result_retention: timedelta | None = None,
+    config_revision: Mapping[str, Any] | None = None,
+    on_background_error: BackgroundErrorHook | None = None,
+    on_cap_crossed: CapCrossedHook | None = None,
+    build_prompt: PromptBuilder | None = None,
+    model: str | None = None,
+) -> GovernedBatchRunner:
+    """A collecting runner for ``job`` routines (same configuration as the conversation runner, plus
+    the mandatory ``submission_deadline`` and the first poll delay ``poll_first``, default the
+    engine's ``poll_first`` setting)."""
+    return GovernedBatchRunner(
+        provider=provider,
+        sinks=sinks if isinstance(sinks, Mapping) else {"default": sinks},
+        submission_deadline=submission_deadline,
+        poll_first=poll_first,
+        prices=prices,
+        host=host,
+        result_retention=result_retention,
+        config_revision=config_revision,
+        on_background_error=on_background_error,
+        on_cap_crossed=on_cap_crossed,
+        build_prompt=build_prompt,
+        model=model,
+    )

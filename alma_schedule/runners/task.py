@@ -1,0 +1,363 @@
+"""The ``task`` kind: a routine that sends one of the fleet's own Celery tasks, tracked or not.
+
+Definition (JSON)::
+
+    {"task": "fleet.reports.build", "args": [1], "kwargs": {"full": true},
+     "options": {"queue": "reports", "priority": 5, "expires": 600},
+     "track": true, "deadline": "2h"}
+
+* ``run`` happens after the engine's claim and ``claimed -> running`` CAS, so each fire SENDS the
+  task at most once (Celery itself does not deduplicate task ids; the claim does). The task id is
+  derived from the run key (:func:`task_id_for`), so a fire's fleet task can be found by its key.
+* Untracked (default): the run ends ``completed(sent)``, which never touches the failure streak.
+  "Never in parallel" then covers the send only, not the fleet task's own execution.
+* Tracked: the run goes ``submitted`` (the target task id and the deadline written BEFORE the send,
+  so a crash in between ends ``timed_out`` at the deadline instead of a run stuck in ``running``);
+  ``collect`` reads the result backend: SUCCESS -> ``completed(ok)``, FAILURE ->
+  ``failed(task_failed)`` with the exception class, REVOKED -> ``failed(task_revoked)``; anything
+  else stays ``submitted`` until the engine times it out at the deadline.
+
+Registration refuses what a tick could not run: an unknown task name (after importing the app's
+modules), arguments that are not JSON, options other than queue/priority/expires, and tracking
+without a stored result backend or for a task that ignores its results (a PENDING that never ends
+must not hold a routine until every deadline).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import math
+import re
+import threading
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from alma_schedule.errors import ConfigurationError, InvalidInput, InvalidSchedule
+from alma_schedule.model import Reason, Routine, RunHandle, RunKey, RunResult
+
+if TYPE_CHECKING:
+    from celery import Celery
+
+    from alma_schedule.settings import Settings
+
+log = logging.getLogger(__name__)
+
+KIND = "task"
+OPTION_NAMES: tuple[str, ...] = ("queue", "priority", "expires")
+DEFINITION_KEYS: tuple[str, ...] = ("task", "args", "kwargs", "options", "track", "deadline")
+#: Namespace of the deterministic fleet task ids (uuid5 of the run key).
+TASK_ID_NAMESPACE = uuid.UUID("6f1d3c52-6c1e-4d7e-9a52-4f0c8e2b7a11")
+_CLASS_NAME = re.compile(r"[^A-Za-z0-9_.]")
+
+
+def task_id_for(key: RunKey) -> str:
+    """The fleet task id of one fire: a uuid5 of ``(org, uid, routine_id, run_id)``; stable everywhere."""
+    return str(uuid.uuid5(TASK_ID_NAMESPACE, "\x1f".join(key.args())))
+
+
+def _json_value(name: str, value: Any) -> Any:
+    try:
+        text = json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput(f"{name} must be JSON-serializable: {exc}") from None
+    return json.loads(text)
+
+
+@dataclass(frozen=True, slots=True)
+class TaskDefinition:
+    """A validated ``task`` definition. :meth:`parse` refuses anything a send could not carry as given."""
+
+    task: str
+    args: list[Any] = field(default_factory=list)
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)
+    track: bool = False
+    deadline: timedelta | None = None
+
+    @classmethod
+    def parse(cls, definition: Mapping[str, Any]) -> TaskDefinition:
+        """Validate a definition mapping; raise :class:`InvalidInput` naming the field and the reason."""
+        if not isinstance(definition, Mapping):
+            raise InvalidInput(f"a task definition must be a JSON object, got {type(definition).__name__}")
+        unknown = sorted(str(k) for k in definition if k not in DEFINITION_KEYS)
+        if unknown:
+            raise InvalidInput(f"unknown key {unknown[0]!r} in task definition (allowed: {', '.join(DEFINITION_KEYS)})")
+        name = definition.get("task")
+        if not isinstance(name, str) or not name.strip() or name != name.strip():
+            raise InvalidInput("task definition needs 'task': the registered name of a Celery task")
+        args = definition.get("args", [])
+        if not isinstance(args, (list, tuple)):
+            raise InvalidInput(f"'args' must be a list, got {type(args).__name__}")
+        kwargs = definition.get("kwargs", {})
+        if not isinstance(kwargs, Mapping) or not all(isinstance(k, str) for k in kwargs):
+            raise InvalidInput("'kwargs' must be an object with string keys")
+        options = _options(definition.get("options", {}))
+        track = definition.get("track", False)
+        if not isinstance(track, bool):
+            raise InvalidInput(f"'track' must be true or false, got {type(track).__name__}")
+        deadline = None
+        raw_deadline = definition.get("deadline")
+        if track:
+            if raw_deadline is None:
+                raise InvalidInput("a tracked task needs a 'deadline' (e.g. '2h'): how long to wait for its result")
+            deadline = _deadline(raw_deadline)
+        elif raw_deadline is not None:
+            raise InvalidInput("'deadline' applies only to tracked tasks (set 'track': true)")
+        return cls(
+            task=name,
+            args=list(_json_value("'args'", list(args))),
+            kwargs=dict(_json_value("'kwargs'", dict(kwargs))),
+            options=options,
+            track=track,
+            deadline=deadline,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The normalised definition (empty parts left out)."""
+        out: dict[str, Any] = {"task": self.task}
+        if self.args:
+            out["args"] = list(self.args)
+        if self.kwargs:
+            out["kwargs"] = dict(self.kwargs)
+        if self.options:
+            out["options"] = dict(self.options)
+        if self.track:
+            from alma_schedule.core.interval import format_interval
+
+            assert self.deadline is not None
+            out["track"] = True
+            out["deadline"] = format_interval(self.deadline)
+        return out
+
+
+def _options(raw: Any) -> dict[str, Any]:
+    if not isinstance(raw, Mapping):
+        raise InvalidInput(f"'options' must be an object, got {type(raw).__name__}")
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key not in OPTION_NAMES:
+            raise InvalidInput(
+                f"send option {key!r} is not supported (task routines carry only {', '.join(OPTION_NAMES)})"
+            )
+        if key == "queue":
+            if not isinstance(value, str) or not value.strip():
+                raise InvalidInput("option 'queue' must be a non-empty string")
+        elif key == "priority":
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 255:
+                raise InvalidInput("option 'priority' must be an integer 0-255")
+        else:  # expires
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise InvalidInput("option 'expires' must be a number of seconds (after the send)")
+            if value <= 0:
+                raise InvalidInput("option 'expires' must be positive")
+        out[key] = value
+    return out
+
+
+def _deadline(raw: Any) -> timedelta:
+    from alma_schedule.core.interval import parse_interval
+
+    try:
+        return parse_interval(raw)
+    except InvalidSchedule as exc:
+        raise InvalidInput(f"'deadline': {exc}") from None
+
+
+def _backend_problem(app: Celery) -> str | None:
+    """Why results of ``app`` cannot be read back by a later collect, or None."""
+    from celery.backends.base import DisabledBackend
+
+    backend = app.backend
+    if isinstance(backend, DisabledBackend):
+        return (
+            f"the Celery app {app.main!r} has no result backend (set result_backend): "
+            "a tracked task's result could never be read"
+        )
+    try:
+        from celery.backends.rpc import RPCBackend
+    except ImportError:  # pragma: no cover
+        RPCBackend = ()  # type: ignore[assignment,misc]
+    if isinstance(backend, RPCBackend):
+        return (
+            "the rpc:// result backend delivers results only to the process that sent the task; "
+            "collects run elsewhere, so tracking needs a stored backend (redis, database, ...)"
+        )
+    return None
+
+
+class TaskRunner:
+    """Runs routines of kind ``task`` on a fleet's Celery ``app`` (the app that knows the tasks).
+
+    ``validate`` raises :class:`InvalidInput` with the reason; ``run`` sends once per fire;
+    ``collect`` reads the result backend for tracked tasks. Thread-safe (the app is).
+    """
+
+    kind = KIND
+
+    def __init__(self, app: Celery) -> None:
+        self.app = app
+        self._loaded = False
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ validation
+
+    def tasks(self) -> Mapping[str, Any]:
+        """The app's registered tasks, after importing its configured modules once."""
+        if not self._loaded:
+            with self._lock:
+                if not self._loaded:
+                    self.app.loader.import_default_modules()
+                    self._loaded = True
+        tasks: Mapping[str, Any] = self.app.tasks
+        return tasks
+
+    def problem(self, definition: TaskDefinition) -> tuple[str, str] | None:
+        """``(class, reason)`` when this app cannot send or track ``definition``, else None."""
+        tasks = self.tasks()
+        if definition.task not in tasks:
+            return "NotRegistered", (
+                f"task {definition.task!r} is not registered in the Celery app {self.app.main!r} "
+                "(after importing its modules)"
+            )
+        if not definition.track:
+            return None
+        backend = _backend_problem(self.app)
+        if backend:
+            return "TrackingUnavailable", f"cannot track {definition.task!r}: {backend}"
+        if getattr(tasks[definition.task], "ignore_result", False):
+            return "TrackingUnavailable", (
+                f"cannot track {definition.task!r}: the task ignores its results (ignore_result=True), "
+                "so its state would stay PENDING until the deadline every time"
+            )
+        expires = self.app.conf.result_expires
+        if isinstance(expires, (int, float)):
+            expires = timedelta(seconds=expires)
+        if isinstance(expires, timedelta) and expires.total_seconds() > 0:
+            assert definition.deadline is not None
+            if definition.deadline > expires:
+                return "TrackingUnavailable", (
+                    f"cannot track {definition.task!r}: its deadline ({definition.deadline}) is longer than "
+                    f"the app's result_expires ({expires}); a result could vanish before it is collected"
+                )
+        return None
+
+    def check(self, definition: TaskDefinition) -> None:
+        """Refuse (:class:`InvalidInput` with the reason) a definition this app cannot send or track."""
+        found = self.problem(definition)
+        if found:
+            raise InvalidInput(found[1])
+
+    def validate(self, routine: Routine) -> None:
+        if routine.kind != KIND:
+            raise InvalidInput(f"the task runner serves kind {KIND!r}, not {routine.kind!r}")
+        self.check(TaskDefinition.parse(routine.definition))
+
+    # ------------------------------------------------------------------ run and collect
+
+    def run(self, routine: Routine, handle: RunHandle) -> RunResult:
+        """Send the task once (the engine has won ``claimed -> running``).
+
+        Tracked: ``submit`` (target id + deadline) first, then send; a lost submit CAS sends nothing.
+        A task no longer registered or trackable (revalidated at fire time), or a send the broker
+        refused, is ``failed(runner_error)`` with a class name (``NotRegistered``, ...).
+        """
+        definition = TaskDefinition.parse(routine.definition)
+        found = self.problem(definition)
+        if found:
+            log.warning("task routine %s not sent: %s", handle.key, found[1])
+            return RunResult.failed(Reason.RUNNER_ERROR, error_class=found[0])
+        task_id = task_id_for(handle.key)
+        if definition.track:
+            assert definition.deadline is not None
+            claim = handle.submit(None, handle.now + definition.deadline, target_task_id=task_id)
+            if not claim.won:
+                log.info("task routine %s: submit lost (%s); nothing sent", handle.key, claim.reason)
+                return RunResult.submitted()
+        try:
+            self._send(definition, task_id)
+        except Exception as exc:
+            log.warning("task routine %s: send of %s failed: %r", handle.key, definition.task, exc)
+            return RunResult.failed(Reason.RUNNER_ERROR, error_class=type(exc).__name__)
+        if definition.track:
+            return RunResult.submitted()
+        return RunResult.completed(Reason.SENT)
+
+    def _send(self, definition: TaskDefinition, task_id: str) -> None:
+        opts = dict(definition.options)
+        self.app.send_task(
+            definition.task,
+            args=list(definition.args),
+            kwargs=dict(definition.kwargs),
+            task_id=task_id,
+            add_to_parent=False,
+            **opts,
+        )
+
+    def collect(self, routine: Routine, handle: RunHandle) -> RunResult:
+        """Poll the tracked task's state; finish only from its terminal states (one collector wins)."""
+        record = handle.result()
+        if record.state != "submitted":
+            return RunResult.submitted()
+        task_id = record.target_task_id
+        if not task_id:
+            return RunResult.failed(Reason.RUNNER_ERROR, error_class="MissingTargetTaskId")
+        result = self.app.AsyncResult(task_id)
+        state = result.state
+        if state not in ("SUCCESS", "FAILURE", "REVOKED"):
+            return RunResult.submitted()
+        if not handle.begin_collecting():
+            return RunResult.submitted()
+        if state == "SUCCESS":
+            return RunResult.completed(Reason.OK)
+        if state == "REVOKED":
+            return RunResult.failed(Reason.TASK_REVOKED, error_class=_class_name(result.result) or "Revoked")
+        return RunResult.failed(Reason.TASK_FAILED, error_class=_class_name(result.result))
+
+
+def _class_name(value: Any) -> str | None:
+    if isinstance(value, BaseException):
+        return _CLASS_NAME.sub("", type(value).__name__)[:100] or None
+    return None
+
+
+# ---------------------------------------------------------------------- the kind registry's factory
+
+
+def load_celery_app(path: str, *, setting: str = "ALMA_CELERY_APP") -> Celery:
+    """Import ``MODULE:APP`` (or ``MODULE``: its ``app`` or ``celery``) and return the Celery app.
+
+    Raises :class:`ConfigurationError` naming ``setting`` when it cannot.
+    """
+    from celery import Celery
+
+    module_name, sep, attr = path.strip().partition(":")
+    if not module_name or (sep and not attr):
+        raise ConfigurationError(f"{setting}: {path!r} is not MODULE:APP")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigurationError(f"{setting}: cannot import {module_name!r}: {exc}") from exc
+    candidates = [attr] if attr else ["app", "celery"]
+    for name in candidates:
+        value: Any = module
+        try:
+            for part in name.split("."):
+                value = getattr(value, part)
+        except AttributeError:
+            continue
+        if isinstance(value, Celery):
+            return value
+        raise ConfigurationError(f"{setting}: {path!r} is a {type(value).__name__}, not a Celery app")
+    raise ConfigurationError(f"{setting}: module {module_name!r} has no attribute {candidates[0]!r}")
+
+
+def from_settings(settings: Settings) -> TaskRunner:
+    """The ``task`` runner of the kind registry: the fleet app named by ``ALMA_CELERY_APP``."""
+    if not settings.celery_app:
+        raise ConfigurationError("ALMA_CELERY_APP is not set: task routines need the fleet's Celery app (MODULE:APP)")
+    return TaskRunner(load_celery_app(settings.celery_app))

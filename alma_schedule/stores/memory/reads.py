@@ -1,0 +1,127 @@
+"""The read and maintenance half of the memory store's runs: the ledger, peeks, operator views,
+pruning and erasure. Every method holds the one lock for its whole scan (a consistent snapshot).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+
+from alma_schedule.model import (
+    Resends,
+    RunRecord,
+    Scope,
+    check_scope,
+)
+from alma_schedule.stores.arguments import list_runs_args, run_ref_args
+from alma_schedule.stores.memory.runs import RunsMixin, _order
+from alma_schedule.stores.validation import check_routine_key, require_utc
+
+
+class ReadsMixin(RunsMixin):
+    # ------------------------------------------------------------------ reads
+
+    def get(self, scope: Scope, routine_id: str, run_id: str) -> RunRecord | None:
+        rk = run_ref_args(scope, routine_id, run_id)
+        with self._lock:
+            return self._find(rk, run_id)
+
+    def list_runs(
+        self,
+        scope: Scope,
+        *,
+        routine_id: str | None = None,
+        state: str | None = None,
+        since: datetime | None = None,
+        limit: int = 100,
+        before: tuple[datetime, str] | None = None,
+    ) -> list[RunRecord]:
+        since, edge = list_runs_args(scope, routine_id, state, since, before)
+        with self._lock:
+            rows = [
+                r
+                for r in self._all_runs(scope)
+                if (routine_id is None or r.routine_id == routine_id)
+                and (state is None or r.state == state)
+                and (since is None or r.fire_at >= since)
+                and (edge is None or (r.fire_at, r.run_id) < edge)
+            ]
+        rows.sort(key=lambda r: (r.fire_at, r.run_id, r.routine_id), reverse=True)
+        return rows[: max(limit, 0)]
+
+    def last_completed_delivery(self, scope: Scope, routine_id: str) -> RunRecord | None:
+        rk = check_routine_key(scope, routine_id)
+        with self._lock:
+            rows = [
+                r
+                for r in self._runs.get(rk, {}).values()
+                if r.state == "completed" and r.reason == "delivered" and r.delivery_hash is not None
+            ]
+        return max(rows, key=_order, default=None)
+
+    def peek_resends(self, now: datetime, limit: int) -> Resends:
+        now = require_utc("now", now)
+        with self._lock:
+            return Resends(tuple(self._resendable(now, limit)), tuple(self._expiring(now, limit)))
+
+    def peek_polls(self, now: datetime, limit: int) -> list[RunRecord]:
+        now = require_utc("now", now)
+        with self._lock:
+            return self._pollable(now, limit)
+
+    def blocked(self, now: datetime, run_time_limit: timedelta, limit: int = 100) -> list[RunRecord]:
+        now = require_utc("now", now)
+        with self._lock:
+            rows = self._nonterminal(
+                lambda r: (
+                    (r.state in ("running", "collecting") and now - r.state_at > 2 * run_time_limit)
+                    or (r.state == "submitted" and r.deadline is not None and now > r.deadline)
+                )
+            )
+        rows.sort(key=lambda r: (r.state_at, *_order(r)))
+        return rows[: max(limit, 0)]
+
+    def stuck(self, now: datetime, older_than: timedelta, limit: int = 100) -> list[RunRecord]:
+        now = require_utc("now", now)
+        with self._lock:
+            rows = self._nonterminal(lambda r: r.state != "claimed" and r.state_at < now - older_than)
+        rows.sort(key=lambda r: (r.state_at, *_order(r)))
+        return rows[: max(limit, 0)]
+
+    # ------------------------------------------------------------------ maintenance
+
+    def prune(self, before: datetime) -> int:
+        before = require_utc("before", before)
+        with self._lock:
+            doomed = [
+                r
+                for r in self._all_runs()
+                if r.terminal and r.finished_at is not None and r.finished_at < before
+            ]
+            for r in doomed:
+                del self._runs[(r.org, r.uid, r.routine_id)][r.run_id]
+            return len(doomed)
+
+    def _erase(self, rows: Iterable[RunRecord]) -> int:
+        count = 0
+        for r in list(rows):
+            self._put_run(dataclasses.replace(r, result_text=None, erase_at=None))
+            count += 1
+        return count
+
+    def erase_results(self, scope: Scope) -> int:
+        check_scope(scope)
+        with self._lock:
+            return self._erase(r for r in self._all_runs(scope) if r.result_text is not None)
+
+    def erase_expired_results(self, now: datetime, limit: int = 1000) -> int:
+        now = require_utc("now", now)
+        with self._lock:
+            rows = [
+                r
+                for r in self._all_runs()
+                if r.result_text is not None and r.erase_at is not None and r.erase_at <= now
+            ]
+            rows.sort(key=lambda r: (r.erase_at, *_order(r)))
+            return self._erase(rows[: max(limit, 0)])

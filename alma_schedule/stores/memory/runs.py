@@ -1,0 +1,331 @@
+"""The run half of :class:`~alma_schedule.stores.memory.MemoryStore`: transitions, money and reads.
+
+A mixin over the state that ``MemoryStore.__init__`` creates; every public method takes the one
+lock, so each is atomic. Guarded transitions are the compare-and-set of one edge of
+:data:`~alma_schedule.model.EDGES`; losers get the current record and a reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from alma_schedule.errors import NotFound, StoreConflict
+from alma_schedule.model import (
+    EDGES,
+    NON_TERMINAL,
+    Ceiling,
+    ClaimResult,
+    Resends,
+    ReserveResult,
+    Routine,
+    RunKey,
+    RunRecord,
+    RunResult,
+    Scope,
+)
+from alma_schedule.settings import Timers
+from alma_schedule.stores.arguments import (
+    annotate_args,
+    check_run_key,
+    finish_args,
+    record_args,
+    reserve_args,
+    submit_args,
+    transition_args,
+)
+from alma_schedule.stores.validation import require_utc
+
+RKey = tuple[str, str, str]
+
+
+def _check_key(key: RunKey) -> tuple[RKey, str]:
+    return check_run_key(key), key.run_id
+
+
+def _order(rec: RunRecord) -> tuple[datetime, str, str, str, str]:
+    return (rec.fire_at, rec.run_id, rec.org, rec.uid, rec.routine_id)
+
+
+class RunsMixin:
+    _lock: threading.RLock
+    _routines: dict[RKey, Routine]
+    _runs: dict[RKey, dict[str, RunRecord]]
+    _active: dict[RKey, str]
+    _spend: dict[tuple[str, str], int]
+
+    def _write(self, row: Routine) -> None:  # provided by MemoryStore
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ internals
+
+    def _put_run(self, rec: RunRecord) -> None:
+        """Store a run, keeping the one-non-terminal-run-per-routine index (the partial unique index)."""
+        rk = (rec.org, rec.uid, rec.routine_id)
+        active = self._active.get(rk)
+        if rec.state in NON_TERMINAL:
+            if active is not None and active != rec.run_id:
+                raise StoreConflict(f"routine {rk} already has the non-terminal run {active}")
+            self._active[rk] = rec.run_id
+        elif active == rec.run_id:
+            del self._active[rk]
+        self._runs.setdefault(rk, {})[rec.run_id] = rec
+
+    def _find(self, rk: RKey, run_id: str) -> RunRecord | None:
+        return self._runs.get(rk, {}).get(run_id)
+
+    def _nonterminal(self, predicate: Callable[[RunRecord], bool]) -> list[RunRecord]:
+        rows = (self._runs[rk][rid] for rk, rid in self._active.items())
+        return [r for r in rows if predicate(r)]
+
+    def _all_runs(self, scope: Scope | None = None) -> Iterable[RunRecord]:
+        for rk, runs in self._runs.items():
+            if scope is None or (rk[0] == scope.org and rk[1] == scope.uid):
+                yield from runs.values()
+
+    def _settle(self, rec: RunRecord, cost: int) -> RunRecord:
+        """Move the run's reservation on every ceiling to ``cost`` (0 = a release)."""
+        if not rec.reserve_ceilings or rec.reserve_day is None:
+            return rec
+        for ceiling in rec.reserve_ceilings:
+            slot = (ceiling, rec.reserve_day)
+            self._spend[slot] = self._spend.get(slot, 0) - rec.reserved_micros + cost
+        return dataclasses.replace(rec, reserved_micros=0, reserve_ceilings=())
+
+    def _streak(self, rk: RKey, result: RunResult, now: datetime, timers: Timers) -> None:
+        row = self._routines.get(rk)
+        if row is None:
+            return
+        counts = result.outcome == "timed_out" or (
+            result.outcome == "failed" and result.reason != "config_revision_changed"
+        )
+        if counts:
+            streak = row.consecutive_failures + 1
+            row = dataclasses.replace(row, consecutive_failures=streak, updated_at=now)
+            threshold = timers.failure_threshold
+            if threshold > 0 and streak >= threshold and row.paused_reason is None:
+                why = result.reason or result.outcome
+                row = dataclasses.replace(row, paused_reason=f"failure_streak:{why}", next_due_at=None)
+            self._write(row)
+        elif result.outcome == "completed" and result.reason != "sent" and row.consecutive_failures:
+            self._write(dataclasses.replace(row, consecutive_failures=0, updated_at=now))
+
+    def _cas(self, key: RunKey, target: str, now: datetime, **changes: Any) -> ClaimResult:
+        rk, run_id = _check_key(key)
+        with self._lock:
+            rec = self._find(rk, run_id)
+            if rec is None:
+                return ClaimResult(False, None, "not_found")
+            if rec.state not in EDGES[target]:
+                return ClaimResult(False, rec, "duplicate")
+            new = dataclasses.replace(rec, state=target, state_at=now, **changes)
+            self._put_run(new)
+            return ClaimResult(True, new, "won")
+
+    # ------------------------------------------------------------------ take-style system writes
+
+    def take_resends(self, now: datetime, limit: int, timers: Timers, *, send: bool = True) -> Resends:
+        now = require_utc("now", now)
+        with self._lock:
+            expired = []
+            for rec in self._expiring(now, limit):
+                gone = dataclasses.replace(
+                    rec, state="skipped", reason="missed", state_at=now, finished_at=now
+                )
+                self._put_run(gone)
+                expired.append(gone)
+            resend = []
+            if send:
+                for rec in self._resendable(now, limit):
+                    n = rec.send_attempts + 1
+                    again = dataclasses.replace(
+                        rec,
+                        send_attempts=n,
+                        resend_at=now + Timers.backoff(timers.resend_first, timers.resend_max, n),
+                    )
+                    self._put_run(again)
+                    resend.append(again)
+            return Resends(tuple(resend), tuple(expired))
+
+    def _expiring(self, now: datetime, limit: int) -> list[RunRecord]:
+        rows = self._nonterminal(lambda r: r.state == "claimed" and r.expires_at <= now)
+        rows.sort(key=lambda r: (r.expires_at, *_order(r)))
+        return rows[: max(limit, 0)]
+
+    def _resendable(self, now: datetime, limit: int) -> list[RunRecord]:
+        rows = self._nonterminal(
+            lambda r: (
+                r.state == "claimed" and r.expires_at > now and r.resend_at is not None and r.resend_at <= now
+            )
+        )
+        rows.sort(key=lambda r: (r.resend_at, *_order(r)))
+        return rows[: max(limit, 0)]
+
+    def _pollable(self, now: datetime, limit: int) -> list[RunRecord]:
+        rows = self._nonterminal(
+            lambda r: r.state == "submitted" and r.next_poll_at is not None and r.next_poll_at <= now
+        )
+        rows.sort(key=lambda r: (r.next_poll_at, *_order(r)))
+        return rows[: max(limit, 0)]
+
+    def take_polls(self, now: datetime, limit: int, timers: Timers) -> list[RunRecord]:
+        now = require_utc("now", now)
+        with self._lock:
+            out = []
+            for rec in self._pollable(now, limit):
+                n = rec.poll_attempts + 1
+                again = dataclasses.replace(
+                    rec,
+                    poll_attempts=n,
+                    next_poll_at=now + Timers.backoff(timers.poll_first, timers.poll_max, n),
+                )
+                self._put_run(again)
+                out.append(again)
+            return out
+
+    # ------------------------------------------------------------------ run transitions
+
+    def start(self, key: RunKey, *, now: datetime) -> ClaimResult:
+        rk, now = transition_args(key, now)
+        run_id = key.run_id
+        with self._lock:
+            rec = self._find(rk, run_id)
+            if rec is None:
+                return ClaimResult(False, None, "not_found")
+            if rec.state != "claimed":
+                lost = "superseded" if (rec.state == "skipped" and rec.reason == "missed") else "duplicate"
+                return ClaimResult(False, rec, lost)
+            row = self._routines.get(rk)
+            inactive = "deleted" if row is None else row.inactive_reason
+            if inactive is not None:
+                new = dataclasses.replace(
+                    rec, state="skipped", reason=inactive, state_at=now, finished_at=now
+                )
+                self._put_run(new)
+                return ClaimResult(False, new, inactive)
+            new = dataclasses.replace(rec, state="running", started_at=now, state_at=now)
+            self._put_run(new)
+            return ClaimResult(True, new, "won")
+
+    def submit(
+        self,
+        key: RunKey,
+        *,
+        now: datetime,
+        batch_id: str | None,
+        deadline: datetime,
+        next_poll_at: datetime,
+        target_task_id: str | None = None,
+    ) -> ClaimResult:
+        now, values = submit_args(key, now, batch_id, deadline, next_poll_at, target_task_id)
+        return self._cas(key, "submitted", now, **values)
+
+    def begin_collecting(self, key: RunKey, *, now: datetime) -> ClaimResult:
+        _, now = transition_args(key, now)
+        return self._cas(key, "collecting", now)
+
+    def annotate(self, key: RunKey, values: Mapping[str, Any]) -> RunRecord:
+        rk, clean = annotate_args(key, values)
+        run_id = key.run_id
+        with self._lock:
+            rec = self._find(rk, run_id)
+            if rec is None:
+                raise NotFound(f"run {key} not found")
+            if rec.terminal:
+                return rec
+            new = dataclasses.replace(rec, **clean)
+            self._put_run(new)
+            return new
+
+    def finish(
+        self,
+        key: RunKey,
+        result: RunResult,
+        *,
+        now: datetime,
+        timers: Timers,
+        from_states: Collection[str] | None = None,
+    ) -> ClaimResult:
+        args = finish_args(key, result, now, from_states)
+        rk, now = args.rk, args.now
+        with self._lock:
+            rec = self._find(rk, key.run_id)
+            if rec is None:
+                return ClaimResult(False, None, "not_found")
+            if rec.state not in args.allowed:
+                return ClaimResult(False, rec, "duplicate")
+            cost = rec.cost_micros if args.cost is None else args.cost
+            erase_at = rec.erase_at
+            if rec.result_text is not None and erase_at is None:
+                erase_at = now + timers.result_retention
+            new = dataclasses.replace(
+                rec,
+                state=result.outcome,
+                reason=result.reason,
+                state_at=now,
+                finished_at=now,
+                cost_micros=cost,
+                error_class=args.error_class,
+                erase_at=erase_at,
+            )
+            new = self._settle(new, cost)
+            self._put_run(new)
+            self._streak(rk, result, now, timers)
+            return ClaimResult(True, new, "won")
+
+    def record(
+        self, scope: Scope, routine_id: str, run_id: str, outcome: str, reason: str, *, now: datetime
+    ) -> ClaimResult:
+        rk, now = record_args(scope, routine_id, run_id, outcome, reason, now)
+        with self._lock:
+            rec = self._find(rk, run_id)
+            if rec is None:
+                return ClaimResult(False, None, "not_found")
+            if rec.terminal:
+                return ClaimResult(False, rec, "duplicate")
+            new = dataclasses.replace(rec, state=outcome, reason=reason, state_at=now, finished_at=now)
+            new = self._settle(new, rec.cost_micros)
+            self._put_run(new)
+            return ClaimResult(True, new, "won")
+
+    # ------------------------------------------------------------------ money
+
+    def reserve(
+        self, key: RunKey, day: str, amount_micros: int, ceilings: Sequence[Ceiling]
+    ) -> ReserveResult:
+        args = reserve_args(key, day, amount_micros, ceilings)
+        rk, run_id, amount, keys = args.rk, key.run_id, args.amount, args.keys
+        with self._lock:
+            rec = self._find(rk, run_id)
+            if rec is None:
+                raise NotFound(f"run {key} not found")
+            if rec.state != "running" or rec.reserve_ceilings:
+                return ReserveResult(False, None, rec)
+            for c in ceilings:
+                if self._spend.get((c.key, day), 0) + amount > c.limit_micros:
+                    return ReserveResult(False, c.key, rec)
+            for c in ceilings:
+                self._spend[(c.key, day)] = self._spend.get((c.key, day), 0) + amount
+            new = dataclasses.replace(
+                rec, reserved_micros=amount, reserve_day=day, reserve_ceilings=tuple(keys)
+            )
+            self._put_run(new)
+            return ReserveResult(True, None, new)
+
+    def release(self, key: RunKey) -> RunRecord | None:
+        rk, run_id = _check_key(key)
+        with self._lock:
+            rec = self._find(rk, run_id)
+            if rec is None:
+                return None
+            new = self._settle(rec, 0)
+            if new is not rec:
+                self._put_run(new)
+            return new
+
+    def spend(self, ceiling_key: str, day: str) -> int:
+        with self._lock:
+            return self._spend.get((ceiling_key, day), 0)

@@ -1,0 +1,297 @@
+"""The in-memory reference store: every method of :class:`~alma_schedule.stores.base.Store`, exactly
+as its docstrings say, and nothing more.
+
+One re-entrant lock guards all state, so every method is one atomic step (the memory analogue of one
+transaction) and concurrent callers serialize: claims, CAS transitions and reservations are exact.
+State belongs to the instance (two stores share nothing). Records handed out are frozen; the JSON
+bodies of routines are fresh copies, so mutating a returned mapping never changes the store.
+The "one non-terminal run per routine" rule is an index checked on every insert, like the SQL
+backends' partial unique index. Input is validated (:mod:`alma_schedule.stores.validation`) before
+anything is written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from typing import Any
+
+from alma_schedule.errors import NotFound, RegistrationRefused, StoreConflict
+from alma_schedule.model import (
+    Routine,
+    RoutineVersion,
+    RunRecord,
+    Scope,
+    check_scope,
+)
+from alma_schedule.stores.arguments import defer_args, put_routine_args, set_enabled_args, set_paused_args
+from alma_schedule.stores.base import RenamedMethods
+from alma_schedule.stores.memory.reads import ReadsMixin
+from alma_schedule.stores.memory.tick import TickMixin
+from alma_schedule.stores.validation import check_routine_key, check_text, check_utc
+from alma_schedule.stores.validation import require_utc as _utc
+
+RKey = tuple[str, str, str]
+
+__all__ = ["MemoryStore"]
+
+
+class MemoryStore(TickMixin, ReadsMixin, RenamedMethods):
+    """The reference backend: thread-safe (one RLock), instance-scoped, exact."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        # routine rows; schedule/definition are kept as canonical JSON text in _bodies
+        self._routines: dict[RKey, Routine] = {}
+        self._bodies: dict[RKey, tuple[str, str]] = {}
+        self._versions: dict[RKey, list[RoutineVersion]] = {}
+        self._runs: dict[RKey, dict[str, RunRecord]] = {}
+        self._active: dict[RKey, str] = {}  # routine -> run_id of its one non-terminal run
+        self._spend: dict[tuple[str, str], int] = {}
+        self._heartbeat: datetime | None = None
+
+    # ------------------------------------------------------------------ internals
+
+    def _out(self, key: RKey) -> Routine:
+        schedule, definition = self._bodies[key]
+        return dataclasses.replace(
+            self._routines[key], schedule=json.loads(schedule), definition=json.loads(definition)
+        )
+
+    def _write(self, row: Routine) -> None:
+        if row.inactive_reason is not None and row.next_due_at is not None:
+            row = dataclasses.replace(row, next_due_at=None)  # the invariant: NULL while inactive
+        self._routines[(row.org, row.uid, row.routine_id)] = row
+
+    def _live(self, scope: Scope, routine_id: str) -> tuple[RKey, Routine]:
+        key = check_routine_key(scope, routine_id)
+        row = self._routines.get(key)
+        if row is None or row.deleted_at is not None:
+            raise NotFound(f"routine {scope}/{routine_id} not found")
+        return key, row
+
+    # ------------------------------------------------------------------ routines (tenant)
+
+    def put_routine(
+        self, routine: Routine, *, now: datetime, expected_revision: str | None = None
+    ) -> Routine:
+        args = put_routine_args(routine, now)
+        key, schedule, definition, now = args.key, args.schedule, args.definition, args.now
+        fields: dict[str, Any] = dict(args.fields)
+        with self._lock:
+            old = self._routines.get(key)
+            live = old is not None and old.deleted_at is None
+            current = old.config_revision if (old is not None and live) else None
+            if expected_revision != current:
+                raise StoreConflict(
+                    f"routine {routine.key} is at revision {current!r}, "
+                    f"not the expected {expected_revision!r}"
+                )
+            if old is not None and not live and key in self._active:
+                blocking = self._runs[key][self._active[key]]
+                raise RegistrationRefused(
+                    f"routine {routine.key} was deleted and its run {blocking.run_id} "
+                    f"is still {blocking.state}",
+                    blocking_run=blocking,
+                )
+            if old is not None and live:
+                row = dataclasses.replace(old, **fields, updated_at=now)
+            else:
+                row = dataclasses.replace(
+                    routine,
+                    **fields,
+                    schedule={},
+                    definition={},
+                    deleted_at=None,
+                    defer_until=None,
+                    last_error=None,
+                    error_count=0,
+                    created_at=now,
+                    updated_at=now,
+                )
+            history = self._versions.setdefault(key, [])
+            if not history or history[-1].config_revision != routine.config_revision:
+                history.append(
+                    RoutineVersion(
+                        *key,
+                        routine.config_revision,
+                        routine.kind,
+                        json.loads(schedule),
+                        json.loads(definition),
+                        now,
+                    )
+                )
+            self._bodies[key] = (schedule, definition)
+            self._write(dataclasses.replace(row, schedule={}, definition={}))
+            return self._out(key)
+
+    def set_enabled(
+        self, scope: Scope, routine_id: str, enabled: bool, *, now: datetime, next_due_at: datetime | None
+    ) -> Routine:
+        _, now, due = set_enabled_args(scope, routine_id, now, next_due_at)
+        with self._lock:
+            key, row = self._live(scope, routine_id)
+            if row.enabled != enabled:
+                if enabled:
+                    row = dataclasses.replace(
+                        row, enabled=True, last_fire=now, consecutive_failures=0, next_due_at=due
+                    )
+                else:
+                    row = dataclasses.replace(row, enabled=False, next_due_at=None)
+                self._write(dataclasses.replace(row, updated_at=now))
+            return self._out(key)
+
+    def set_paused(
+        self,
+        scope: Scope,
+        routine_id: str,
+        reason: str | None,
+        *,
+        now: datetime,
+        next_due_at: datetime | None,
+    ) -> Routine:
+        _, now, due = set_paused_args(scope, routine_id, reason, now, next_due_at)
+        with self._lock:
+            key, row = self._live(scope, routine_id)
+            if reason is not None and row.paused_reason is None:
+                self._write(dataclasses.replace(row, paused_reason=reason, next_due_at=None, updated_at=now))
+            elif reason is None and row.paused_reason is not None:
+                self._write(
+                    dataclasses.replace(
+                        row,
+                        paused_reason=None,
+                        consecutive_failures=0,
+                        last_fire=now,
+                        next_due_at=due,
+                        updated_at=now,
+                    )
+                )
+            return self._out(key)
+
+    def delete_routine(self, scope: Scope, routine_id: str, *, now: datetime) -> Routine:
+        now = _utc("now", now)
+        key = check_routine_key(scope, routine_id)
+        with self._lock:
+            row = self._routines.get(key)
+            if row is None:
+                raise NotFound(f"routine {scope}/{routine_id} not found")
+            if row.deleted_at is None:
+                self._write(dataclasses.replace(row, deleted_at=now, next_due_at=None, updated_at=now))
+            return self._out(key)
+
+    def get_routine(self, scope: Scope, routine_id: str, *, include_deleted: bool = False) -> Routine | None:
+        key = check_routine_key(scope, routine_id)
+        with self._lock:
+            row = self._routines.get(key)
+            if row is None or (row.deleted_at is not None and not include_deleted):
+                return None
+            return self._out(key)
+
+    def list_routines(
+        self, scope: Scope, *, include_deleted: bool = False, limit: int = 1000, after: str | None = None
+    ) -> list[Routine]:
+        check_scope(scope)
+        with self._lock:
+            keys = sorted(
+                k
+                for k, row in self._routines.items()
+                if k[0] == scope.org
+                and k[1] == scope.uid
+                and (after is None or k[2] > after)
+                and (include_deleted or row.deleted_at is None)
+            )
+            return [self._out(k) for k in keys[: max(limit, 0)]]
+
+    def routine_versions(self, scope: Scope, routine_id: str) -> list[RoutineVersion]:
+        key = check_routine_key(scope, routine_id)
+        with self._lock:
+            return list(self._versions.get(key, ()))
+
+    # ------------------------------------------------------------------ system reads / maintenance
+
+    def list_inactive(self, limit: int = 1000) -> list[Routine]:
+        with self._lock:
+            keys = sorted(
+                k for k, r in self._routines.items() if r.deleted_at is None and r.inactive_reason is not None
+            )
+            return [self._out(k) for k in keys[: max(limit, 0)]]
+
+    def iter_routines(self, batch: int = 1000) -> Iterator[Routine]:
+        after: RKey | None = None
+        size = max(batch, 1)
+        while True:
+            with self._lock:
+                keys = sorted(k for k in self._routines if after is None or k > after)[:size]
+                page = [self._out(k) for k in keys]
+            yield from page
+            if len(keys) < size:
+                return
+            after = keys[-1]
+
+    def heartbeat(self, now: datetime) -> None:
+        now = _utc("now", now)
+        with self._lock:
+            if self._heartbeat is None or now > self._heartbeat:
+                self._heartbeat = now
+
+    def last_tick(self) -> datetime | None:
+        with self._lock:
+            return self._heartbeat
+
+    def defer(self, scope: Scope, routine_id: str, *, until: datetime, error: str) -> None:
+        _, until = defer_args(scope, routine_id, until, error)
+        with self._lock:
+            _, row = self._live(scope, routine_id)
+            self._write(
+                dataclasses.replace(row, defer_until=until, last_error=error, error_count=row.error_count + 1)
+            )
+
+    def purge_deleted(self, limit: int = 1000) -> int:
+        with self._lock:
+            keys = sorted(
+                k for k, r in self._routines.items() if r.deleted_at is not None and k not in self._active
+            )[: max(limit, 0)]
+            for k in keys:
+                del self._routines[k], self._bodies[k]
+                self._versions.pop(k, None)
+                self._runs.pop(k, None)
+            return len(keys)
+
+    def reindex(
+        self,
+        derive: Callable[[Routine], datetime | None],
+        *,
+        tzdata_version: str | None = None,
+        batch: int = 1000,
+    ) -> int:
+        check_text("tzdata_version", tzdata_version)
+        changed = 0
+        after: RKey | None = None
+        size = max(batch, 1)
+        while True:
+            with self._lock:
+                keys = sorted(k for k in self._routines if after is None or k > after)[:size]
+                updates: list[Routine] = []
+                for k in keys:
+                    row = self._routines[k]
+                    if row.inactive_reason is not None:
+                        continue
+                    due = check_utc("derived next_due_at", derive(self._out(k)), optional=True)
+                    if due != row.next_due_at:
+                        changed += 1
+                    updates.append(
+                        dataclasses.replace(
+                            row, next_due_at=due, tzdata_version=tzdata_version or row.tzdata_version
+                        )
+                    )
+                for row in updates:
+                    self._write(row)
+            if len(keys) < size:
+                return changed
+            after = keys[-1]
+
+    def close(self) -> None:
+        """Nothing to release: the state lives as long as the instance."""

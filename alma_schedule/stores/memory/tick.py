@@ -1,0 +1,191 @@
+"""The tick half of :class:`~alma_schedule.stores.memory.MemoryStore`: ``claim_due``, ``claim_manual``,
+``peek_due``.
+
+Each call holds the store's one lock from the selection of due routines to the last inserted run,
+so it is one atomic step: concurrent claimers serialize, each fire is claimed once, and a cursor is
+advanced only together with its run row.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from alma_schedule.errors import InvalidInput
+from alma_schedule.model import (
+    ClaimBatch,
+    ClaimResult,
+    Defer,
+    Deferral,
+    Fire,
+    NotDue,
+    Routine,
+    RunRecord,
+    Scope,
+    check_id,
+)
+from alma_schedule.settings import Timers
+from alma_schedule.stores.arguments import claim_manual_args
+from alma_schedule.stores.memory.runs import RKey, RunsMixin
+from alma_schedule.stores.validation import check_utc, require_utc
+
+
+class TickMixin(RunsMixin):
+    _bodies: dict[RKey, tuple[str, str]]
+
+    def _out(self, key: RKey) -> Routine:  # provided by MemoryStore
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ the tick (system)
+
+    def _due(self, now: datetime, limit: int) -> list[RKey]:
+        due = [
+            (row.next_due_at, k)
+            for k, row in self._routines.items()
+            if row.next_due_at is not None
+            and row.next_due_at <= now
+            and row.inactive_reason is None
+            and (row.defer_until is None or row.defer_until <= now)
+        ]
+        due.sort()
+        return [k for _, k in due[: max(limit, 0)]]
+
+    def claim_due(
+        self, now: datetime, limit: int, decide: Callable[[Routine], Any], timers: Timers
+    ) -> ClaimBatch:
+        now = require_utc("now", now)
+        claimed: list[RunRecord] = []
+        skipped: list[RunRecord] = []
+        deferred: list[Deferral] = []
+        with self._lock:
+            for key in self._due(now, limit):
+                row = self._routines[key]
+                try:
+                    decision = decide(self._out(key))
+                    if isinstance(decision, Fire):
+                        check_id("run_id", decision.run_id)
+                        fire_at = require_utc("fire_at", decision.fire_at)
+                        expires_at = require_utc("expires_at", decision.expires_at)
+                        resend_at = check_utc("resend_at", decision.resend_at, optional=True)
+                        next_due = check_utc("next_due_at", decision.next_due_at, optional=True)
+                    elif isinstance(decision, NotDue):
+                        next_due = check_utc("next_due_at", decision.next_due_at, optional=True)
+                    elif isinstance(decision, Defer):
+                        check_utc("until", decision.until)
+                    else:
+                        raise InvalidInput(f"decide returned {type(decision).__name__}")
+                except Exception as exc:
+                    delay = Timers.backoff(timers.defer_first, timers.defer_max, row.error_count)
+                    decision = Defer(now + delay, repr(exc))
+                if isinstance(decision, Defer):
+                    until = require_utc("until", decision.until)
+                    error = decision.error.replace("\x00", "\\x00")
+                    self._write(
+                        dataclasses.replace(
+                            row,
+                            defer_until=until,
+                            last_error=error,
+                            error_count=row.error_count + 1,
+                            updated_at=now,
+                        )
+                    )
+                    deferred.append(Deferral(*key, until, error, first=row.error_count == 0))
+                    continue
+                if isinstance(decision, NotDue):
+                    self._write(dataclasses.replace(row, next_due_at=next_due, updated_at=now))
+                    continue
+                if row.last_fire is not None and row.last_fire >= fire_at:
+                    continue  # the cursor is already past this fire: nothing to advance, no row
+                self._write(
+                    dataclasses.replace(
+                        row,
+                        last_fire=fire_at,
+                        next_due_at=next_due,
+                        defer_until=None,
+                        last_error=None,
+                        error_count=0,
+                        updated_at=now,
+                    )
+                )
+                runs = self._runs.setdefault(key, {})
+                if decision.run_id in runs:
+                    continue
+                base = RunRecord(
+                    *key,
+                    decision.run_id,
+                    "claimed",
+                    "schedule",
+                    row.config_revision,
+                    fire_at,
+                    now,
+                    now,
+                    expires_at,
+                )
+                if decision.missed:
+                    rec = dataclasses.replace(base, state="skipped", reason="missed", finished_at=now)
+                    skipped.append(rec)
+                else:
+                    active = self._active.get(key)
+                    blocker = runs[active] if active is not None else None
+                    if blocker is not None and blocker.state == "claimed" and blocker.origin == "schedule":
+                        gone = dataclasses.replace(
+                            blocker, state="skipped", reason="missed", state_at=now, finished_at=now
+                        )
+                        self._put_run(gone)
+                        skipped.append(gone)
+                        blocker = None
+                    if blocker is None:
+                        rec = dataclasses.replace(base, resend_at=resend_at or now + timers.resend_first)
+                        claimed.append(rec)
+                    else:
+                        rec = dataclasses.replace(base, state="skipped", reason="overlap", finished_at=now)
+                        skipped.append(rec)
+                self._put_run(rec)
+        return ClaimBatch(tuple(claimed), tuple(skipped), tuple(deferred))
+
+    def claim_manual(
+        self,
+        scope: Scope,
+        routine_id: str,
+        run_id: str,
+        *,
+        now: datetime,
+        expires_at: datetime,
+        resend_at: datetime,
+    ) -> ClaimResult:
+        args = claim_manual_args(scope, routine_id, run_id, now, expires_at, resend_at)
+        key, now, expires, resend = args.key, args.now, args.expires_at, args.resend_at
+        with self._lock:
+            row = self._routines.get(key)
+            if row is None:
+                return ClaimResult(False, None, "not_found")
+            inactive = row.inactive_reason
+            if inactive is not None:
+                return ClaimResult(False, None, inactive)
+            runs = self._runs.setdefault(key, {})
+            active = self._active.get(key)
+            if active is not None:
+                return ClaimResult(False, runs[active], "overlap")
+            if run_id in runs:
+                return ClaimResult(False, runs[run_id], "duplicate")
+            rec = RunRecord(
+                *key,
+                run_id,
+                "claimed",
+                "manual",
+                row.config_revision,
+                now,
+                now,
+                now,
+                expires,
+                resend_at=resend,
+            )
+            self._put_run(rec)
+            return ClaimResult(True, rec, "won")
+
+    def peek_due(self, now: datetime, limit: int) -> list[Routine]:
+        now = require_utc("now", now)
+        with self._lock:
+            return [self._out(k) for k in self._due(now, limit)]

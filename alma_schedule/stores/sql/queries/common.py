@@ -1,0 +1,69 @@
+"""What every statement builder shares: literals, state tuples, dialect helpers, batched parameters.
+
+Every SQL statement of the store is a named builder in this package (SQLAlchemy Core); no SQL lives
+elsewhere. See :mod:`alma_schedule.stores.sql.queries`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql as pg
+from sqlalchemy.dialects import sqlite as sqlite_dialect
+from sqlalchemy.sql import ColumnElement
+
+from alma_schedule.model import ACTIVE as _ACTIVE
+from alma_schedule.model import NON_TERMINAL as _NON_TERMINAL
+from alma_schedule.model import TERMINAL as _TERMINAL
+from alma_schedule.model import RunState
+from alma_schedule.stores.sql.schema import routines, runs
+from alma_schedule.stores.sql.types import UtcDateTime
+
+Params = Mapping[str, Any] | Sequence[Mapping[str, Any]]
+Key3 = tuple[str, str, str]
+
+
+def lit(value: str) -> ColumnElement[Any]:
+    """A constant SQL string literal (our own constants only, never input)."""
+    return sa.literal_column("'" + value.replace("'", "''") + "'")
+
+
+def in_states(*states: str) -> ColumnElement[bool]:
+    return runs.c.state.in_([lit(s) for s in states])
+
+
+NON_TERMINAL = tuple(s for s in RunState if s in _NON_TERMINAL)
+ACTIVE = tuple(s for s in RunState if s in _ACTIVE)
+TERMINAL = tuple(s for s in RunState if s in _TERMINAL)
+
+
+def _insert(dialect: str, table: sa.Table) -> Any:
+    return (pg.insert if dialect == "postgresql" else sqlite_dialect.insert)(table)
+
+
+def dt(value: datetime | None) -> sa.BindParameter[Any]:
+    return sa.bindparam(None, value, type_=UtcDateTime)
+
+
+def routine_pk(org: str, uid: str, routine_id: str) -> ColumnElement[bool]:
+    return sa.and_(routines.c.org == org, routines.c.uid == uid, routines.c.routine_id == routine_id)
+
+
+def _unnest(name: str, columns: Sequence[tuple[str, sa.types.TypeEngine[Any]]]) -> Any:
+    """PostgreSQL: ``unnest(:name_a, :name_b, ...) AS name(a, b, ...)`` over array parameters."""
+    args = [sa.bindparam(f"{name}_{col}", type_=pg.ARRAY(typ)) for col, typ in columns]
+    return sa.func.unnest(*args).table_valued(*(sa.column(col, typ) for col, typ in columns)).render_derived(name=name)
+
+
+def _arrays(name: str, columns: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
+    return {f"{name}_{col}": [r[col] for r in rows] for col in columns}
+
+
+_KEY_COLS: list[tuple[str, sa.types.TypeEngine[Any]]] = [
+    ("org", sa.Text()),
+    ("uid", sa.Text()),
+    ("routine_id", sa.Text()),
+]

@@ -1,0 +1,105 @@
+"""SQL statements of the store, maintenance: heartbeat, prune, purge, erasure, reindex, schema version, lock."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from alma_schedule.stores.sql.queries.common import NON_TERMINAL, TERMINAL, Key3, Params, _insert, in_states
+from alma_schedule.stores.sql.queries.tick import ORDER_TAIL, _batch_update_routines, _pk_in
+from alma_schedule.stores.sql.schema import heartbeat, routines, runs
+from alma_schedule.stores.sql.types import UtcDateTime
+
+
+def record_heartbeat(dialect: str, now: datetime) -> Any:
+    """Upsert the one heartbeat row; it never moves backwards."""
+    ins = _insert(dialect, heartbeat).values(id=1, last_tick=now)
+    return ins.on_conflict_do_update(
+        index_elements=[heartbeat.c.id],
+        set_={"last_tick": ins.excluded.last_tick},
+        where=heartbeat.c.last_tick < ins.excluded.last_tick,
+    )
+
+
+def select_last_tick() -> sa.Select[Any]:
+    return sa.select(heartbeat.c.last_tick).where(heartbeat.c.id == 1)
+
+
+def prune(before: datetime) -> Any:
+    return sa.delete(runs).where(in_states(*TERMINAL), runs.c.finished_at < before)
+
+
+def purge_candidates(limit: int, *, lock: bool) -> sa.Select[Any]:
+    """Tombstoned routines with no non-terminal run (locked, skipping rows others hold)."""
+    open_run = (
+        sa.select(sa.literal(1))
+        .where(
+            runs.c.org == routines.c.org,
+            runs.c.uid == routines.c.uid,
+            runs.c.routine_id == routines.c.routine_id,
+            in_states(*NON_TERMINAL),
+        )
+        .exists()
+    )
+    stmt = (
+        sa.select(routines.c.org, routines.c.uid, routines.c.routine_id)
+        .where(routines.c.deleted_at.is_not(None), ~open_run)
+        .order_by(routines.c.org, routines.c.uid, routines.c.routine_id)
+        .limit(limit)
+    )
+    return stmt.with_for_update(skip_locked=True) if lock else stmt
+
+
+def delete_of(table: sa.Table, keys: Sequence[Key3]) -> Any:
+    return sa.delete(table).where(sa.tuple_(table.c.org, table.c.uid, table.c.routine_id).in_(list(keys)))
+
+
+def erase_results(org: str, uid: str) -> Any:
+    return (
+        sa.update(runs)
+        .where(runs.c.org == org, runs.c.uid == uid, runs.c.result_text.is_not(None))
+        .values(result_text=None, erase_at=None)
+    )
+
+
+def erase_expired(now: datetime, limit: int) -> Any:
+    due = (
+        sa.select(runs.c.org, runs.c.uid, runs.c.routine_id, runs.c.run_id)
+        .where(runs.c.erase_at <= now, runs.c.result_text.is_not(None))
+        .order_by(runs.c.erase_at, *ORDER_TAIL)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+    )
+    return sa.update(runs).where(_pk_in(due)).values(result_text=None, erase_at=None)
+
+
+def reindex_batch(dialect: str, rows: Sequence[Mapping[str, Any]], tzdata_version: str | None) -> tuple[Any, Params]:
+    consts: dict[str, Any] = {}
+    if tzdata_version is not None:
+        consts["tzdata_version"] = tzdata_version
+    return _batch_update_routines(
+        dialect, "r", [("next_due_at", UtcDateTime())], rows, {"next_due_at": "next_due_at"}, consts
+    )
+
+
+_alembic_version = sa.table("alembic_version", sa.column("version_num", sa.String(32)))
+
+
+def select_schema_version() -> sa.Select[Any]:
+    """The Alembic revision the database is at (a missing table means: not migrated)."""
+    return sa.select(_alembic_version.c.version_num).limit(1)
+
+
+#: The key of the PostgreSQL advisory lock that serialises migrations (any constant bigint).
+MIGRATION_LOCK_KEY = 0x616C6D615F6D6967  # "alma_mig"
+
+
+def advisory_lock() -> Any:
+    return sa.select(sa.func.pg_advisory_lock(sa.literal(MIGRATION_LOCK_KEY, sa.BigInteger)))
+
+
+def advisory_unlock() -> Any:
+    return sa.select(sa.func.pg_advisory_unlock(sa.literal(MIGRATION_LOCK_KEY, sa.BigInteger)))

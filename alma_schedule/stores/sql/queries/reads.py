@@ -1,0 +1,73 @@
+"""SQL statements of the store, reads: the ledger and operator lists."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from alma_schedule.stores.sql.queries.common import ACTIVE, dt, in_states, lit
+from alma_schedule.stores.sql.queries.tick import ORDER_TAIL
+from alma_schedule.stores.sql.schema import runs
+
+
+def list_runs(
+    org: str,
+    uid: str,
+    *,
+    routine_id: str | None,
+    state: str | None,
+    since: datetime | None,
+    limit: int,
+    before: tuple[datetime, str] | None,
+) -> sa.Select[Any]:
+    stmt = sa.select(runs).where(runs.c.org == org, runs.c.uid == uid)
+    if routine_id is not None:
+        stmt = stmt.where(runs.c.routine_id == routine_id)
+    if state is not None:
+        stmt = stmt.where(runs.c.state == state)
+    if since is not None:
+        stmt = stmt.where(runs.c.fire_at >= since)
+    if before is not None:
+        stmt = stmt.where(sa.tuple_(runs.c.fire_at, runs.c.run_id) < sa.tuple_(dt(before[0]), before[1]))
+    return stmt.order_by(runs.c.fire_at.desc(), runs.c.run_id.desc(), runs.c.routine_id.desc()).limit(limit)
+
+
+def last_completed_delivery(org: str, uid: str, routine_id: str) -> sa.Select[Any]:
+    return (
+        sa.select(runs)
+        .where(
+            runs.c.org == org,
+            runs.c.uid == uid,
+            runs.c.routine_id == routine_id,
+            runs.c.state == lit("completed"),
+            runs.c.reason == lit("delivered"),
+            runs.c.delivery_hash.is_not(None),
+        )
+        .order_by(runs.c.fire_at.desc(), runs.c.run_id.desc())
+        .limit(1)
+    )
+
+
+def blocked(now: datetime, active_before: datetime, limit: int) -> sa.Select[Any]:
+    return (
+        sa.select(runs)
+        .where(
+            sa.or_(
+                sa.and_(in_states("running", "collecting"), runs.c.state_at < active_before),
+                sa.and_(runs.c.state == lit("submitted"), runs.c.deadline < now),
+            )
+        )
+        .order_by(runs.c.state_at, *ORDER_TAIL)
+        .limit(limit)
+    )
+
+
+def stuck(entered_before: datetime, limit: int) -> sa.Select[Any]:
+    return (
+        sa.select(runs)
+        .where(in_states(*ACTIVE), runs.c.state_at < entered_before)
+        .order_by(runs.c.state_at, *ORDER_TAIL)
+        .limit(limit)
+    )

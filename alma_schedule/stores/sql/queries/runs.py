@@ -1,0 +1,87 @@
+"""SQL statements of the store, runs: one row by key, the CAS transitions."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+
+from alma_schedule.model import RunKey
+from alma_schedule.stores.sql.queries.common import Params, _insert, in_states, lit
+from alma_schedule.stores.sql.schema import routines, runs
+from alma_schedule.stores.sql.types import UtcDateTime
+
+# The hot run statements are built ONCE (named bind parameters): SQLAlchemy then reuses the
+# statement's memoized cache key and compiled form, and a start costs one round trip of work.
+_RUN_KEY = sa.and_(
+    runs.c.org == sa.bindparam("k_org"),
+    runs.c.uid == sa.bindparam("k_uid"),
+    runs.c.routine_id == sa.bindparam("k_routine_id"),
+    runs.c.run_id == sa.bindparam("k_run_id"),
+)
+
+
+def run_params(key: RunKey, **extra: Any) -> dict[str, Any]:
+    """The parameters naming one run in the statements below (plus ``extra``)."""
+    return {"k_org": key.org, "k_uid": key.uid, "k_routine_id": key.routine_id, "k_run_id": key.run_id, **extra}
+
+
+SELECT_RUN = sa.select(runs).where(_RUN_KEY)
+SELECT_RUN_LOCKED = SELECT_RUN.with_for_update()
+
+
+def insert_run(dialect: str, values: Mapping[str, Any]) -> Any:
+    return _insert(dialect, runs).values(dict(values)).on_conflict_do_nothing().returning(*runs.c)
+
+
+_ROUTINE_OF_RUN = sa.and_(
+    routines.c.org == runs.c.org, routines.c.uid == runs.c.uid, routines.c.routine_id == runs.c.routine_id
+)
+_NOW = sa.bindparam("now", type_=UtcDateTime)
+
+#: ``claimed -> running`` in ONE statement, joined to an ACTIVE routine row (params: key, ``now``).
+START_CAS = (
+    sa.update(runs)
+    .values(state=lit("running"), started_at=_NOW, state_at=_NOW)
+    .where(
+        _RUN_KEY,
+        runs.c.state == lit("claimed"),
+        _ROUTINE_OF_RUN,
+        routines.c.deleted_at.is_(None),
+        routines.c.enabled.is_(True),
+        routines.c.paused_reason.is_(None),
+    )
+    .returning(*runs.c)
+)
+
+#: The run and its routine's levers (the routine may be gone: outer join). Params: the key.
+SELECT_RUN_WITH_ROUTINE = (
+    sa.select(
+        runs,
+        routines.c.deleted_at.label("r_deleted_at"),
+        routines.c.enabled.label("r_enabled"),
+        routines.c.paused_reason.label("r_paused_reason"),
+        routines.c.routine_id.label("r_exists"),
+    )
+    .select_from(runs.outerjoin(routines, _ROUTINE_OF_RUN))
+    .where(_RUN_KEY)
+)
+
+
+@functools.lru_cache(maxsize=512)
+def _cas(from_states: tuple[str, ...], columns: tuple[str, ...]) -> Any:
+    return (
+        sa.update(runs)
+        .where(_RUN_KEY, in_states(*from_states))
+        .values({c: sa.bindparam(f"v_{c}", type_=runs.c[c].type) for c in columns})
+        .returning(*runs.c)
+    )
+
+
+def cas(key: RunKey, from_states: Sequence[str], values: Mapping[str, Any]) -> tuple[Any, Params]:
+    """Compare-and-set one edge: the row moves only from one of ``from_states``; returned if it did.
+    One statement per (edge, columns) shape, built once."""
+    stmt = _cas(tuple(sorted(from_states)), tuple(sorted(values)))
+    return stmt, run_params(key, **{f"v_{c}": v for c, v in values.items()})

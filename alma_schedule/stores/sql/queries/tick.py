@@ -1,0 +1,262 @@
+"""SQL statements of the store, the tick: due scan, batched cursor moves, supersession, run inserts, resends."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql as pg
+from sqlalchemy.sql import ColumnElement
+
+from alma_schedule.stores.sql.queries.common import _KEY_COLS, Key3, Params, _arrays, _insert, _unnest, dt, lit
+from alma_schedule.stores.sql.schema import routines, runs
+from alma_schedule.stores.sql.types import UtcDateTime
+
+
+def select_due(now: datetime, limit: int, *, lock: bool) -> sa.Select[Any]:
+    """Due routines, oldest ``next_due_at`` first; skip rows a concurrent claimer holds."""
+    stmt = (
+        sa.select(routines)
+        .where(
+            routines.c.next_due_at <= now,
+            sa.or_(routines.c.defer_until.is_(None), routines.c.defer_until <= now),
+            routines.c.deleted_at.is_(None),
+            routines.c.enabled.is_(True),
+            routines.c.paused_reason.is_(None),
+        )
+        .order_by(routines.c.next_due_at, routines.c.org, routines.c.uid, routines.c.routine_id)
+        .limit(limit)
+    )
+    return stmt.with_for_update(skip_locked=True) if lock else stmt
+
+
+def _batch_update_routines(
+    dialect: str,
+    name: str,
+    columns: Sequence[tuple[str, sa.types.TypeEngine[Any]]],
+    rows: Sequence[Mapping[str, Any]],
+    sets: Mapping[str, Any],
+    consts: Mapping[str, Any],
+    guard: Any = None,
+) -> tuple[Any, Params]:
+    """One UPDATE of many routine rows: ``sets`` maps a column to a row field name."""
+    if dialect == "postgresql":
+        k = _unnest(name, [*_KEY_COLS, *columns])
+        stmt = (
+            sa.update(routines)
+            .values({**{c: k.c[f] for c, f in sets.items()}, **consts})
+            .where(
+                routines.c.org == k.c.org,
+                routines.c.uid == k.c.uid,
+                routines.c.routine_id == k.c.routine_id,
+            )
+        )
+        if guard is not None:
+            stmt = stmt.where(guard(k.c))
+        return stmt, _arrays(name, [c for c, _ in [*_KEY_COLS, *columns]], rows)
+    b = {col: sa.bindparam(f"{name}_{col}", type_=typ) for col, typ in [*_KEY_COLS, *columns]}
+    stmt = (
+        sa.update(routines)
+        .values({**{c: b[f] for c, f in sets.items()}, **consts})
+        .where(routines.c.org == b["org"], routines.c.uid == b["uid"], routines.c.routine_id == b["routine_id"])
+    )
+    if guard is not None:
+        stmt = stmt.where(guard(b))
+    return stmt, [{f"{name}_{k}": v for k, v in r.items()} for r in rows]
+
+
+def advance_cursors(dialect: str, rows: Sequence[Mapping[str, Any]], now: datetime) -> tuple[Any, Params]:
+    """Move each cursor to its fire (only forward: ``last_fire < fire``) and set ``next_due_at``."""
+    return _batch_update_routines(
+        dialect,
+        "a",
+        [("fire", UtcDateTime()), ("next_due_at", UtcDateTime())],
+        rows,
+        {"last_fire": "fire", "next_due_at": "next_due_at"},
+        {"defer_until": None, "last_error": None, "error_count": 0, "updated_at": dt(now)},
+        guard=lambda k: sa.or_(routines.c.last_fire.is_(None), routines.c.last_fire < k["fire"]),
+    )
+
+
+def move_due(dialect: str, rows: Sequence[Mapping[str, Any]], now: datetime) -> tuple[Any, Params]:
+    """``NotDue``: only move the index."""
+    return _batch_update_routines(
+        dialect,
+        "n",
+        [("next_due_at", UtcDateTime())],
+        rows,
+        {"next_due_at": "next_due_at"},
+        {"updated_at": dt(now)},
+    )
+
+
+def defer_batch(dialect: str, rows: Sequence[Mapping[str, Any]], now: datetime) -> tuple[Any, Params]:
+    """``Defer``: the planning back-off, error recorded, ``error_count`` bumped."""
+    return _batch_update_routines(
+        dialect,
+        "d",
+        [("until", UtcDateTime()), ("error", sa.Text())],
+        rows,
+        {"defer_until": "until", "last_error": "error"},
+        {"error_count": routines.c.error_count + 1, "updated_at": dt(now)},
+    )
+
+
+def supersede(dialect: str, keys: Sequence[Key3], now: datetime) -> tuple[Any, Params]:
+    """Older schedule ``claimed`` runs of these routines -> ``skipped(missed)`` (CAS), returned."""
+    values = {"state": lit("skipped"), "reason": lit("missed"), "state_at": dt(now), "finished_at": dt(now)}
+    cas = sa.and_(runs.c.state == lit("claimed"), runs.c.origin == lit("schedule"))
+    if dialect == "postgresql":
+        k = _unnest("s", _KEY_COLS)
+        stmt = (
+            sa.update(runs)
+            .values(values)
+            .where(runs.c.org == k.c.org, runs.c.uid == k.c.uid, runs.c.routine_id == k.c.routine_id, cas)
+            .returning(*runs.c)
+        )
+        return stmt, {
+            "s_org": [k_[0] for k_ in keys],
+            "s_uid": [k_[1] for k_ in keys],
+            "s_routine_id": [k_[2] for k_ in keys],
+        }
+    stmt = (
+        sa.update(runs)
+        .values(values)
+        .where(sa.tuple_(runs.c.org, runs.c.uid, runs.c.routine_id).in_(list(keys)), cas)
+        .returning(*runs.c)
+    )
+    return stmt, {}
+
+
+#: Run columns that differ between the rows one ``claim_due`` inserts; every other column has the
+#: same value in all of them (``claimed_at = state_at = now``, zeros, empty lists, NULLs).
+FIRE_VARYING: tuple[tuple[str, sa.types.TypeEngine[Any]], ...] = (
+    ("org", sa.Text()),
+    ("uid", sa.Text()),
+    ("routine_id", sa.Text()),
+    ("run_id", sa.Text()),
+    ("state", sa.Text()),
+    ("reason", sa.Text()),
+    ("origin", sa.Text()),
+    ("config_revision", sa.Text()),
+    ("fire_at", UtcDateTime()),
+    ("expires_at", UtcDateTime()),
+    ("resend_at", UtcDateTime()),
+    ("finished_at", UtcDateTime()),
+)
+
+
+def insert_runs(dialect: str, rows: Sequence[Mapping[str, Any]]) -> tuple[Any, Params]:
+    """Insert run rows with an UNTARGETED ``ON CONFLICT DO NOTHING`` (a targeted one would raise on the
+    partial unique index), returning the KEYS of the rows actually inserted. PostgreSQL: ONE
+    ``INSERT ... SELECT FROM unnest(<arrays>)`` whatever the number of rows (columns outside
+    :data:`FIRE_VARYING` are taken from the first row, and so are those equal in every row);
+    SQLite: executemany."""
+    pk = (runs.c.org, runs.c.uid, runs.c.routine_id, runs.c.run_id)
+    if dialect != "postgresql":
+        return _insert(dialect, runs).on_conflict_do_nothing().returning(*pk), list(rows)
+    first = rows[0]
+    # Columns with one value in every row are bound once; the others travel as arrays.
+    same = {name for name, _ in FIRE_VARYING if all(r[name] == first[name] for r in rows)}
+    arrays = [(name, typ) for name, typ in FIRE_VARYING if name not in same]
+    u = _unnest("i", arrays)
+    columns = [
+        u.c[c.name]
+        if any(c.name == name for name, _ in arrays)
+        else sa.cast(sa.bindparam(f"i_{c.name}", first[c.name], type_=c.type), c.type)
+        for c in runs.c
+    ]
+    stmt = (
+        pg.insert(runs)
+        .from_select([c.name for c in runs.c], sa.select(*columns))
+        .on_conflict_do_nothing()
+        .returning(*pk)
+    )
+    return stmt, _arrays("i", [name for name, _ in arrays], rows)
+
+
+def existing_runs(dialect: str, keys: Sequence[tuple[str, str, str, str]]) -> tuple[Any, Params]:
+    """Which of these run keys exist (a fire claimed before is a duplicate: no row, no supersession)."""
+    pk = (runs.c.org, runs.c.uid, runs.c.routine_id, runs.c.run_id)
+    if dialect == "postgresql":
+        k = _unnest("e", [*_KEY_COLS, ("run_id", sa.Text())])
+        stmt = sa.select(*pk).join(
+            k,
+            sa.and_(
+                runs.c.org == k.c.org,
+                runs.c.uid == k.c.uid,
+                runs.c.routine_id == k.c.routine_id,
+                runs.c.run_id == k.c.run_id,
+            ),
+        )
+        return stmt, {f"e_{c}": [key[i] for key in keys] for i, c in enumerate(("org", "uid", "routine_id", "run_id"))}
+    return sa.select(*pk).where(sa.tuple_(*pk).in_(list(keys))), {}
+
+
+ORDER_TAIL = (runs.c.fire_at, runs.c.run_id, runs.c.org, runs.c.uid, runs.c.routine_id)
+
+
+def _backoff_case(column: sa.Column[Any], pushes: Sequence[datetime], cap: datetime) -> Any:
+    """``pushes[i]`` when ``column`` (attempts before this one) is ``i``, else ``cap``."""
+    if not pushes:
+        return dt(cap)
+    return sa.case({i: dt(p) for i, p in enumerate(pushes)}, value=column, else_=dt(cap))
+
+
+def _take(column: sa.Column[Any], state: str, now: datetime, limit: int, *, live: bool = False) -> sa.Select[Any]:
+    stmt = sa.select(runs.c.org, runs.c.uid, runs.c.routine_id, runs.c.run_id).where(
+        runs.c.state == lit(state), column <= now
+    )
+    if live:
+        stmt = stmt.where(runs.c.expires_at > now)
+    return stmt.order_by(column, *ORDER_TAIL).limit(limit).with_for_update(skip_locked=True)
+
+
+def _pk_in(sub: sa.Select[Any]) -> ColumnElement[bool]:
+    return sa.tuple_(runs.c.org, runs.c.uid, runs.c.routine_id, runs.c.run_id).in_(sub)
+
+
+def expire_claimed(now: datetime, limit: int) -> Any:
+    """``claimed`` rows past ``expires_at`` -> ``skipped(missed)`` (skip-locked, returned)."""
+    return (
+        sa.update(runs)
+        .where(_pk_in(_take(runs.c.expires_at, "claimed", now, limit)), runs.c.state == lit("claimed"))
+        .values(state=lit("skipped"), reason=lit("missed"), state_at=dt(now), finished_at=dt(now))
+        .returning(*runs.c)
+    )
+
+
+def take_resends(now: datetime, limit: int, pushes: Sequence[datetime], cap: datetime) -> Any:
+    """Take ``claimed`` rows past ``resend_at`` and push ``resend_at`` back in the same statement."""
+    return (
+        sa.update(runs)
+        .where(_pk_in(_take(runs.c.resend_at, "claimed", now, limit, live=True)), runs.c.state == lit("claimed"))
+        .values(
+            send_attempts=runs.c.send_attempts + 1,
+            resend_at=_backoff_case(runs.c.send_attempts, pushes, cap),
+        )
+        .returning(*runs.c)
+    )
+
+
+def take_polls(now: datetime, limit: int, pushes: Sequence[datetime], cap: datetime) -> Any:
+    """Take ``submitted`` rows past ``next_poll_at`` and push it back in the same statement."""
+    return (
+        sa.update(runs)
+        .where(_pk_in(_take(runs.c.next_poll_at, "submitted", now, limit)), runs.c.state == lit("submitted"))
+        .values(
+            poll_attempts=runs.c.poll_attempts + 1,
+            next_poll_at=_backoff_case(runs.c.poll_attempts, pushes, cap),
+        )
+        .returning(*runs.c)
+    )
+
+
+def peek_runs(column: sa.Column[Any], state: str, now: datetime, limit: int, *, live: bool = False) -> sa.Select[Any]:
+    """Read-only: what the matching take would take (same predicate, same order)."""
+    stmt = sa.select(runs).where(runs.c.state == lit(state), column <= now)
+    if live:
+        stmt = stmt.where(runs.c.expires_at > now)
+    return stmt.order_by(column, *ORDER_TAIL).limit(limit)

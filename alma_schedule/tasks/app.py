@@ -1,0 +1,73 @@
+"""The ready app: a new Celery app (never current, never default) with our tasks, routes and queues.
+
+Its configuration: broker and result backend from settings; JSON only (tasks, results, events;
+pickle refused); routes of our tasks to ``alma.tick`` / ``alma.run`` (run, run_many) / ``alma.collect``
+(settings), which are also its declared queues, so a worker with no ``-Q`` serves all three; task
+events per ``ALMA_TASK_EVENTS``; ``worker_prefetch_multiplier=1``; broker connection retried on
+start-up. :mod:`alma_schedule.celery` is the public face over this module.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from alma_schedule.tasks.install import install, our_routes
+
+if TYPE_CHECKING:
+    from celery import Celery
+
+    from alma_schedule.runners.registry import KindRegistry
+    from alma_schedule.settings import Settings
+
+__all__ = ["celery_app_for", "create_app", "ready_app_config"]
+
+
+def ready_app_config(settings: Settings) -> dict[str, Any]:
+    """The configuration of the ready app (plain Celery settings)."""
+    from kombu.entity import Exchange, Queue
+
+    queues = (settings.tick_queue, settings.run_queue, settings.collect_queue)
+    return {
+        "broker_url": settings.broker_url,
+        "result_backend": settings.result_backend,
+        "task_serializer": "json",
+        "result_serializer": "json",
+        "accept_content": ["json"],
+        "result_accept_content": ["json"],
+        "event_serializer": "json",
+        "task_routes": our_routes(settings),
+        "task_queues": tuple(
+            Queue(name, Exchange(name), routing_key=name)  # type: ignore[no-untyped-call]
+            for name in queues
+        ),
+        "task_default_queue": settings.run_queue,
+        "worker_send_task_events": settings.task_events,
+        "task_send_sent_event": settings.task_events,
+        "worker_prefetch_multiplier": 1,
+        "broker_connection_retry_on_startup": True,
+        "enable_utc": True,
+        "timezone": "UTC",
+    }
+
+
+def create_app(
+    settings: Settings | None = None, *, registry: KindRegistry | None = None, main: str = "alma_schedule"
+) -> Celery:
+    """A new ready app (not current, not default) with our tasks installed.
+
+    ``settings`` defaults to :func:`alma_schedule.settings.load_settings` (the environment).
+    """
+    from celery import Celery
+
+    from alma_schedule.settings import load_settings
+
+    settings = settings if settings is not None else load_settings()
+    new = Celery(main, set_as_current=False)
+    new.conf.update(ready_app_config(settings))
+    install(new, settings=settings, registry=registry)
+    return new
+
+
+def celery_app_for(settings: Settings) -> Celery:
+    """A ready app (not current) for ``settings``, for processes that only SEND (the CLI's tick)."""
+    return create_app(settings)
