@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from alma_schedule.model import Routine, RoutineSpec, RunHandle, RunRecord, RunResult, Scope, TickReport
+from alma_schedule.model import Routine, RoutineSpec, RunHandle, RunRecord, RunResult, RunState, Scope, TickReport
 from alma_schedule.model.time import SettableTime, system_time
 from alma_schedule.settings import Settings
 
@@ -239,7 +239,7 @@ def celery_ticks(folder: Path, *, count: int = 3, echo: Any = print) -> list[dic
                 f"errors {report['errors']}"
             )
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and any(r.state == "claimed" for r in store.list_runs(SCOPE)):
+        while time.monotonic() < deadline and any(r.state == RunState.CLAIMED for r in store.list_runs(SCOPE)):
             time.sleep(0.1)  # the run messages are executed by the same in-process worker
     runs = store.list_runs(SCOPE)
     from alma_schedule.cli.context import print_table

@@ -32,9 +32,11 @@ from alma_schedule.model import (
     REASONS,
     TERMINAL,
     ClaimResult,
+    Reason,
     RunKey,
     RunRecord,
     RunResult,
+    RunState,
     Scope,
     check_id,
     check_scope,
@@ -47,21 +49,25 @@ log = logging.getLogger("alma_schedule.engine")
 
 __all__ = ["collect", "execute", "record"]
 
-_RUNNER_OUTCOMES = frozenset({"completed", "failed", "refused", "submitted"})
-_DEFAULT_REASON = {"completed": "ok", "failed": "runner_error", "timed_out": "deadline_passed"}
+_RUNNER_OUTCOMES = frozenset({RunState.COMPLETED, RunState.FAILED, RunState.REFUSED, RunState.SUBMITTED})
+_DEFAULT_REASON: dict[str, str] = {
+    RunState.COMPLETED: Reason.OK,
+    RunState.FAILED: Reason.RUNNER_ERROR,
+    RunState.TIMED_OUT: Reason.DEADLINE_PASSED,
+}
 
 
 def _checked(result: object, *, allowed: frozenset[str]) -> RunResult:
     """The runner's answer, or ``failed(runner_error, InvalidRunResult)`` when it is not a usable one."""
     if not isinstance(result, RunResult) or result.outcome not in allowed:
         log.error("runner returned an invalid result: %r", result)
-        return RunResult.failed("runner_error", error_class="InvalidRunResult")
-    if result.outcome == "submitted":
+        return RunResult.failed(Reason.RUNNER_ERROR, error_class="InvalidRunResult")
+    if result.outcome == RunState.SUBMITTED:
         return result
     reason = result.reason or _DEFAULT_REASON.get(result.outcome)
     if reason not in REASONS:
         log.error("runner returned an unknown reason code: %r", result.reason)
-        return RunResult.failed("runner_error", result.cost_micros, "InvalidRunResult")
+        return RunResult.failed(Reason.RUNNER_ERROR, result.cost_micros, "InvalidRunResult")
     if reason != result.reason:
         return RunResult(result.outcome, reason, result.cost_micros, result.error_class)
     return result
@@ -70,7 +76,7 @@ def _checked(result: object, *, allowed: frozenset[str]) -> RunResult:
 def _finish(rt: Runtime, key: RunKey, result: RunResult, now: datetime, owned: str | None) -> RunRecord:
     """Finish from the state the caller owns (``owned``; None for a collector that owns nothing yet:
     then only from ``submitted``, the state it read)."""
-    from_states = {owned or "submitted"}
+    from_states = {owned or RunState.SUBMITTED}
     res = rt.store.finish(key, result, now=now, timers=rt.timers, from_states=from_states)
     if res.record is None:
         raise NotFound(f"run {key} does not exist")
@@ -81,7 +87,7 @@ def _finish(rt: Runtime, key: RunKey, result: RunResult, now: datetime, owned: s
 
 def _runner_failure(key: RunKey, exc: Exception, what: str) -> RunResult:
     log.error("runner %s of %s raised %s", what, key, type(exc).__name__, exc_info=exc)
-    return RunResult.failed("runner_error", error_class=type(exc).__name__)
+    return RunResult.failed(Reason.RUNNER_ERROR, error_class=type(exc).__name__)
 
 
 def _uncertain(key: RunKey, handle: StoreRunHandle, exc: OutcomeUncertain, what: str) -> RunRecord:
@@ -111,7 +117,7 @@ def execute(rt: Runtime, key: RunKey, now: datetime | None = None) -> RunRecord:
     current = rt.store.get(key.scope, key.routine_id, key.run_id)
     if current is None:
         raise NotFound(f"run {key} does not exist")
-    if current.state != "claimed":
+    if current.state != RunState.CLAIMED:
         log.info("run %s not started: already %s", key, current.state)
         return current
     if at >= current.expires_at:  # a late message: never run a fire past its window
@@ -126,25 +132,25 @@ def execute(rt: Runtime, key: RunKey, now: datetime | None = None) -> RunRecord:
     record = started.record
     routine = rt.store.get_routine(key.scope, key.routine_id, include_deleted=True)
     if routine is None:  # purged under us: cannot happen while the run is non-terminal, but never hang
-        return _finish(rt, key, RunResult.failed("unknown_kind", error_class="RoutineGone"), at, "running")
+        return _finish(rt, key, RunResult.failed(Reason.UNKNOWN_KIND, error_class="RoutineGone"), at, RunState.RUNNING)
     try:
         runner = rt.resolve(routine)
     except UnknownKind as exc:
         log.error("run %s: %s", key, exc, exc_info=exc.__cause__)
-        return _finish(rt, key, RunResult.failed("unknown_kind", error_class=exc.cause), at, "running")
-    handle = StoreRunHandle(rt, record, routine, at, owned="running")
+        return _finish(rt, key, RunResult.failed(Reason.UNKNOWN_KIND, error_class=exc.cause), at, RunState.RUNNING)
+    handle = StoreRunHandle(rt, record, routine, at, owned=RunState.RUNNING)
     try:
         result = _checked(runner.run(routine, handle), allowed=_RUNNER_OUTCOMES)
     except OutcomeUncertain as exc:
         return _uncertain(key, handle, exc, "run")
     except Exception as exc:
         result = _runner_failure(key, exc, "run")
-    if result.outcome == "submitted":
+    if result.outcome == RunState.SUBMITTED:
         current = handle.result()
-        if current.state != "running":  # submitted (or already collected / recorded)
+        if current.state != RunState.RUNNING:  # submitted (or already collected / recorded)
             return current
         log.error("run %s: the runner answered submitted without submitting", key)
-        result = RunResult.failed("runner_error", error_class="NotSubmitted")
+        result = RunResult.failed(Reason.RUNNER_ERROR, error_class="NotSubmitted")
     return _finish(rt, key, result, _later(rt, at, now), handle.owned_state)
 
 
@@ -154,7 +160,7 @@ def collect(rt: Runtime, key: RunKey, now: datetime | None = None) -> RunRecord:
     record = rt.store.get(key.scope, key.routine_id, key.run_id)
     if record is None:
         raise NotFound(f"run {key} does not exist")
-    if record.state != "submitted":
+    if record.state != RunState.SUBMITTED:
         return record
     if record.deadline is not None and at > record.deadline:
         return _finish(rt, key, RunResult.timed_out("deadline_passed"), at, None)
@@ -166,24 +172,25 @@ def collect(rt: Runtime, key: RunKey, now: datetime | None = None) -> RunRecord:
         runner = rt.resolve(routine)
     except UnknownKind as exc:
         log.error("collect %s: %s", key, exc, exc_info=exc.__cause__)
-        return _finish(rt, key, RunResult.failed("unknown_kind", error_class=exc.cause), at, None)
+        return _finish(rt, key, RunResult.failed(Reason.UNKNOWN_KIND, error_class=exc.cause), at, None)
     collector = getattr(runner, "collect", None)
     if collector is None:
         log.error("collect %s: the runner of kind %r cannot collect", key, routine.kind)
-        return _finish(rt, key, RunResult.failed("runner_error", error_class="NoCollect"), at, None)
+        return _finish(rt, key, RunResult.failed(Reason.RUNNER_ERROR, error_class="NoCollect"), at, None)
     handle = StoreRunHandle(rt, record, routine, at)
     try:
-        result = _checked(collector(routine, handle), allowed=_RUNNER_OUTCOMES - {"refused"} | {"timed_out"})
+        allowed = _RUNNER_OUTCOMES - {RunState.REFUSED} | {RunState.TIMED_OUT}
+        result = _checked(collector(routine, handle), allowed=allowed)
     except OutcomeUncertain as exc:
         return _uncertain(key, handle, exc, "collect")
     except Exception as exc:
         result = _runner_failure(key, exc, "collect")
-    if result.outcome == "submitted":
+    if result.outcome == RunState.SUBMITTED:
         return handle.result()
-    if result.outcome == "completed" and handle.config_changed:
+    if result.outcome == RunState.COMPLETED and handle.config_changed:
         log.error("collect %s: routine revision changed but the runner completed; recorded as failed", key)
         result = RunResult.failed("config_revision_changed", result.cost_micros, result.error_class)
-    if result.outcome == "completed" and handle.record.state == "submitted":
+    if result.outcome == RunState.COMPLETED and handle.record.state == RunState.SUBMITTED:
         # A runner with nothing to deliver may skip the CAS; take it here so one caller finishes.
         if not handle.begin_collecting():
             return handle.result()

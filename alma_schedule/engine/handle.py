@@ -13,7 +13,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from alma_schedule.errors import InvalidInput, NotFound
-from alma_schedule.model import Ceiling, ClaimResult, ReserveResult, Routine, RunKey, RunRecord
+from alma_schedule.model import Ceiling, ClaimResult, ReserveResult, Routine, RunKey, RunRecord, RunState
 from alma_schedule.model.time import aware_utc
 
 from .runtime import Runtime
@@ -126,7 +126,7 @@ class StoreRunHandle:
         if res.record is not None:
             self._record = res.record
         if res.won:
-            self._owned = "submitted"
+            self._owned = RunState.SUBMITTED
         return res
 
     def begin_collecting(self) -> bool:
@@ -135,7 +135,7 @@ class StoreRunHandle:
         if res.record is not None:
             self._record = res.record
         if res.won:
-            self._owned = "collecting"
+            self._owned = RunState.COLLECTING
         return res.won
 
     def annotate(self, **values: Any) -> RunRecord:

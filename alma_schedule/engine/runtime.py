@@ -22,7 +22,7 @@ from datetime import datetime
 from typing import Any, cast
 
 from alma_schedule.errors import InvalidInput, RunnerError
-from alma_schedule.model import Dispatcher, Routine, RoutineRunner
+from alma_schedule.model import Dispatcher, Reason, Routine, RoutineRunner
 from alma_schedule.model.time import aware_utc, trusted_now
 from alma_schedule.settings import Settings, Timers
 from alma_schedule.stores.base import Store
@@ -40,7 +40,7 @@ class UnknownKind(RunnerError):
     """
 
     def __init__(self, message: str, *, cause: str | None = None) -> None:
-        super().__init__(message, reason="unknown_kind")
+        super().__init__(message, reason=Reason.UNKNOWN_KIND)
         self.cause = cause
 
 

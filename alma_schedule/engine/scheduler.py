@@ -30,6 +30,7 @@ from alma_schedule.model import (
     Dispatcher,
     Fire,
     NotDue,
+    Reason,
     Routine,
     RoutineSpec,
     RoutineVersion,
@@ -197,7 +198,7 @@ class Scheduler:
             blocking = res.record
             what = f" by run {blocking.run_id} ({blocking.state})" if blocking is not None else ""
             raise Overlap(f"routine {name} is busy{what}", record=blocking)
-        if res.reason in ("paused", "disabled", "deleted"):
+        if res.reason in (Reason.PAUSED, Reason.DISABLED, Reason.DELETED):
             raise Refused(f"routine {name} is {res.reason}", reason=res.reason, record=res.record)
         raise NotFound(f"routine {name} does not exist")
 

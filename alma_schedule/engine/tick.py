@@ -30,6 +30,7 @@ from alma_schedule.model import (
     Routine,
     RunKey,
     RunRecord,
+    RunState,
     TickError,
     TickPlan,
     TickReport,
@@ -137,7 +138,7 @@ def tick(rt: Runtime, now: datetime | None = None) -> TickReport:
 
 def _blocking_run(rt: Runtime, routine: Routine) -> RunRecord | None:
     """The routine's non-terminal run, if any (at most one exists)."""
-    for state in ("running", "submitted", "collecting", "claimed"):
+    for state in (RunState.RUNNING, RunState.SUBMITTED, RunState.COLLECTING, RunState.CLAIMED):
         rows = rt.store.list_runs(routine.scope, routine_id=routine.routine_id, state=state, limit=1)
         if rows:
             return rows[0]
@@ -164,7 +165,7 @@ def _plan_one(rt: Runtime, planner: Planner, routine: Routine) -> tuple[PlannedF
     blocking = _blocking_run(rt, routine)
     if blocking is None:
         return planned("claim", f"due; eligible until {fire.expires_at.isoformat()}"), None
-    if blocking.state == "claimed" and blocking.origin == "schedule":
+    if blocking.state == RunState.CLAIMED and blocking.origin == "schedule":
         return planned("claim", f"due; supersedes claimed {blocking.run_id} (skipped: missed)"), None
     why = f"overlap with run {blocking.run_id} ({blocking.state})"
     return planned("skip:overlap", why), PlannedRoutine(k.org, k.uid, k.routine_id, why)

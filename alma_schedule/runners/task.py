@@ -38,7 +38,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from alma_schedule.errors import ConfigurationError, InvalidInput, InvalidSchedule
-from alma_schedule.model import Reason, Routine, RunHandle, RunKey, RunResult
+from alma_schedule.model import Reason, Routine, RunHandle, RunKey, RunResult, RunState
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -301,7 +301,7 @@ class TaskRunner:
     def collect(self, routine: Routine, handle: RunHandle) -> RunResult:
         """Poll the tracked task's state; finish only from its terminal states (one collector wins)."""
         record = handle.result()
-        if record.state != "submitted":
+        if record.state != RunState.SUBMITTED:
             return RunResult.submitted()
         task_id = record.target_task_id
         if not task_id:

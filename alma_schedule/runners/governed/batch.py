@@ -33,7 +33,7 @@ from datetime import timedelta
 from typing import Any
 
 from alma_schedule.errors import ConfigurationError, OutcomeUncertain, ProviderError
-from alma_schedule.model import Reason, Routine, RunHandle, RunRecord, RunResult
+from alma_schedule.model import Reason, Routine, RunHandle, RunRecord, RunResult, RunState
 from alma_schedule.runners.governed.base import GovernedRunner, PromptBuilder
 from alma_schedule.runners.governed.delivery import (
     BackgroundErrorHook,
@@ -100,7 +100,7 @@ class GovernedBatchRunner(GovernedRunner):
         except Exception as exc:
             self.hooks.background_error(exc, handle.key, "batch submission")
             reason = provider_reason(exc)
-            kept = (plan.bound_micros or 0) if reason == "provider_timeout" else 0
+            kept = (plan.bound_micros or 0) if reason == Reason.PROVIDER_TIMEOUT else 0
             return RunResult.failed(reason, kept, type(exc).__name__)
         if not _usable_receipt(receipt):
             self.hooks.background_error(
@@ -124,7 +124,7 @@ class GovernedBatchRunner(GovernedRunner):
 
     def collect(self, routine: Routine, handle: RunHandle) -> RunResult:
         record = handle.result()
-        if record.state != "submitted":
+        if record.state != RunState.SUBMITTED:
             return RunResult.submitted()  # someone else collects, or it is already over: write nothing
         if not record.batch_id:
             log.error("collect %s: the submitted run has no batch id", handle.key)
@@ -150,7 +150,7 @@ class GovernedBatchRunner(GovernedRunner):
             handle,
             text=status.text,
             sink=self.sink_for(routine),
-            owner_state="collecting",
+            owner_state=RunState.COLLECTING,
             hooks=self.hooks,
             result_retention=self.result_retention,
             kind=self.kind,

@@ -29,7 +29,7 @@ from datetime import timedelta
 from typing import Any
 
 from alma_schedule.errors import ConfigurationError, OutcomeUncertain
-from alma_schedule.model import Reason, Routine, RunHandle, RunResult
+from alma_schedule.model import Reason, Routine, RunHandle, RunResult, RunState
 from alma_schedule.runners.governed.base import GovernedRunner, PromptBuilder
 from alma_schedule.runners.governed.delivery import (
     BackgroundErrorHook,
@@ -91,13 +91,13 @@ class GovernedConversationRunner(GovernedRunner):
         if receipt.status == "error":
             log.warning("run %s: the provider answered error (%s)", handle.key, receipt.reason)
             return RunResult.failed(Reason.PROVIDER_ERROR.value, record.cost_micros, "ProviderErrorReceipt")
-        if record.state != "running":
+        if record.state != RunState.RUNNING:
             return RunResult.failed(Reason.RECONCILED.value, record.cost_micros)
         return deliver_once(
             handle,
             text=receipt.text,
             sink=sink,
-            owner_state="running",
+            owner_state=RunState.RUNNING,
             hooks=self.hooks,
             result_retention=self.result_retention,
             kind=self.kind,
@@ -110,7 +110,7 @@ class GovernedConversationRunner(GovernedRunner):
         except Exception as exc:
             self.hooks.background_error(exc, handle.key, "provider call")
             reason = provider_reason(exc)
-            kept = (plan.bound_micros or 0) if reason == "provider_timeout" else 0
+            kept = (plan.bound_micros or 0) if reason == Reason.PROVIDER_TIMEOUT else 0
             return RunResult.failed(reason, kept, type(exc).__name__)
         if (
             not isinstance(receipt, TurnReceipt)

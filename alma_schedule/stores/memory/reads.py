@@ -9,8 +9,10 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from alma_schedule.model import (
+    Reason,
     Resends,
     RunRecord,
+    RunState,
     Scope,
     check_scope,
 )
@@ -56,7 +58,7 @@ class ReadsMixin(RunsMixin):
             rows = [
                 r
                 for r in self._runs.get(rk, {}).values()
-                if r.state == "completed" and r.reason == "delivered" and r.delivery_hash is not None
+                if r.state == RunState.COMPLETED and r.reason == Reason.DELIVERED and r.delivery_hash is not None
             ]
         return max(rows, key=_order, default=None)
 
@@ -75,8 +77,8 @@ class ReadsMixin(RunsMixin):
         with self._lock:
             rows = self._nonterminal(
                 lambda r: (
-                    (r.state in ("running", "collecting") and now - r.state_at > 2 * run_time_limit)
-                    or (r.state == "submitted" and r.deadline is not None and now > r.deadline)
+                    (r.state in (RunState.RUNNING, RunState.COLLECTING) and now - r.state_at > 2 * run_time_limit)
+                    or (r.state == RunState.SUBMITTED and r.deadline is not None and now > r.deadline)
                 )
             )
         rows.sort(key=lambda r: (r.state_at, *_order(r)))
@@ -85,7 +87,7 @@ class ReadsMixin(RunsMixin):
     def stuck(self, now: datetime, older_than: timedelta, limit: int = 100) -> list[RunRecord]:
         now = require_utc("now", now)
         with self._lock:
-            rows = self._nonterminal(lambda r: r.state != "claimed" and r.state_at < now - older_than)
+            rows = self._nonterminal(lambda r: r.state != RunState.CLAIMED and r.state_at < now - older_than)
         rows.sort(key=lambda r: (r.state_at, *_order(r)))
         return rows[: max(limit, 0)]
 

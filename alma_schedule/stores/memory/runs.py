@@ -19,12 +19,14 @@ from alma_schedule.model import (
     NON_TERMINAL,
     Ceiling,
     ClaimResult,
+    Reason,
     Resends,
     ReserveResult,
     Routine,
     RunKey,
     RunRecord,
     RunResult,
+    RunState,
     Scope,
 )
 from alma_schedule.settings import Timers
@@ -99,8 +101,8 @@ class RunsMixin:
         row = self._routines.get(rk)
         if row is None:
             return
-        counts = result.outcome == "timed_out" or (
-            result.outcome == "failed" and result.reason != "config_revision_changed"
+        counts = result.outcome == RunState.TIMED_OUT or (
+            result.outcome == RunState.FAILED and result.reason != Reason.CONFIG_REVISION_CHANGED
         )
         if counts:
             streak = row.consecutive_failures + 1
@@ -110,7 +112,7 @@ class RunsMixin:
                 why = result.reason or result.outcome
                 row = dataclasses.replace(row, paused_reason=f"failure_streak:{why}", next_due_at=None)
             self._write(row)
-        elif result.outcome == "completed" and result.reason != "sent" and row.consecutive_failures:
+        elif result.outcome == RunState.COMPLETED and result.reason != Reason.SENT and row.consecutive_failures:
             self._write(dataclasses.replace(row, consecutive_failures=0, updated_at=now))
 
     def _cas(self, key: RunKey, target: str, now: datetime, **changes: Any) -> ClaimResult:
@@ -133,7 +135,7 @@ class RunsMixin:
             expired = []
             for rec in self._expiring(now, limit):
                 gone = dataclasses.replace(
-                    rec, state="skipped", reason="missed", state_at=now, finished_at=now
+                    rec, state=RunState.SKIPPED, reason=Reason.MISSED, state_at=now, finished_at=now
                 )
                 self._put_run(gone)
                 expired.append(gone)
@@ -151,14 +153,14 @@ class RunsMixin:
             return Resends(tuple(resend), tuple(expired))
 
     def _expiring(self, now: datetime, limit: int) -> list[RunRecord]:
-        rows = self._nonterminal(lambda r: r.state == "claimed" and r.expires_at <= now)
+        rows = self._nonterminal(lambda r: r.state == RunState.CLAIMED and r.expires_at <= now)
         rows.sort(key=lambda r: (r.expires_at, *_order(r)))
         return rows[: max(limit, 0)]
 
     def _resendable(self, now: datetime, limit: int) -> list[RunRecord]:
         rows = self._nonterminal(
             lambda r: (
-                r.state == "claimed" and r.expires_at > now and r.resend_at is not None and r.resend_at <= now
+                r.state == RunState.CLAIMED and r.expires_at > now and r.resend_at is not None and r.resend_at <= now
             )
         )
         rows.sort(key=lambda r: (r.resend_at, *_order(r)))
@@ -166,7 +168,7 @@ class RunsMixin:
 
     def _pollable(self, now: datetime, limit: int) -> list[RunRecord]:
         rows = self._nonterminal(
-            lambda r: r.state == "submitted" and r.next_poll_at is not None and r.next_poll_at <= now
+            lambda r: r.state == RunState.SUBMITTED and r.next_poll_at is not None and r.next_poll_at <= now
         )
         rows.sort(key=lambda r: (r.next_poll_at, *_order(r)))
         return rows[: max(limit, 0)]
@@ -195,18 +197,18 @@ class RunsMixin:
             rec = self._find(rk, run_id)
             if rec is None:
                 return ClaimResult(False, None, "not_found")
-            if rec.state != "claimed":
-                lost = "superseded" if (rec.state == "skipped" and rec.reason == "missed") else "duplicate"
+            if rec.state != RunState.CLAIMED:
+                lost = "superseded" if (rec.state == RunState.SKIPPED and rec.reason == Reason.MISSED) else "duplicate"
                 return ClaimResult(False, rec, lost)
             row = self._routines.get(rk)
             inactive = "deleted" if row is None else row.inactive_reason
             if inactive is not None:
                 new = dataclasses.replace(
-                    rec, state="skipped", reason=inactive, state_at=now, finished_at=now
+                    rec, state=RunState.SKIPPED, reason=inactive, state_at=now, finished_at=now
                 )
                 self._put_run(new)
                 return ClaimResult(False, new, inactive)
-            new = dataclasses.replace(rec, state="running", started_at=now, state_at=now)
+            new = dataclasses.replace(rec, state=RunState.RUNNING, started_at=now, state_at=now)
             self._put_run(new)
             return ClaimResult(True, new, "won")
 
@@ -221,11 +223,11 @@ class RunsMixin:
         target_task_id: str | None = None,
     ) -> ClaimResult:
         now, values = submit_args(key, now, batch_id, deadline, next_poll_at, target_task_id)
-        return self._cas(key, "submitted", now, **values)
+        return self._cas(key, RunState.SUBMITTED, now, **values)
 
     def begin_collecting(self, key: RunKey, *, now: datetime) -> ClaimResult:
         _, now = transition_args(key, now)
-        return self._cas(key, "collecting", now)
+        return self._cas(key, RunState.COLLECTING, now)
 
     def annotate(self, key: RunKey, values: Mapping[str, Any]) -> RunRecord:
         rk, clean = annotate_args(key, values)
@@ -302,7 +304,7 @@ class RunsMixin:
             rec = self._find(rk, run_id)
             if rec is None:
                 raise NotFound(f"run {key} not found")
-            if rec.state != "running" or rec.reserve_ceilings:
+            if rec.state != RunState.RUNNING or rec.reserve_ceilings:
                 return ReserveResult(False, None, rec)
             for c in ceilings:
                 if self._spend.get((c.key, day), 0) + amount > c.limit_micros:

@@ -21,8 +21,10 @@ from alma_schedule.model import (
     Deferral,
     Fire,
     NotDue,
+    Reason,
     Routine,
     RunRecord,
+    RunState,
     Scope,
     check_id,
 )
@@ -115,7 +117,7 @@ class TickMixin(RunsMixin):
                 base = RunRecord(
                     *key,
                     decision.run_id,
-                    "claimed",
+                    RunState.CLAIMED,
                     "schedule",
                     row.config_revision,
                     fire_at,
@@ -124,14 +126,14 @@ class TickMixin(RunsMixin):
                     expires_at,
                 )
                 if decision.missed:
-                    rec = dataclasses.replace(base, state="skipped", reason="missed", finished_at=now)
+                    rec = dataclasses.replace(base, state=RunState.SKIPPED, reason=Reason.MISSED, finished_at=now)
                     skipped.append(rec)
                 else:
                     active = self._active.get(key)
                     blocker = runs[active] if active is not None else None
-                    if blocker is not None and blocker.state == "claimed" and blocker.origin == "schedule":
+                    if blocker is not None and blocker.state == RunState.CLAIMED and blocker.origin == "schedule":
                         gone = dataclasses.replace(
-                            blocker, state="skipped", reason="missed", state_at=now, finished_at=now
+                            blocker, state=RunState.SKIPPED, reason=Reason.MISSED, state_at=now, finished_at=now
                         )
                         self._put_run(gone)
                         skipped.append(gone)
@@ -140,7 +142,7 @@ class TickMixin(RunsMixin):
                         rec = dataclasses.replace(base, resend_at=resend_at or now + timers.resend_first)
                         claimed.append(rec)
                     else:
-                        rec = dataclasses.replace(base, state="skipped", reason="overlap", finished_at=now)
+                        rec = dataclasses.replace(base, state=RunState.SKIPPED, reason=Reason.OVERLAP, finished_at=now)
                         skipped.append(rec)
                 self._put_run(rec)
         return ClaimBatch(tuple(claimed), tuple(skipped), tuple(deferred))
@@ -173,7 +175,7 @@ class TickMixin(RunsMixin):
             rec = RunRecord(
                 *key,
                 run_id,
-                "claimed",
+                RunState.CLAIMED,
                 "manual",
                 row.config_revision,
                 now,

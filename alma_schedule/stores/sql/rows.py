@@ -13,7 +13,7 @@ from dataclasses import fields
 from datetime import datetime
 from typing import Any
 
-from alma_schedule.model import Routine, RoutineVersion, RunRecord
+from alma_schedule.model import Routine, RoutineVersion, RunRecord, RunState
 from alma_schedule.stores.sql.schema import routine_versions, routines, runs
 
 _ROUTINE_COLS = tuple(c.name for c in routines.c)
@@ -97,7 +97,7 @@ def new_run(
         "reason": reason,
         "started_at": None,
         "submitted_at": None,
-        "finished_at": None if state == "claimed" else now,
+        "finished_at": None if state == RunState.CLAIMED else now,
         "resend_at": resend_at,
         "send_attempts": 0,
         "next_poll_at": None,

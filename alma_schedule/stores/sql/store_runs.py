@@ -20,10 +20,12 @@ from alma_schedule.model import (
     NON_TERMINAL,
     Ceiling,
     ClaimResult,
+    Reason,
     ReserveResult,
     RunKey,
     RunRecord,
     RunResult,
+    RunState,
     Scope,
 )
 from alma_schedule.settings import Timers
@@ -91,8 +93,8 @@ class RunsMixin(SqlBase):
                 if found is None:
                     return ClaimResult(False, None, "not_found")
                 rec = run_from_row(found)
-                if rec.state != "claimed":
-                    missed = rec.state == "skipped" and rec.reason == "missed"
+                if rec.state != RunState.CLAIMED:
+                    missed = rec.state == RunState.SKIPPED and rec.reason == Reason.MISSED
                     return ClaimResult(False, rec, "superseded" if missed else "duplicate")
                 m = found._mapping
                 if m["r_exists"] is None or m["r_deleted_at"] is not None:
@@ -104,8 +106,8 @@ class RunsMixin(SqlBase):
                 else:
                     inactive = None  # the routine came back between the two statements: try again
                 if inactive is not None:
-                    values = {"state": "skipped", "reason": inactive, "state_at": now, "finished_at": now}
-                    skipped = conn.execute(*q.cas(key, ["claimed"], values)).first()
+                    values = {"state": RunState.SKIPPED, "reason": inactive, "state_at": now, "finished_at": now}
+                    skipped = conn.execute(*q.cas(key, [RunState.CLAIMED], values)).first()
                     if skipped is not None:
                         return ClaimResult(False, run_from_row(skipped), inactive)
             raise StoreConflict(f"run {key} kept changing under start(); try again")
@@ -122,12 +124,12 @@ class RunsMixin(SqlBase):
     ) -> ClaimResult:
         """CAS ``running -> submitted`` with the batch / target task id, deadline and first poll."""
         now, values = submit_args(key, now, batch_id, deadline, next_poll_at, target_task_id)
-        return self._edge(key, "submitted", now, values)
+        return self._edge(key, RunState.SUBMITTED, now, values)
 
     def begin_collecting(self, key: RunKey, *, now: datetime) -> ClaimResult:
         """CAS ``submitted -> collecting``: exactly one caller wins."""
         _, now = transition_args(key, now)
-        return self._edge(key, "collecting", now, {})
+        return self._edge(key, RunState.COLLECTING, now, {})
 
     def annotate(self, key: RunKey, values: Mapping[str, Any]) -> RunRecord:
         """Write :data:`ANNOTATABLE` fields of a NON-terminal run (one statement); never its state."""
@@ -157,10 +159,10 @@ class RunsMixin(SqlBase):
         by ``from_states`` (else a loser: nothing written), and the update is guarded on it."""
         args = finish_args(key, result, now, from_states)
         rk, now, allowed, cost_in, error_class = args.rk, args.now, args.allowed, args.cost, args.error_class
-        counts = result.outcome == "timed_out" or (
-            result.outcome == "failed" and result.reason != "config_revision_changed"
+        counts = result.outcome == RunState.TIMED_OUT or (
+            result.outcome == RunState.FAILED and result.reason != Reason.CONFIG_REVISION_CHANGED
         )
-        resets = result.outcome == "completed" and result.reason != "sent"
+        resets = result.outcome == RunState.COMPLETED and result.reason != Reason.SENT
         with self._tx() as conn:
             routine = None
             if counts or resets:  # lock order: the routine row before the run row
@@ -246,7 +248,7 @@ class RunsMixin(SqlBase):
                 rec = self._current(conn, key, lock=True)
                 if rec is None:
                     raise NotFound(f"run {key} not found")
-                if rec.state != "running" or rec.reserve_ceilings:
+                if rec.state != RunState.RUNNING or rec.reserve_ceilings:
                     return ReserveResult(False, None, rec)
                 exceeded = set()
                 for ceiling in sorted(keys):
@@ -259,7 +261,7 @@ class RunsMixin(SqlBase):
                 if exceeded:
                     raise Abort(ReserveResult(False, next(k for k in keys if k in exceeded), rec))
                 values = {"reserved_micros": amount, "reserve_day": day, "reserve_ceilings": keys}
-                new = run_from_row(conn.execute(*q.cas(key, ["running"], values)).one())
+                new = run_from_row(conn.execute(*q.cas(key, [RunState.RUNNING], values)).one())
                 return ReserveResult(True, None, new)
         except Abort as rolled_back:
             result: ReserveResult = rolled_back.value

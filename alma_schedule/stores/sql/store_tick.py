@@ -35,10 +35,12 @@ from alma_schedule.model import (
     Deferral,
     Fire,
     NotDue,
+    Reason,
     Resends,
     Routine,
     RunKey,
     RunRecord,
+    RunState,
     Scope,
     check_id,
 )
@@ -176,8 +178,8 @@ class TickMixin(SqlBase):
             new_run(
                 (r.org, r.uid, r.routine_id),
                 f.run_id,
-                state="skipped" if f.missed else "claimed",
-                reason="missed" if f.missed else None,
+                state=RunState.SKIPPED if f.missed else RunState.CLAIMED,
+                reason=Reason.MISSED if f.missed else None,
                 origin="schedule",
                 config_revision=r.config_revision,
                 fire_at=f.fire_at,
@@ -193,7 +195,7 @@ class TickMixin(SqlBase):
             for key in conn.execute(*q.insert_runs(d, new_rows)).all():
                 inserted[tuple(key)] = run_from_values(by_key[tuple(key)])
         lost = [
-            {**row, "state": "skipped", "reason": "overlap", "resend_at": None, "finished_at": now}
+            {**row, "state": RunState.SKIPPED, "reason": Reason.OVERLAP, "resend_at": None, "finished_at": now}
             for key, row in by_key.items()
             if key not in inserted
         ]
@@ -210,7 +212,7 @@ class TickMixin(SqlBase):
             made = inserted.get((r.org, r.uid, r.routine_id, f.run_id))
             if made is None:  # cannot happen while run inserts lock their routine first: roll back
                 raise StoreConflict(f"fire {r.key}/{f.run_id} could not be recorded; nothing was claimed")
-            (claimed if made.state == "claimed" else skipped).append(made)
+            (claimed if made.state == RunState.CLAIMED else skipped).append(made)
         return claimed, skipped
 
     def _chunks(self, items: list[Any]) -> list[list[Any]]:
@@ -246,7 +248,7 @@ class TickMixin(SqlBase):
             values = new_run(
                 key,
                 run_id,
-                state="claimed",
+                state=RunState.CLAIMED,
                 origin="manual",
                 config_revision=routine.config_revision,
                 fire_at=now,
@@ -294,10 +296,10 @@ class TickMixin(SqlBase):
         now = require_utc("now", now)
         n = max(limit, 0)
         with self._tx(read=True) as conn:
-            resend = [
-                run_from_row(r) for r in conn.execute(q.peek_runs(runs.c.resend_at, "claimed", now, n, live=True)).all()
-            ]
-            expired = [run_from_row(r) for r in conn.execute(q.peek_runs(runs.c.expires_at, "claimed", now, n)).all()]
+            due = q.peek_runs(runs.c.resend_at, RunState.CLAIMED, now, n, live=True)
+            resend = [run_from_row(r) for r in conn.execute(due).all()]
+            past = q.peek_runs(runs.c.expires_at, RunState.CLAIMED, now, n)
+            expired = [run_from_row(r) for r in conn.execute(past).all()]
         return Resends(tuple(resend), tuple(expired))
 
     def peek_polls(self, now: datetime, limit: int) -> list[RunRecord]:
@@ -305,5 +307,5 @@ class TickMixin(SqlBase):
         with self._tx(read=True) as conn:
             return [
                 run_from_row(r)
-                for r in conn.execute(q.peek_runs(runs.c.next_poll_at, "submitted", now, max(limit, 0))).all()
+                for r in conn.execute(q.peek_runs(runs.c.next_poll_at, RunState.SUBMITTED, now, max(limit, 0))).all()
             ]

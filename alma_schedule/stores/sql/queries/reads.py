@@ -7,6 +7,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from alma_schedule.model import Reason, RunState
 from alma_schedule.stores.sql.queries.common import ACTIVE, dt, in_states, lit
 from alma_schedule.stores.sql.queries.tick import ORDER_TAIL
 from alma_schedule.stores.sql.schema import runs
@@ -41,8 +42,8 @@ def last_completed_delivery(org: str, uid: str, routine_id: str) -> sa.Select[An
             runs.c.org == org,
             runs.c.uid == uid,
             runs.c.routine_id == routine_id,
-            runs.c.state == lit("completed"),
-            runs.c.reason == lit("delivered"),
+            runs.c.state == lit(RunState.COMPLETED),
+            runs.c.reason == lit(Reason.DELIVERED),
             runs.c.delivery_hash.is_not(None),
         )
         .order_by(runs.c.fire_at.desc(), runs.c.run_id.desc())
@@ -55,8 +56,8 @@ def blocked(now: datetime, active_before: datetime, limit: int) -> sa.Select[Any
         sa.select(runs)
         .where(
             sa.or_(
-                sa.and_(in_states("running", "collecting"), runs.c.state_at < active_before),
-                sa.and_(runs.c.state == lit("submitted"), runs.c.deadline < now),
+                sa.and_(in_states(RunState.RUNNING, RunState.COLLECTING), runs.c.state_at < active_before),
+                sa.and_(runs.c.state == lit(RunState.SUBMITTED), runs.c.deadline < now),
             )
         )
         .order_by(runs.c.state_at, *ORDER_TAIL)

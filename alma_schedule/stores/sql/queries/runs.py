@@ -8,7 +8,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from alma_schedule.model import RunKey
+from alma_schedule.model import RunKey, RunState
 from alma_schedule.stores.sql.queries.common import Params, _insert, in_states, lit
 from alma_schedule.stores.sql.schema import routines, runs
 from alma_schedule.stores.sql.types import UtcDateTime
@@ -44,10 +44,10 @@ _NOW = sa.bindparam("now", type_=UtcDateTime)
 #: ``claimed -> running`` in ONE statement, joined to an ACTIVE routine row (params: key, ``now``).
 START_CAS = (
     sa.update(runs)
-    .values(state=lit("running"), started_at=_NOW, state_at=_NOW)
+    .values(state=lit(RunState.RUNNING), started_at=_NOW, state_at=_NOW)
     .where(
         _RUN_KEY,
-        runs.c.state == lit("claimed"),
+        runs.c.state == lit(RunState.CLAIMED),
         _ROUTINE_OF_RUN,
         routines.c.deleted_at.is_(None),
         routines.c.enabled.is_(True),

@@ -10,6 +10,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql as pg
 from sqlalchemy.sql import ColumnElement
 
+from alma_schedule.model import Reason, RunState
 from alma_schedule.stores.sql.queries.common import _KEY_COLS, Key3, Params, _arrays, _insert, _unnest, dt, lit
 from alma_schedule.stores.sql.schema import routines, runs
 from alma_schedule.stores.sql.types import UtcDateTime
@@ -106,8 +107,8 @@ def defer_batch(dialect: str, rows: Sequence[Mapping[str, Any]], now: datetime) 
 
 def supersede(dialect: str, keys: Sequence[Key3], now: datetime) -> tuple[Any, Params]:
     """Older schedule ``claimed`` runs of these routines -> ``skipped(missed)`` (CAS), returned."""
-    values = {"state": lit("skipped"), "reason": lit("missed"), "state_at": dt(now), "finished_at": dt(now)}
-    cas = sa.and_(runs.c.state == lit("claimed"), runs.c.origin == lit("schedule"))
+    values = {"state": lit(RunState.SKIPPED), "reason": lit(Reason.MISSED), "state_at": dt(now), "finished_at": dt(now)}
+    cas = sa.and_(runs.c.state == lit(RunState.CLAIMED), runs.c.origin == lit("schedule"))
     if dialect == "postgresql":
         k = _unnest("s", _KEY_COLS)
         stmt = (
@@ -222,8 +223,8 @@ def expire_claimed(now: datetime, limit: int) -> Any:
     """``claimed`` rows past ``expires_at`` -> ``skipped(missed)`` (skip-locked, returned)."""
     return (
         sa.update(runs)
-        .where(_pk_in(_take(runs.c.expires_at, "claimed", now, limit)), runs.c.state == lit("claimed"))
-        .values(state=lit("skipped"), reason=lit("missed"), state_at=dt(now), finished_at=dt(now))
+        .where(_pk_in(_take(runs.c.expires_at, RunState.CLAIMED, now, limit)), runs.c.state == lit(RunState.CLAIMED))
+        .values(state=lit(RunState.SKIPPED), reason=lit(Reason.MISSED), state_at=dt(now), finished_at=dt(now))
         .returning(*runs.c)
     )
 
@@ -232,7 +233,10 @@ def take_resends(now: datetime, limit: int, pushes: Sequence[datetime], cap: dat
     """Take ``claimed`` rows past ``resend_at`` and push ``resend_at`` back in the same statement."""
     return (
         sa.update(runs)
-        .where(_pk_in(_take(runs.c.resend_at, "claimed", now, limit, live=True)), runs.c.state == lit("claimed"))
+        .where(
+            _pk_in(_take(runs.c.resend_at, RunState.CLAIMED, now, limit, live=True)),
+            runs.c.state == lit(RunState.CLAIMED),
+        )
         .values(
             send_attempts=runs.c.send_attempts + 1,
             resend_at=_backoff_case(runs.c.send_attempts, pushes, cap),
@@ -245,7 +249,10 @@ def take_polls(now: datetime, limit: int, pushes: Sequence[datetime], cap: datet
     """Take ``submitted`` rows past ``next_poll_at`` and push it back in the same statement."""
     return (
         sa.update(runs)
-        .where(_pk_in(_take(runs.c.next_poll_at, "submitted", now, limit)), runs.c.state == lit("submitted"))
+        .where(
+            _pk_in(_take(runs.c.next_poll_at, RunState.SUBMITTED, now, limit)),
+            runs.c.state == lit(RunState.SUBMITTED),
+        )
         .values(
             poll_attempts=runs.c.poll_attempts + 1,
             next_poll_at=_backoff_case(runs.c.poll_attempts, pushes, cap),
