@@ -114,7 +114,7 @@ def _later(rt: Runtime, start: datetime, given: datetime | None) -> datetime:
 def execute(rt: Runtime, key: RunKey, now: datetime | None = None) -> RunRecord:
     """Run one fire at most once. Returns the run's record after this call (a loser's is the winner's)."""
     at = rt.now(now)
-    current = rt.store.get(key.scope, key.routine_id, key.run_id)
+    current = rt.store.get(key)
     if current is None:
         raise NotFound(f"run {key} does not exist")
     if current.state != RunState.CLAIMED:
@@ -157,7 +157,7 @@ def execute(rt: Runtime, key: RunKey, now: datetime | None = None) -> RunRecord:
 def collect(rt: Runtime, key: RunKey, now: datetime | None = None) -> RunRecord:
     """Poll one submitted run (``key.run_id`` is the ``collect_run_id``). Writes nothing while pending."""
     at = rt.now(now)
-    record = rt.store.get(key.scope, key.routine_id, key.run_id)
+    record = rt.store.get(key)
     if record is None:
         raise NotFound(f"run {key} does not exist")
     if record.state != RunState.SUBMITTED:
@@ -214,4 +214,4 @@ def record(
         raise InvalidInput(f"outcome {outcome!r} is not a terminal state ({', '.join(sorted(TERMINAL))})")
     if reason not in REASONS:
         raise InvalidInput(f"reason {reason!r} is not a known reason code")
-    return rt.store.record(scope, routine_id, run_id, outcome, reason, now=rt.now(now))
+    return rt.store.record(RunKey.of(scope, routine_id, run_id), outcome, reason, now=rt.now(now))

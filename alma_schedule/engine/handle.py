@@ -88,7 +88,7 @@ class StoreRunHandle:
     def result(self) -> RunRecord:
         """Re-read the run row (before any egress: an erasure or an operator's ``record`` wins)."""
         k = self._key
-        record = self._rt.store.get(k.scope, k.routine_id, k.run_id)
+        record = self._rt.store.get(k)
         if record is None:
             raise NotFound(f"run {k} does not exist")
         self._record = record

@@ -175,9 +175,7 @@ class Scheduler:
         s = self._rt.settings
         run_id = manual_run_id(int(at.timestamp() * 1000))
         res = self._rt.store.claim_manual(
-            scope,
-            routine_id,
-            run_id,
+            RunKey.of(scope, routine_id, run_id),
             now=at,
             expires_at=at + s.one_shot_window,
             resend_at=at + s.resend_first,
@@ -248,7 +246,7 @@ class Scheduler:
     def run(self, scope: Scope, routine_id: str, run_id: str) -> RunRecord:
         """One run of the scope (:class:`NotFound` if none)."""
         check_scope(scope)
-        record = self._rt.store.get(scope, routine_id, run_id)
+        record = self._rt.store.get(RunKey.of(scope, routine_id, run_id))
         if record is None:
             raise NotFound(f"run {scope}/{routine_id}/{run_id} does not exist")
         return record

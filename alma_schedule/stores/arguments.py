@@ -72,11 +72,9 @@ def check_run_key(key: RunKey) -> RKey:
     return (key.org, key.uid, key.routine_id)
 
 
-def run_ref_args(scope: Scope, routine_id: str, run_id: str) -> RKey:
-    """``get``: a run named by scope, routine id and run id; returns the routine key."""
-    rk = check_routine_key(scope, routine_id)
-    check_id("run_id", run_id)
-    return rk
+def run_ref_args(key: RunKey) -> RKey:
+    """``get``: a run named by its key; returns the routine key tuple."""
+    return check_run_key(key)
 
 
 # ---------------------------------------------------------------------- routines
@@ -150,13 +148,11 @@ class ManualClaimArgs:
     resend_at: datetime
 
 
-def claim_manual_args(
-    scope: Scope, routine_id: str, run_id: str, now: datetime, expires_at: datetime, resend_at: datetime
-) -> ManualClaimArgs:
-    key = run_ref_args(scope, routine_id, run_id)
+def claim_manual_args(key: RunKey, now: datetime, expires_at: datetime, resend_at: datetime) -> ManualClaimArgs:
+    rk = check_run_key(key)
     return ManualClaimArgs(
-        key,
-        run_id,
+        rk,
+        key.run_id,
         require_utc("now", now),
         require_utc("expires_at", expires_at),
         require_utc("resend_at", resend_at),
@@ -233,11 +229,9 @@ def finish_args(key: RunKey, result: RunResult, now: datetime, from_states: Coll
     return FinishArgs(rk, now, allowed, cost, check_text("error_class", result.error_class))
 
 
-def record_args(
-    scope: Scope, routine_id: str, run_id: str, outcome: str, reason: str, now: datetime
-) -> tuple[RKey, datetime]:
+def record_args(key: RunKey, outcome: str, reason: str, now: datetime) -> tuple[RKey, datetime]:
     """``record``: ``(routine key, now)``; the outcome is terminal, the reason a known code."""
-    rk = run_ref_args(scope, routine_id, run_id)
+    rk = check_run_key(key)
     now = require_utc("now", now)
     if outcome not in TERMINAL:
         raise InvalidInput(f"record needs a terminal outcome, not {outcome!r}")

@@ -120,9 +120,7 @@ class Store(Protocol):
         """
         ...
 
-    def claim_manual(
-        self, scope: Scope, routine_id: str, run_id: str, *, now: datetime, expires_at: datetime, resend_at: datetime
-    ) -> ClaimResult:
+    def claim_manual(self, key: RunKey, *, now: datetime, expires_at: datetime, resend_at: datetime) -> ClaimResult:
         """Tenant, atomic: lock the routine row, then insert a ``claimed`` manual run.
 
         Refused (``won=False``) with reason ``deleted``/``disabled``/``paused`` (record None), with
@@ -203,9 +201,7 @@ class Store(Protocol):
         state that is not non-terminal."""
         ...
 
-    def record(
-        self, scope: Scope, routine_id: str, run_id: str, outcome: str, reason: str, *, now: datetime
-    ) -> ClaimResult:
+    def record(self, key: RunKey, outcome: str, reason: str, *, now: datetime) -> ClaimResult:
         """The operator's reconciliation (tenant): CAS from ANY non-terminal state to the terminal
         ``outcome``; settles the reservation to the recorded cost (an orphan is released); never
         touches the streak; never resends."""
@@ -231,7 +227,7 @@ class Store(Protocol):
 
     # ------------------------------------------------------------------ reads
 
-    def get(self, scope: Scope, routine_id: str, run_id: str) -> RunRecord | None:
+    def get(self, key: RunKey) -> RunRecord | None:
         """One run (tenant)."""
         ...
 

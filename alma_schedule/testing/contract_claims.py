@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from alma_schedule.model import ClaimBatch, ClaimResult, Defer, Fire, NotDue, Resends, Routine, RunRecord
+from alma_schedule.model import ClaimBatch, ClaimResult, Defer, Fire, NotDue, Resends, Routine, RunKey, RunRecord
 from alma_schedule.settings import Timers
 from alma_schedule.stores.base import Store
 from alma_schedule.testing.builders import (
@@ -32,7 +32,7 @@ from alma_schedule.testing.builders import (
 
 
 def _manual(store: Store, run_id: str = "manual:01", rid: str = "r1") -> ClaimResult:
-    return store.claim_manual(SCOPE, rid, run_id, now=T0, expires_at=T0 + HOUR, resend_at=T0 + 2 * MINUTE)
+    return store.claim_manual(RunKey.of(SCOPE, rid, run_id), now=T0, expires_at=T0 + HOUR, resend_at=T0 + 2 * MINUTE)
 
 
 class ClaimContract:
@@ -48,7 +48,7 @@ class ClaimContract:
         assert (rec.fire_at, rec.claimed_at, rec.state_at, rec.expires_at) == (T0, T0, T0, T0 + MINUTE)
         assert rec.resend_at == T0 + TIMERS.resend_first and rec.send_attempts == 0
         assert rec.config_revision == routine.config_revision
-        assert store.get(SCOPE, "r1", rec.run_id) == rec
+        assert store.get(RunKey.of(SCOPE, "r1", rec.run_id)) == rec
         after = store.get_routine(SCOPE, "r1")
         assert after is not None and after.last_fire == T0 and after.next_due_at == T0 + MINUTE
         assert store.claim_due(T0, 100, fire_due, TIMERS).claimed == ()
@@ -141,7 +141,7 @@ class ClaimContract:
         assert (rec.state, rec.reason, rec.run_id) == ("skipped", "missed", fire_id(T0))
         row = store.get_routine(SCOPE, "r1")
         assert row is not None and row.last_fire == T0 and row.next_due_at == T0 + MINUTE
-        assert store.get(SCOPE, "r1", rec.run_id) == rec
+        assert store.get(RunKey.of(SCOPE, "r1", rec.run_id)) == rec
 
     @pytest.mark.parametrize("state", ["running", "submitted", "collecting"])
     def test_active_run_makes_the_next_fire_skipped_overlap(self, store: Store, state: str) -> None:
@@ -151,7 +151,7 @@ class ClaimContract:
         assert batch.claimed == ()
         [rec] = batch.skipped
         assert (rec.state, rec.reason, rec.run_id, rec.fire_at) == ("skipped", "overlap", fire_id(t1), t1)
-        assert store.get(SCOPE, "r1", active.run_id) == active
+        assert store.get(RunKey.of(SCOPE, "r1", active.run_id)) == active
         row = store.get_routine(SCOPE, "r1")
         assert row is not None and row.last_fire == t1 and row.next_due_at == t1 + MINUTE
 
@@ -161,7 +161,7 @@ class ClaimContract:
         batch = store.claim_due(T0, 10, fire_due, TIMERS)
         [rec] = batch.skipped
         assert (rec.reason, batch.claimed) == ("overlap", ())
-        assert store.get(SCOPE, "r1", "manual:01") == manual.record
+        assert store.get(RunKey.of(SCOPE, "r1", "manual:01")) == manual.record
 
     def test_newer_fire_supersedes_an_older_claimed_one(self, store: Store) -> None:
         register(store)
@@ -172,14 +172,14 @@ class ClaimContract:
         assert (new.run_id, new.state) == (fire_id(t1), "claimed")
         [gone] = batch.skipped
         assert (gone.run_id, gone.state, gone.reason) == (old.run_id, "skipped", "missed")
-        assert store.get(SCOPE, "r1", old.run_id) == gone
+        assert store.get(RunKey.of(SCOPE, "r1", old.run_id)) == gone
 
     # ------------------------------------------------------------------ claim_manual
 
     def test_claim_manual_claims_without_moving_the_cursor(self, store: Store) -> None:
         before = register(store, last_fire=T0 - MINUTE)
         res = store.claim_manual(
-            SCOPE, "r1", "manual:01", now=T0, expires_at=T0 + HOUR, resend_at=T0 + MINUTE
+            RunKey.of(SCOPE, "r1", "manual:01"), now=T0, expires_at=T0 + HOUR, resend_at=T0 + MINUTE
         )
         assert res.won and res.reason == "won" and res.record is not None
         rec = res.record
@@ -200,14 +200,14 @@ class ClaimContract:
             before.last_fire,
             before.next_due_at,
         )
-        assert store.get(SCOPE, "r1", "manual:01") == rec
+        assert store.get(RunKey.of(SCOPE, "r1", "manual:01")) == rec
 
     @pytest.mark.parametrize("state", ["claimed", "running", "submitted", "collecting"])
     def test_claim_manual_refused_while_a_run_is_non_terminal(self, store: Store, state: str) -> None:
         blocking = run_in(store, state)
         res = _manual(store)
         assert (res.won, res.reason, res.record) == (False, "overlap", blocking)
-        assert store.get(SCOPE, "r1", "manual:01") is None
+        assert store.get(RunKey.of(SCOPE, "r1", "manual:01")) is None
 
     def test_claim_manual_refused_while_a_manual_run_is_claimed(self, store: Store) -> None:
         register(store)
@@ -242,7 +242,7 @@ class ClaimContract:
         assert res.resend == ()
         [gone] = res.expired
         assert (gone.run_id, gone.state, gone.reason) == (rec.run_id, "skipped", "missed")
-        assert store.get(SCOPE, "r1", rec.run_id) == gone
+        assert store.get(RunKey.of(SCOPE, "r1", rec.run_id)) == gone
         assert store.take_resends(T0 + HOUR, 10, TIMERS) == Resends()
 
     def test_take_resends_backs_off(self, store: Store) -> None:
@@ -284,7 +284,7 @@ class ClaimContract:
         rec = running(store)
         res = store.take_resends(T0 + 2 * HOUR, 10, TIMERS)
         assert res == Resends()
-        assert store.get(SCOPE, "r1", rec.run_id) == rec
+        assert store.get(RunKey.of(SCOPE, "r1", rec.run_id)) == rec
 
     # ------------------------------------------------------------------ take_polls
 
@@ -296,5 +296,5 @@ class ClaimContract:
         assert polled.key == rec.key and polled.state == "submitted" and polled.poll_attempts == 1
         assert polled.next_poll_at == T0 + 30 * SECOND + Timers.backoff(TIMERS.poll_first, TIMERS.poll_max, 1)
         assert store.take_polls(T0 + 30 * SECOND, 10, TIMERS) == []
-        assert store.get(SCOPE, "r1", rec.run_id) == polled
+        assert store.get(RunKey.of(SCOPE, "r1", rec.run_id)) == polled
         assert key_of("r1", rec.run_id) == rec.key

@@ -75,15 +75,15 @@ class InputContract:
         register(store)
         before = everything(store)
         with pytest.raises(InvalidInput):
-            store.claim_manual(SCOPE, "r1", bad, now=T0, expires_at=T0 + HOUR, resend_at=T0 + MINUTE)
+            store.claim_manual(RunKey.of(SCOPE, "r1", bad), now=T0, expires_at=T0 + HOUR, resend_at=T0 + MINUTE)
         with pytest.raises(InvalidInput):
-            store.claim_manual(SCOPE, bad, "manual:1", now=T0, expires_at=T0 + HOUR, resend_at=T0 + MINUTE)
+            store.claim_manual(RunKey.of(SCOPE, bad, "manual:1"), now=T0, expires_at=T0 + HOUR, resend_at=T0 + MINUTE)
         with pytest.raises(InvalidInput):
             store.set_paused(Scope(bad, "u"), "r1", "operator", now=T0, next_due_at=None)
         with pytest.raises(InvalidInput):
             store.delete_routine(SCOPE, bad, now=T0)
         with pytest.raises(InvalidInput):
-            store.record(SCOPE, "r1", bad, "failed", "reconciled", now=T0)
+            store.record(RunKey.of(SCOPE, "r1", bad), "failed", "reconciled", now=T0)
         assert everything(store) == before
 
     @pytest.mark.parametrize("odd", ODD_IDS, ids=ODD_ID_NAMES)
@@ -94,12 +94,12 @@ class InputContract:
         got = store.get_routine(scope, odd)
         assert got == saved
         assert [r.routine_id for r in store.list_routines(scope)] == [odd]
-        res = store.claim_manual(scope, odd, odd, now=T0, expires_at=T0 + HOUR, resend_at=T0 + MINUTE)
+        res = store.claim_manual(RunKey.of(scope, odd, odd), now=T0, expires_at=T0 + HOUR, resend_at=T0 + MINUTE)
         assert res.won and res.record is not None and res.record.run_id == odd
         key = RunKey(scope.org, scope.uid, odd, odd)
         assert store.start(key, now=T0).won
         assert [r.run_id for r in store.list_runs(scope)] == [odd]
-        assert store.get(scope, odd, odd) == store.list_runs(scope)[0]
+        assert store.get(RunKey.of(scope, odd, odd)) == store.list_runs(scope)[0]
         assert store.get_routine(Scope("org-a", "user-1"), odd) is None
 
     @pytest.mark.parametrize("body", BAD_BODIES, ids=BAD_BODY_NAMES)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from alma_schedule.errors import InvalidInput
-from alma_schedule.model import MAX_ID_LENGTH, Ceiling, RunRecord, RunResult, Scope
+from alma_schedule.model import MAX_ID_LENGTH, Ceiling, RunKey, RunRecord, RunResult, Scope
 from alma_schedule.stores.base import Store
 from alma_schedule.testing.builders import DAY, HOUR, SCOPE, T0, TIMERS, register, run_in, running
 
@@ -29,7 +29,7 @@ class MoneyContract:
         rec = _reserved(store, 100)
         assert (rec.reserved_micros, rec.reserve_day) == (100, DAY)
         assert set(rec.reserve_ceilings) == {ROUTINE, ORG}
-        assert store.get(SCOPE, "r1", rec.run_id) == rec
+        assert store.get(RunKey.of(SCOPE, "r1", rec.run_id)) == rec
         assert (store.spend(ROUTINE, DAY), store.spend(ORG, DAY)) == (100, 100)
         assert store.spend(ORG, "2026-03-02") == 0
 
@@ -38,7 +38,7 @@ class MoneyContract:
         res = store.reserve(rec.key, DAY, 600, _both(routine_limit=1_000, org_limit=500))
         assert (res.ok, res.ceiling) == (False, ORG)
         assert (store.spend(ROUTINE, DAY), store.spend(ORG, DAY)) == (0, 0)
-        after = store.get(SCOPE, "r1", rec.run_id)
+        after = store.get(RunKey.of(SCOPE, "r1", rec.run_id))
         assert after is not None and after.reserved_micros == 0
 
     def test_reserve_names_the_first_ceiling_exceeded(self, store: Store) -> None:
@@ -83,13 +83,13 @@ class MoneyContract:
 
     def test_record_settles_or_releases(self, store: Store) -> None:
         rec = _reserved(store, 100)
-        res = store.record(SCOPE, "r1", rec.run_id, "failed", "reconciled", now=T0 + HOUR)
+        res = store.record(RunKey.of(SCOPE, "r1", rec.run_id), "failed", "reconciled", now=T0 + HOUR)
         assert res.record is not None and res.record.reserved_micros == 0
         assert store.spend(ORG, DAY) == 0, "an orphan reservation with no recorded cost is released"
         rec2 = run_in(store, "running", "r2")
         assert store.reserve(rec2.key, DAY, 100, [Ceiling(ORG, 10_000)]).ok
         store.annotate(rec2.key, {"cost_micros": 25})
-        store.record(SCOPE, "r2", rec2.run_id, "completed", "reconciled", now=T0 + HOUR)
+        store.record(RunKey.of(SCOPE, "r2", rec2.run_id), "completed", "reconciled", now=T0 + HOUR)
         assert store.spend(ORG, DAY) == 25
 
     def test_ceiling_keys_of_max_length_ids(self, store: Store) -> None:
@@ -106,7 +106,7 @@ class MoneyContract:
         naive = f"routine:{scope.org}/{scope.uid}/{rid}"  # what a joined key would be: too long to store
         with pytest.raises(InvalidInput):
             store.reserve(rec.key, DAY, 100, [Ceiling(naive, 1_000)])
-        assert store.spend(keys[1], DAY) == 0 and store.get(scope, rid, rec.run_id) == rec
+        assert store.spend(keys[1], DAY) == 0 and store.get(RunKey.of(scope, rid, rec.run_id)) == rec
         res = store.reserve(rec.key, DAY, 100, [Ceiling(keys[0], 1_000), Ceiling(keys[1], 10_000)])
         assert res.ok and res.record is not None and set(res.record.reserve_ceilings) == set(keys)
         assert (store.spend(keys[0], DAY), store.spend(keys[1], DAY)) == (100, 100)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from alma_schedule.model import RunResult
+from alma_schedule.model import RunKey, RunResult
 from alma_schedule.stores.base import Store
 from alma_schedule.testing.builders import (
     HOUR,
@@ -65,11 +65,11 @@ class ReadContract:
         store.annotate(rec.key, {"result_text": "secret", "delivery_hash": "h"})
         store.finish(rec.key, RunResult.completed("delivered"), now=T0, timers=TIMERS)
         for other in (OTHER_ORG, OTHER_UID):
-            assert store.get(other, "r1", rec.run_id) is None
+            assert store.get(RunKey.of(other, "r1", rec.run_id)) is None
             assert store.list_runs(other) == []
             assert store.last_completed_delivery(other, "r1") is None
             assert store.erase_results(other) == 0
-        kept = store.get(SCOPE, "r1", rec.run_id)
+        kept = store.get(RunKey.of(SCOPE, "r1", rec.run_id))
         assert kept is not None and kept.result_text == "secret"
 
     def test_last_completed_delivery(self, store: Store) -> None:
@@ -197,9 +197,9 @@ class ReadContract:
         live = running(store, "live", now=T0 + 2 * HOUR)
         assert store.prune(T0 + MINUTE) == 1
         assert [r.finished_at for r in store.list_runs(SCOPE, routine_id="old")] == [T0 + HOUR]
-        assert store.get(SCOPE, "live", live.run_id) == live
+        assert store.get(RunKey.of(SCOPE, "live", live.run_id)) == live
         assert store.prune(T0 + 10 * HOUR) == 1
-        assert store.get(SCOPE, "live", live.run_id) == live
+        assert store.get(RunKey.of(SCOPE, "live", live.run_id)) == live
 
     def test_purge_deleted_only_without_non_terminal_runs(self, store: Store) -> None:
         register(store, "done")
@@ -227,9 +227,9 @@ class ReadContract:
         other = running(store, "x", now=T0)
         store.annotate(other.key, {"result_text": "theirs"})
         assert store.erase_results(SCOPE) == 1
-        got = store.get(SCOPE, "r1", mine.run_id)
+        got = store.get(RunKey.of(SCOPE, "r1", mine.run_id))
         assert got is not None and got.result_text is None
-        kept = store.get(OTHER_ORG, "x", other.run_id)
+        kept = store.get(RunKey.of(OTHER_ORG, "x", other.run_id))
         assert kept is not None and kept.result_text == "theirs"
 
     def test_erase_expired_results(self, store: Store) -> None:
@@ -239,7 +239,7 @@ class ReadContract:
         erase_at = T0 + TIMERS.result_retention
         assert store.erase_expired_results(erase_at - SECOND) == 0
         assert store.erase_expired_results(erase_at) == 1
-        got = store.get(SCOPE, "r1", rec.run_id)
+        got = store.get(RunKey.of(SCOPE, "r1", rec.run_id))
         assert got is not None and got.result_text is None
         assert store.erase_expired_results(erase_at + HOUR) == 0
 

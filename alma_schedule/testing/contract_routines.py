@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from alma_schedule.errors import NotFound, RegistrationRefused, StoreConflict
-from alma_schedule.model import RunResult
+from alma_schedule.model import RunKey, RunResult
 from alma_schedule.stores.base import Store
 from alma_schedule.testing.builders import (
     MINUTE,
@@ -122,7 +122,7 @@ class RoutineContract:
         assert fresh.deleted_at is None and fresh.enabled and fresh.paused_reason is None
         assert fresh.consecutive_failures == 0 and fresh.next_due_at == T0 + HOUR_
         assert store.get_routine(SCOPE, "r1") == fresh
-        assert store.get(SCOPE, "r1", rec.run_id) is not None, "old runs stay in the ledger"
+        assert store.get(RunKey.of(SCOPE, "r1", rec.run_id)) is not None, "old runs stay in the ledger"
 
     # ------------------------------------------------------------------ levers
 
@@ -222,7 +222,7 @@ class RoutineContract:
             with pytest.raises(NotFound):
                 store.delete_routine(other, "r1", now=T0)
             res = store.claim_manual(
-                other, "r1", "manual:1", now=T0, expires_at=T0 + HOUR_, resend_at=T0 + MINUTE
+                RunKey.of(other, "r1", "manual:1"), now=T0, expires_at=T0 + HOUR_, resend_at=T0 + MINUTE
             )
             assert (res.won, res.reason, res.record) == (False, "not_found", None)
         assert store.get_routine(SCOPE, "r1") == mine

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 
 from alma_schedule.errors import InvalidInput, NotFound
-from alma_schedule.model import Ceiling, RunRecord, RunResult
+from alma_schedule.model import Ceiling, RunKey, RunRecord, RunResult
 from alma_schedule.settings import Timers
 from alma_schedule.stores.base import Store
 from alma_schedule.testing.builders import (
@@ -99,7 +99,7 @@ class RunContract:
         )
         again = store.start(rec.key, now=T0 + 2 * SECOND)
         assert (again.won, again.reason, again.record) == (False, "duplicate", won.record)
-        assert store.get(SCOPE, "r1", rec.run_id) == won.record
+        assert store.get(RunKey.of(SCOPE, "r1", rec.run_id)) == won.record
 
     def test_start_unknown_run(self, store: Store) -> None:
         register(store)
@@ -127,7 +127,7 @@ class RunContract:
         res = store.start(rec.key, now=T0 + SECOND)
         assert (res.won, res.reason) == (False, lever)
         assert res.record is not None and (res.record.state, res.record.reason) == ("skipped", lever)
-        assert store.get(SCOPE, "r1", rec.run_id) == res.record
+        assert store.get(RunKey.of(SCOPE, "r1", rec.run_id)) == res.record
         assert store.start(rec.key, now=T0 + 2 * SECOND).won is False
 
     # ------------------------------------------------------------------ submit / collect
@@ -175,7 +175,7 @@ class RunContract:
         assert (res.won, res.reason) == (True, "won")  # type: ignore[attr-defined]
         moved = res.record  # type: ignore[attr-defined]
         assert moved is not None and (moved.state, moved.state_at) == (target, T0 + MINUTE)
-        assert store.get(SCOPE, "r1", rec.run_id) == moved
+        assert store.get(RunKey.of(SCOPE, "r1", rec.run_id)) == moved
         if moved.terminal:
             assert moved.finished_at == T0 + MINUTE
         again = OPS[op](store, rec)
@@ -184,11 +184,11 @@ class RunContract:
     @pytest.mark.parametrize(("op", "state"), WRONG)
     def test_a_wrong_edge_changes_nothing(self, store: Store, op: str, state: str) -> None:
         rec = _in(store, state)
-        before = store.get(SCOPE, "r1", rec.run_id)
+        before = store.get(RunKey.of(SCOPE, "r1", rec.run_id))
         routine = store.get_routine(SCOPE, "r1")
         res = OPS[op](store, rec)
         assert (res.won, res.reason, res.record) == (False, "duplicate", before)  # type: ignore[attr-defined]
-        assert store.get(SCOPE, "r1", rec.run_id) == before
+        assert store.get(RunKey.of(SCOPE, "r1", rec.run_id)) == before
         assert store.get_routine(SCOPE, "r1") == routine
 
     @pytest.mark.parametrize("op", ["submit", "begin_collecting", "completed"])
@@ -219,7 +219,7 @@ class RunContract:
         for name, value in values.items():
             if name != "caps_crossed":
                 assert getattr(out, name) == value, name
-        assert store.get(SCOPE, "r1", rec.run_id) == out
+        assert store.get(RunKey.of(SCOPE, "r1", rec.run_id)) == out
         for bad in (
             {"state": "completed"},
             {"reason": "ok"},
@@ -228,12 +228,12 @@ class RunContract:
         ):
             with pytest.raises(InvalidInput):
                 store.annotate(rec.key, bad)
-        assert store.get(SCOPE, "r1", rec.run_id) == out
+        assert store.get(RunKey.of(SCOPE, "r1", rec.run_id)) == out
 
     def test_annotate_leaves_terminal_runs_alone(self, store: Store) -> None:
         done = _terminal(store)
         assert store.annotate(done.key, {"result_text": "late"}) == done
-        assert store.get(SCOPE, "r1", done.run_id) == done
+        assert store.get(RunKey.of(SCOPE, "r1", done.run_id)) == done
 
     def test_annotate_unknown_run(self, store: Store) -> None:
         register(store)
@@ -286,7 +286,7 @@ class RunContract:
             store.finish(rec.key, RunResult.submitted(), now=T0, timers=TIMERS)
         with pytest.raises(InvalidInput):
             store.finish(rec.key, RunResult.failed("Traceback: boom"), now=T0, timers=TIMERS)
-        assert store.get(SCOPE, "r1", rec.run_id) == rec
+        assert store.get(RunKey.of(SCOPE, "r1", rec.run_id)) == rec
 
     # ------------------------------------------------------------------ finish narrowed (from_states)
 
@@ -319,7 +319,7 @@ class RunContract:
         assert (wide.won, wide.reason, wide.record) == (False, "duplicate", rec)  # completed never leaves submitted
         none = store.finish(rec.key, RunResult.failed("provider_gone"), now=T0 + MINUTE, timers=TIMERS, from_states=())
         assert (none.won, none.record) == (False, rec)
-        assert store.get(SCOPE, "r1", rec.run_id) == rec
+        assert store.get(RunKey.of(SCOPE, "r1", rec.run_id)) == rec
         many = store.finish(
             rec.key,
             RunResult.failed("provider_gone"),
@@ -377,7 +377,7 @@ class RunContract:
     def test_manual_runs_count_too(self, store: Store) -> None:
         register(store)
         res = store.claim_manual(
-            SCOPE, "r1", "manual:01", now=T0, expires_at=T0 + HOUR, resend_at=T0 + MINUTE
+            RunKey.of(SCOPE, "r1", "manual:01"), now=T0, expires_at=T0 + HOUR, resend_at=T0 + MINUTE
         )
         assert res.record is not None
         store.start(res.record.key, now=T0)
@@ -419,7 +419,7 @@ class RunContract:
     @pytest.mark.parametrize("state", ["claimed", "running", "submitted", "collecting"])
     def test_record_moves_any_non_terminal_run(self, store: Store, state: str) -> None:
         rec = run_in(store, state)
-        res = store.record(SCOPE, "r1", rec.run_id, "failed", "reconciled", now=T0 + HOUR)
+        res = store.record(RunKey.of(SCOPE, "r1", rec.run_id), "failed", "reconciled", now=T0 + HOUR)
         assert res.won and res.record is not None
         assert (res.record.state, res.record.reason, res.record.finished_at) == (
             "failed",
@@ -428,16 +428,16 @@ class RunContract:
         )
         row = store.get_routine(SCOPE, "r1")
         assert row is not None and row.consecutive_failures == 0, "record never counts"
-        again = store.record(SCOPE, "r1", rec.run_id, "completed", "reconciled", now=T0 + HOUR)
+        again = store.record(RunKey.of(SCOPE, "r1", rec.run_id), "completed", "reconciled", now=T0 + HOUR)
         assert (again.won, again.reason, again.record) == (False, "duplicate", res.record)
         assert store.take_resends(T0 + 10 * HOUR, 10, TIMERS).resend == ()
 
     def test_record_refuses_bad_outcomes_and_other_scopes(self, store: Store) -> None:
         rec = run_in(store, "running")
         with pytest.raises(InvalidInput):
-            store.record(SCOPE, "r1", rec.run_id, "running", "reconciled", now=T0)
+            store.record(RunKey.of(SCOPE, "r1", rec.run_id), "running", "reconciled", now=T0)
         with pytest.raises(InvalidInput):
-            store.record(SCOPE, "r1", rec.run_id, "failed", "because I said so", now=T0)
-        res = store.record(OTHER_ORG, "r1", rec.run_id, "failed", "reconciled", now=T0)
+            store.record(RunKey.of(SCOPE, "r1", rec.run_id), "failed", "because I said so", now=T0)
+        res = store.record(RunKey.of(OTHER_ORG, "r1", rec.run_id), "failed", "reconciled", now=T0)
         assert (res.won, res.reason, res.record) == (False, "not_found", None)
-        assert store.get(SCOPE, "r1", rec.run_id) == rec
+        assert store.get(RunKey.of(SCOPE, "r1", rec.run_id)) == rec

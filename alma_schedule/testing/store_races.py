@@ -122,7 +122,7 @@ class StoreRaceContract:
                 (
                     rid,
                     store.claim_manual(
-                        SCOPE, rid, f"manual:{i}", now=T0, expires_at=T0 + HOUR, resend_at=T0 + HOUR
+                        RunKey.of(SCOPE, rid, f"manual:{i}"), now=T0, expires_at=T0 + HOUR, resend_at=T0 + HOUR
                     ),
                 )
                 for rid in order
@@ -236,7 +236,7 @@ class StoreRaceContract:
         a, b = race(2, finisher)
         assert all(x != y for x, y in zip(a, b, strict=True)), "exactly one finish per run"
         for rec, completed_won in zip(runs, a, strict=True):
-            got = store.get(SCOPE, rec.routine_id, rec.run_id)
+            got = store.get(RunKey.of(SCOPE, rec.routine_id, rec.run_id))
             row = store.get_routine(SCOPE, rec.routine_id)
             assert got is not None and row is not None
             assert got.state == ("completed" if completed_won else "failed")
@@ -259,5 +259,5 @@ class StoreRaceContract:
             assert sum(ok for ok, _ in out) == fits, "the ceiling admits exactly what fits"
             assert {c for ok, c in out if not ok} == {ORG}
             assert store.spend(ORG, day) == fits * amount
-            held = [store.get(SCOPE, r.routine_id, r.run_id) for r in runs]
+            held = [store.get(RunKey.of(SCOPE, r.routine_id, r.run_id)) for r in runs]
             assert sum(h.reserved_micros for h in held if h is not None) == fits * amount

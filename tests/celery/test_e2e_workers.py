@@ -69,7 +69,7 @@ class E2E:
         return {(r[0], r[1], r[2], r[3]): (r[4], r[5]) for r in rows}
 
     def state(self, key: RunKey) -> str | None:
-        rec = self.schedule.store.get(key.scope, key.routine_id, key.run_id)
+        rec = self.schedule.store.get(RunKey.of(key.scope, key.routine_id, key.run_id))
         return None if rec is None else rec.state
 
 

@@ -16,7 +16,7 @@ from test_dispatcher import messages
 from alma_schedule.celery import create_app
 from alma_schedule.engine import create_schedule
 from alma_schedule.errors import InvalidInput
-from alma_schedule.model import RUN_TASK, RoutineSpec, RunRecord, RunResult, Scope
+from alma_schedule.model import RUN_TASK, RoutineSpec, RunKey, RunRecord, RunResult, Scope
 from alma_schedule.runners.registry import KindRegistry
 from alma_schedule.stores import migrate_store
 from alma_schedule.tasks import composition_of
@@ -97,14 +97,14 @@ def test_a_slow_fire_sends_the_unstarted_ones_away_and_expired_ones_are_left_cla
         assert [m["headers"]["task"] for m in sent] == [RUN_TASK, RUN_TASK]
         assert [m["decoded"][0] for m in sent] == [fires[1][:4], fires[2][:4]]
         store = composition.store()
-        assert store.get(SCOPE, "b-fast", by_id["b-fast"].run_id).state == "claimed"  # type: ignore[union-attr]
+        assert store.get(RunKey.of(SCOPE, "b-fast", by_id["b-fast"].run_id)).state == "claimed"  # type: ignore[union-attr]
 
         # without a slow fire: everything runs in the message, the expired fire stays claimed
         r.delete("alma.run")
         calm = run_batch(composition, [fires[1], fires[2]])
         assert calm == {"fires": 2, "states": {"completed": 1}, "expired": 1, "resent": 0}
         assert [k.routine_id for k in fast.keys] == ["b-fast"] and r.llen("alma.run") == 0
-        assert store.get(SCOPE, "c-expired", by_id["c-expired"].run_id).state == "claimed"  # type: ignore[union-attr]
+        assert store.get(RunKey.of(SCOPE, "c-expired", by_id["c-expired"].run_id)).state == "claimed"  # type: ignore[union-attr]
         again = run_batch(composition, [fires[2]])  # a duplicate message: the CAS says no
         assert again["states"] == {"completed": 1}  # the winner's record, not a second run
         assert [k.routine_id for k in fast.keys] == ["b-fast"]

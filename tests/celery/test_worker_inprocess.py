@@ -13,7 +13,7 @@ from celery_support import Recorder, inprocess_worker, make_settings, utcnow, wa
 from alma_schedule.celery import create_app
 from alma_schedule.clock import send_tick
 from alma_schedule.errors import ConfigurationError
-from alma_schedule.model import RUN_TASK, TICK_TASK, RoutineSpec, RunResult, Scope
+from alma_schedule.model import RUN_TASK, TICK_TASK, RoutineSpec, RunKey, RunResult, Scope
 from alma_schedule.runners.registry import KindRegistry
 from alma_schedule.settings import Settings
 from alma_schedule.stores import migrate_store
@@ -108,21 +108,21 @@ def test_pickle_is_refused_and_an_expired_run_message_is_discarded(sqlite_url: s
             wait_for(lambda: r.llen("alma.run") == 0, what="the expired message consumed")
             # the same kind of message in pickle: refused and dropped by the JSON-only worker
             pending = schedule.store.claim_manual(
-                SCOPE, "p", "manual:01PICKLE", now=utcnow(), expires_at=utcnow() + timedelta(hours=1),
+                RunKey.of(SCOPE, "p", "manual:01PICKLE"), now=utcnow(), expires_at=utcnow() + timedelta(hours=1),
                 resend_at=utcnow() + timedelta(hours=1),
             ).record
             assert pending is not None
             app.send_task(RUN_TASK, args=pending.key.args(), serializer="pickle", ignore_result=True)
             wait_for(lambda: r.llen("alma.run") == 0, what="the pickle message consumed")
             report = app.send_task(TICK_TASK).get(timeout=30)  # worker is solo: the message is gone
-            assert schedule.store.get(SCOPE, "p", pending.run_id).state == "claimed"  # type: ignore[union-attr]
+            assert schedule.store.get(RunKey.of(SCOPE, "p", pending.run_id)).state == "claimed"  # type: ignore[union-attr]
             assert report["skipped"] >= 1  # the expired manual run: skipped(missed) by the sweep
-            final = schedule.store.get(SCOPE, "x", expired.run_id)
+            final = schedule.store.get(RunKey.of(SCOPE, "x", expired.run_id))
             assert final is not None and (final.state, final.reason) == ("skipped", "missed")
             # the JSON message of the same fire runs it
             app.send_task(RUN_TASK, args=pending.key.args(), ignore_result=True)
             wait_for(
-                lambda: schedule.store.get(SCOPE, "p", pending.run_id).state == "completed",  # type: ignore[union-attr]
+                lambda: schedule.store.get(RunKey.of(SCOPE, "p", pending.run_id)).state == "completed",  # type: ignore[union-attr]
                 what="the JSON run",
             )
         assert [k.run_id for k in recorder.keys] == ["manual:01PICKLE"]
@@ -237,11 +237,11 @@ def test_a_submitted_run_is_collected_through_the_collect_queue(sqlite_url: str,
     try:
         with inprocess_worker(app, ["alma.run", "alma.collect"]):
             (key,) = schedule.tick().claimed
-            wait_for(lambda: store.get(SCOPE, "j", key.run_id).state == "submitted", what="submitted")  # type: ignore[union-attr]
+            wait_for(lambda: store.get(RunKey.of(SCOPE, "j", key.run_id)).state == "submitted", what="submitted")  # type: ignore[union-attr]
             report = schedule.tick()
             assert report.collect == (key,)
-            wait_for(lambda: store.get(SCOPE, "j", key.run_id).state == "completed", what="collected")  # type: ignore[union-attr]
-        final = store.get(SCOPE, "j", key.run_id)
+            wait_for(lambda: store.get(RunKey.of(SCOPE, "j", key.run_id)).state == "completed", what="collected")  # type: ignore[union-attr]
+        final = store.get(RunKey.of(SCOPE, "j", key.run_id))
         assert final is not None and final.reason == "delivered"
         assert runner.collected == [key.run_id]
     finally:

@@ -18,7 +18,7 @@ from engine_support import HOUR, MINUTE, SCOPE, T0, RecordingDispatcher, every_s
 
 from alma_schedule.engine import Scheduler
 from alma_schedule.errors import OutcomeUncertain, StoreUnavailable
-from alma_schedule.model import Ceiling, Routine, RunHandle, RunRecord, RunResult
+from alma_schedule.model import Ceiling, Routine, RunHandle, RunKey, RunRecord, RunResult
 from alma_schedule.model.time import SettableTime
 from alma_schedule.stores.base import Store
 
@@ -89,7 +89,7 @@ def test_a_collector_that_lost_the_collecting_cas_cannot_end_the_run(
 
     assert runner.b_record is not None and runner.b_record.state == "collecting"  # B lost: nothing written
     assert (done.state, done.reason, done.cost_micros) == ("completed", "delivered", 7)
-    assert sched.store.get(SCOPE, "r1", key.run_id) == done
+    assert sched.store.get(RunKey.of(SCOPE, "r1", key.run_id)) == done
     routine = sched.get(SCOPE, "r1")
     assert (routine.consecutive_failures, routine.paused_reason) == (0, None)
     assert runner.deliveries == 1

@@ -192,7 +192,7 @@ class Harness:
         return self.schedule.execute(self.fire(routine_id))
 
     def get(self, key: RunKey) -> RunRecord:
-        rec = self.store.get(key.scope, key.routine_id, key.run_id)
+        rec = self.store.get(RunKey.of(key.scope, key.routine_id, key.run_id))
         assert rec is not None
         return rec
 

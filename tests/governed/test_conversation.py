@@ -293,7 +293,7 @@ def test_the_request_is_built_only_after_the_reservation(store: Any, clock: Sett
     seen: list[int] = []
 
     def build(routine: Any, key: RunKey, plan: Any) -> str:
-        rec = store.get(key.scope, key.routine_id, key.run_id)
+        rec = store.get(RunKey.of(key.scope, key.routine_id, key.run_id))
         seen.append(rec.reserved_micros)
         return "context " * 100  # longer than the input bound the reservation assumed
 

@@ -22,7 +22,7 @@ from alma_schedule.errors import (
     StoreError,
     StoreUnavailable,
 )
-from alma_schedule.model import Routine
+from alma_schedule.model import Routine, RunKey
 from alma_schedule.stores.sql import SqlStore, migrate_store
 from alma_schedule.stores.sql.errors import mapped_errors
 from alma_schedule.stores.sql.schema import runs
@@ -232,7 +232,7 @@ def test_a_missing_table_is_a_schema_mismatch(backend: str) -> None:
                 conn.exec_driver_sql("DROP TABLE runs")
             engine.dispose()
             with opened(url) as store, pytest.raises(SchemaMismatch, match="not migrated") as info:
-                store.get(SCOPE, "r1", "x")
+                store.get(RunKey.of(SCOPE, "r1", "x"))
             assert isinstance(info.value.__cause__, sa_exc.SQLAlchemyError)
         finally:
             if ctx is not None:

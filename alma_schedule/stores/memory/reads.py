@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from alma_schedule.model import (
     Reason,
     Resends,
+    RunKey,
     RunRecord,
     RunState,
     Scope,
@@ -24,10 +25,10 @@ from alma_schedule.stores.validation import check_routine_key, require_utc
 class ReadsMixin(RunsMixin):
     # ------------------------------------------------------------------ reads
 
-    def get(self, scope: Scope, routine_id: str, run_id: str) -> RunRecord | None:
-        rk = run_ref_args(scope, routine_id, run_id)
+    def get(self, key: RunKey) -> RunRecord | None:
+        rk = run_ref_args(key)
         with self._lock:
-            return self._find(rk, run_id)
+            return self._find(rk, key.run_id)
 
     def list_runs(
         self,

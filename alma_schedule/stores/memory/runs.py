@@ -278,12 +278,10 @@ class RunsMixin:
             self._streak(rk, result, now, timers)
             return ClaimResult(True, new, "won")
 
-    def record(
-        self, scope: Scope, routine_id: str, run_id: str, outcome: str, reason: str, *, now: datetime
-    ) -> ClaimResult:
-        rk, now = record_args(scope, routine_id, run_id, outcome, reason, now)
+    def record(self, key: RunKey, outcome: str, reason: str, *, now: datetime) -> ClaimResult:
+        rk, now = record_args(key, outcome, reason, now)
         with self._lock:
-            rec = self._find(rk, run_id)
+            rec = self._find(rk, key.run_id)
             if rec is None:
                 return ClaimResult(False, None, "not_found")
             if rec.terminal:

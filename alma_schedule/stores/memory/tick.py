@@ -23,9 +23,9 @@ from alma_schedule.model import (
     NotDue,
     Reason,
     Routine,
+    RunKey,
     RunRecord,
     RunState,
-    Scope,
     check_id,
 )
 from alma_schedule.settings import Timers
@@ -149,31 +149,29 @@ class TickMixin(RunsMixin):
 
     def claim_manual(
         self,
-        scope: Scope,
-        routine_id: str,
-        run_id: str,
+        key: RunKey,
         *,
         now: datetime,
         expires_at: datetime,
         resend_at: datetime,
     ) -> ClaimResult:
-        args = claim_manual_args(scope, routine_id, run_id, now, expires_at, resend_at)
-        key, now, expires, resend = args.key, args.now, args.expires_at, args.resend_at
+        args = claim_manual_args(key, now, expires_at, resend_at)
+        rk, run_id, now, expires, resend = args.key, args.run_id, args.now, args.expires_at, args.resend_at
         with self._lock:
-            row = self._routines.get(key)
+            row = self._routines.get(rk)
             if row is None:
                 return ClaimResult(False, None, "not_found")
             inactive = row.inactive_reason
             if inactive is not None:
                 return ClaimResult(False, None, inactive)
-            runs = self._runs.setdefault(key, {})
-            active = self._active.get(key)
+            runs = self._runs.setdefault(rk, {})
+            active = self._active.get(rk)
             if active is not None:
                 return ClaimResult(False, runs[active], "overlap")
             if run_id in runs:
                 return ClaimResult(False, runs[run_id], "duplicate")
             rec = RunRecord(
-                *key,
+                *rk,
                 run_id,
                 RunState.CLAIMED,
                 "manual",

@@ -215,13 +215,10 @@ class RunsMixin(SqlBase):
         elif row["consecutive_failures"]:
             conn.execute(q.update_routine(*rk, {"consecutive_failures": 0, "updated_at": now}))
 
-    def record(
-        self, scope: Scope, routine_id: str, run_id: str, outcome: str, reason: str, *, now: datetime
-    ) -> ClaimResult:
+    def record(self, key: RunKey, outcome: str, reason: str, *, now: datetime) -> ClaimResult:
         """The operator's CAS from ANY non-terminal state to ``outcome`` (tenant, ONE transaction);
         settles the reservation to the recorded cost; never touches the streak; never resends."""
-        rk, now = record_args(scope, routine_id, run_id, outcome, reason, now)
-        key = RunKey(*rk, run_id)
+        _, now = record_args(key, outcome, reason, now)
         with self._tx() as conn:
             rec = self._current(conn, key, lock=True)
             if rec is None:
@@ -290,10 +287,10 @@ class RunsMixin(SqlBase):
 
     # ------------------------------------------------------------------ reads
 
-    def get(self, scope: Scope, routine_id: str, run_id: str) -> RunRecord | None:
-        rk = run_ref_args(scope, routine_id, run_id)
+    def get(self, key: RunKey) -> RunRecord | None:
+        run_ref_args(key)
         with self._tx(read=True) as conn:
-            return self._current(conn, RunKey(*rk, run_id))
+            return self._current(conn, key)
 
     def list_runs(
         self,

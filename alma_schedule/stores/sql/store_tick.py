@@ -41,7 +41,6 @@ from alma_schedule.model import (
     RunKey,
     RunRecord,
     RunState,
-    Scope,
     check_id,
 )
 from alma_schedule.settings import Timers
@@ -224,29 +223,27 @@ class TickMixin(SqlBase):
 
     def claim_manual(
         self,
-        scope: Scope,
-        routine_id: str,
-        run_id: str,
+        key: RunKey,
         *,
         now: datetime,
         expires_at: datetime,
         resend_at: datetime,
     ) -> ClaimResult:
         """Tenant, ONE transaction: lock the routine row, then insert a ``claimed`` manual run."""
-        args = claim_manual_args(scope, routine_id, run_id, now, expires_at, resend_at)
-        key, now, expires, resend = args.key, args.now, args.expires_at, args.resend_at
+        args = claim_manual_args(key, now, expires_at, resend_at)
+        rk, run_id, now, expires, resend = args.key, args.run_id, args.now, args.expires_at, args.resend_at
         with self._tx() as conn:
-            found = conn.execute(q.select_routine(*key, lock=True)).first()
+            found = conn.execute(q.select_routine(*rk, lock=True)).first()
             if found is None:
                 return ClaimResult(False, None, "not_found")
             routine = routine_from_row(found)
             if routine.inactive_reason is not None:
                 return ClaimResult(False, None, routine.inactive_reason)
-            blocking = conn.execute(q.select_open_run(*key)).first()
+            blocking = conn.execute(q.select_open_run(*rk)).first()
             if blocking is not None:
                 return ClaimResult(False, run_from_row(blocking), "overlap")
             values = new_run(
-                key,
+                rk,
                 run_id,
                 state=RunState.CLAIMED,
                 origin="manual",
@@ -259,7 +256,7 @@ class TickMixin(SqlBase):
             row = conn.execute(q.insert_run(self.dialect, values)).first()
             if row is not None:
                 return ClaimResult(True, run_from_row(row), "won")
-            existing = conn.execute(q.SELECT_RUN, q.run_params(RunKey(*key, run_id))).first()
+            existing = conn.execute(q.SELECT_RUN, q.run_params(key)).first()
             return ClaimResult(False, run_from_row(existing) if existing is not None else None, "duplicate")
 
     def take_resends(self, now: datetime, limit: int, timers: Timers, *, send: bool = True) -> Resends:
