@@ -1,4 +1,4 @@
-"""The tick (writes) and the plan (reads): DESIGN.md's flow, in order.
+"""The tick (writes) and the plan (reads): the flow of docs/architecture.md, in order.
 
 :func:`tick`, at one clamped ``now``:
 

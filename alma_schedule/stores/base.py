@@ -6,7 +6,7 @@ Conventions (all backends, checked by the contract suite in :mod:`alma_schedule.
   not at all. Datetimes in and out are aware UTC; money is integer micro-USD.
 * Tenant operations take a :class:`Scope` and can reach nothing outside it (another org's routine is
   "not found"). System operations are named ``system`` in their docstring and cross every scope.
-* Guarded transitions are compare-and-set on one edge of DESIGN.md's state table
+* Guarded transitions are compare-and-set on one edge of the state table in docs/architecture.md
   (:data:`alma_schedule.model.EDGES`) and return :class:`ClaimResult`: a loser gets the current
   record and a reason, never an exception. Nothing moves backwards; nothing moves on age.
 * At most ONE non-terminal run (``claimed``, ``running``, ``submitted``, ``collecting``) exists per
