@@ -33,3 +33,15 @@ def test_the_two_setup_commands_come_first() -> None:
     assert "scripts/demo" in head and "scripts/test" in head
     assert (Path(__file__).resolve().parents[1] / "scripts" / "test").exists()
     assert "scripts/test" in (Path(__file__).resolve().parents[1] / ".ci" / "run").read_text()
+
+
+def test_the_library_example_runs_as_written() -> None:
+    import contextlib
+    import io
+
+    section = README.split("## Use it as a library", 1)[1].split("\n## ", 1)[0]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, "README.md", "exec"), {"__name__": "readme_example"})
+    assert out.getvalue().splitlines() == ["hello from briefing at 09:05", "1 claimed"]
