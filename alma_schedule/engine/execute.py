@@ -38,7 +38,6 @@ from alma_schedule.model import (
     RunResult,
     RunState,
     Scope,
-    check_id,
     check_scope,
 )
 
@@ -207,11 +206,9 @@ def record(
     now: datetime | None = None,
 ) -> ClaimResult:
     """The operator's reconciliation: CAS any non-terminal run to ``outcome(reason)``. Never resends."""
-    check_scope(scope)
-    check_id("routine_id", routine_id)
-    check_id("run_id", run_id)
+    key = RunKey.of(check_scope(scope), routine_id, run_id)  # validated when built
     if outcome not in TERMINAL:
         raise InvalidInput(f"outcome {outcome!r} is not a terminal state ({', '.join(sorted(TERMINAL))})")
     if reason not in REASONS:
         raise InvalidInput(f"reason {reason!r} is not a known reason code")
-    return rt.store.record(RunKey.of(scope, routine_id, run_id), outcome, reason, now=rt.now(now))
+    return rt.store.record(key, outcome, reason, now=rt.now(now))

@@ -26,7 +26,7 @@ from typing import Any
 
 from alma_schedule.core import Every, ScheduleValue, next_fire, next_fires, parse_schedule, validate_schedule
 from alma_schedule.errors import InvalidInput, InvalidSchedule, RegistrationRefused, StoreConflict
-from alma_schedule.model import Routine, RoutineSpec, check_id, check_scope
+from alma_schedule.model import Routine, RoutineKey, RoutineSpec, check_id
 
 from .revision import canonical_json, config_revision
 from .runtime import Runtime, UnknownKind
@@ -123,8 +123,7 @@ def register(rt: Runtime, spec: RoutineSpec, now: datetime | None = None) -> Reg
     if not isinstance(spec, RoutineSpec):
         raise InvalidInput(f"register takes a RoutineSpec, not {type(spec).__name__}")
     at = rt.now(now)
-    check_scope(spec.scope)
-    check_id("routine_id", spec.routine_id)
+    RoutineKey(spec.org, spec.uid, spec.routine_id)  # validates the three ids
     check_id("kind", spec.kind)
     try:
         schedule = validate_schedule(spec.schedule, now=at)

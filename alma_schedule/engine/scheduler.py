@@ -39,7 +39,6 @@ from alma_schedule.model import (
     Scope,
     TickPlan,
     TickReport,
-    check_id,
     check_scope,
     manual_run_id,
 )
@@ -131,8 +130,6 @@ class Scheduler:
     # ------------------------------------------------------------------ levers (tenant)
 
     def _live(self, scope: Scope, routine_id: str) -> Routine:
-        check_scope(scope)
-        check_id("routine_id", routine_id)
         routine = self._rt.store.get_routine(scope, routine_id)
         if routine is None or routine.deleted_at is not None:
             raise NotFound(f"routine {scope}/{routine_id} does not exist")
@@ -151,7 +148,6 @@ class Scheduler:
 
     def pause(self, scope: Scope, routine_id: str, reason: str = "manual", *, now: datetime | None = None) -> Routine:
         """Latch a pause (the first reason is kept); ``next_due_at`` NULL."""
-        check_id("reason", reason)
         self._live(scope, routine_id)
         return self._rt.store.set_paused(scope, routine_id, reason, now=self._rt.now(now), next_due_at=None)
 
@@ -163,19 +159,15 @@ class Scheduler:
 
     def delete(self, scope: Scope, routine_id: str, *, now: datetime | None = None) -> Routine:
         """Tombstone the routine (idempotent); its runs stay in the ledger until purged."""
-        check_scope(scope)
-        check_id("routine_id", routine_id)
         return self._rt.store.delete_routine(scope, routine_id, now=self._rt.now(now))
 
     def trigger(self, scope: Scope, routine_id: str, *, now: datetime | None = None) -> RunRecord:
         """Claim a ``manual:<ULID>`` run and dispatch it. Never moves the cursor, never silently dropped."""
-        check_scope(scope)
-        check_id("routine_id", routine_id)
         at = self._rt.now(now)
         s = self._rt.settings
-        run_id = manual_run_id(int(at.timestamp() * 1000))
+        key = RunKey.of(check_scope(scope), routine_id, manual_run_id(int(at.timestamp() * 1000)))
         res = self._rt.store.claim_manual(
-            RunKey.of(scope, routine_id, run_id),
+            key,
             now=at,
             expires_at=at + s.one_shot_window,
             resend_at=at + s.resend_first,
@@ -210,7 +202,6 @@ class Scheduler:
         self, scope: Scope, *, include_deleted: bool = False, limit: int = 1000, after: str | None = None
     ) -> builtins.list[Routine]:
         """The scope's routines, ordered by id (``after`` pages)."""
-        check_scope(scope)
         return self._rt.store.list_routines(scope, include_deleted=include_deleted, limit=limit, after=after)
 
     def list(
@@ -224,7 +215,6 @@ class Scheduler:
 
     def versions(self, scope: Scope, routine_id: str) -> builtins.list[RoutineVersion]:
         """A routine's immutable version history, oldest first."""
-        check_scope(scope)
         return self._rt.store.routine_versions(scope, routine_id)
 
     def runs(
@@ -238,20 +228,18 @@ class Scheduler:
         before: tuple[datetime, str] | None = None,
     ) -> builtins.list[RunRecord]:
         """The scope's ledger, newest first."""
-        check_scope(scope)
         return self._rt.store.list_runs(
             scope, routine_id=routine_id, state=state, since=since, limit=limit, before=before
         )
 
     def run(self, scope: Scope, routine_id: str, run_id: str) -> RunRecord:
         """One run of the scope (:class:`NotFound` if none)."""
-        check_scope(scope)
-        record = self._rt.store.get(RunKey.of(scope, routine_id, run_id))
+        record = self._rt.store.get(RunKey.of(check_scope(scope), routine_id, run_id))
         if record is None:
             raise NotFound(f"run {scope}/{routine_id}/{run_id} does not exist")
         return record
 
-    # ------------------------------------------------------------------ the clock's side (system)
+    # ------------------------------------------------------------------ the tick's side (system)
 
     def decide(self, routine: Routine, *, now: datetime) -> Fire | NotDue:
         """The pure decision for one routine at ``now`` (for inspection; writes nothing)."""
