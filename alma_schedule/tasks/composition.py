@@ -21,8 +21,13 @@ import threading
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from celery import bootsteps
-from celery.signals import worker_process_init, worker_process_shutdown
+from alma_schedule.errors import missing_extra
+
+try:
+    from celery import bootsteps
+    from celery.signals import worker_process_init, worker_process_shutdown
+except ModuleNotFoundError as exc:  # a bare install: no Celery
+    raise missing_extra(exc, "celery", "the Celery face") from None
 
 from alma_schedule.tasks.registry import KindRegistry, stored_kinds
 
