@@ -22,7 +22,7 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
-from alma_schedule.errors import DispatchError
+from alma_schedule.errors import DispatchError, missing_extra
 from alma_schedule.model import TICK_TASK
 from alma_schedule.settings import Settings
 
@@ -60,7 +60,10 @@ def tick_message(
 
 
 def _kombu() -> Any:
-    import kombu
+    try:
+        import kombu
+    except ModuleNotFoundError as exc:
+        raise missing_extra(exc, "celery", "sending ticks") from None
 
     return kombu
 
@@ -94,8 +97,9 @@ def send_tick(settings: Settings, now: datetime | None = None, *, expires_in: ti
     None lets the worker use its own clock. ``expires_in`` defaults to ``settings.tick_expires``.
     Raises :class:`DispatchError` when the broker cannot take the message.
     """
+    kombu = _kombu()  # without the celery extra: ConfigurationError, not a DispatchError
     try:
-        with _kombu().Connection(settings.broker_url) as connection:
+        with kombu.Connection(settings.broker_url) as connection:
             return _publish(connection, settings, now, expires_in or settings.tick_expires)
     except DispatchError:
         raise
@@ -122,6 +126,7 @@ def run_clock(settings: Settings, every: timedelta, stop_event: threading.Event)
         from alma_schedule.errors import ConfigurationError
 
         raise ConfigurationError(f"--every must be positive, got {every}")
+    kombu = _kombu()  # without the celery extra: refuse at once, not a warning per period
     expires_in = min(settings.tick_expires, every * 0.9)
     sent = 0
     connection: Any = None
@@ -129,7 +134,7 @@ def run_clock(settings: Settings, every: timedelta, stop_event: threading.Event)
     while not stop_event.is_set():
         try:
             if connection is None:
-                connection = _kombu().Connection(settings.broker_url)
+                connection = kombu.Connection(settings.broker_url)
             task_id = _publish(connection, settings, at, expires_in)
             sent += 1
             log.info("tick sent: %s (now=%s)", task_id, at.isoformat() if at else "worker clock")

@@ -3,7 +3,8 @@
 The tree::
 
     AlmaScheduleError                      root: catch this to catch everything of ours
-    ├── ConfigurationError (ValueError)    a setting is unknown, malformed or missing (names it)
+    ├── ConfigurationError (ValueError)    a setting is unknown, malformed or missing (names it);
+    │                                      or a feature's extra is not installed (names the extra)
     ├── InvalidSchedule (ValueError)       a schedule the core rejects (names the field and reason)
     ├── InvalidInput (ValueError)          an id, scope, JSON body or argument that cannot be stored
     ├── RegistrationRefused (ValueError)   register() said no: schedule, budget, runner, tombstone
@@ -36,6 +37,28 @@ class AlmaScheduleError(Exception):
 
 class ConfigurationError(AlmaScheduleError, ValueError):
     """A setting is unknown, malformed or missing; the message names the setting."""
+
+
+#: The optional dependencies of each extra, by top-level module (see pyproject.toml).
+EXTRA_MODULES: dict[str, tuple[str, ...]] = {
+    "celery": ("celery", "kombu", "redis"),
+    "postgres": ("psycopg",),
+    "http": ("starlette", "uvicorn"),
+    "openai": ("httpx",),
+}
+
+
+def missing_extra(exc: ModuleNotFoundError, extra: str, feature: str) -> Exception:
+    """What to raise when importing ``feature``'s dependency failed with ``exc``.
+
+    A module of ``extra`` that is not installed: a one-line :class:`ConfigurationError` naming the
+    extra (``the Celery face needs `pip install alma-schedule[celery]```). Anything else (a module
+    the extra's own packages failed to import: a broken install) is ``exc`` itself, unchanged.
+    """
+    top = (exc.name or "").partition(".")[0]
+    if top in EXTRA_MODULES.get(extra, ()):
+        return ConfigurationError(f"{feature} needs `pip install alma-schedule[{extra}]`")
+    return exc
 
 
 class InvalidSchedule(AlmaScheduleError, ValueError):

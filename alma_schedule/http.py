@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator, Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from alma_schedule.errors import AlmaScheduleError, ConfigurationError, DispatchError, InvalidInput
+from alma_schedule.errors import AlmaScheduleError, ConfigurationError, DispatchError, InvalidInput, missing_extra
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -88,10 +88,13 @@ def create_http_app(
 ) -> Starlette:
     """The ASGI app. ``store`` defaults to ``open_store(settings.database_url)`` (opened on first
     ``/healthz``, closed at shutdown); ``send`` defaults to :func:`~alma_schedule.clock.send_tick`."""
-    from starlette.applications import Starlette
-    from starlette.concurrency import run_in_threadpool
-    from starlette.responses import JSONResponse
-    from starlette.routing import Route
+    try:
+        from starlette.applications import Starlette
+        from starlette.concurrency import run_in_threadpool
+        from starlette.responses import JSONResponse
+        from starlette.routing import Route
+    except ModuleNotFoundError as exc:
+        raise missing_extra(exc, "http", "serve-http") from None
 
     _require_secret(settings)
     secret = settings.http_secret
@@ -167,7 +170,10 @@ def create_http_app(
 
 def serve_http(settings: Settings, *, host: str | None = None, port: int | None = None) -> None:
     """Run the app under uvicorn until interrupted (refuses to start without a secret)."""
-    import uvicorn
+    try:
+        import uvicorn
+    except ModuleNotFoundError as exc:
+        raise missing_extra(exc, "http", "serve-http") from None
 
     app = create_http_app(settings)
     uvicorn.run(

@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from alma_schedule.errors import missing_extra
 from alma_schedule.model import Routine, RoutineSpec, RunHandle, RunRecord, RunResult, RunState, Scope, TickReport
 from alma_schedule.model.time import SettableTime, system_time
 from alma_schedule.settings import Settings
@@ -202,7 +203,10 @@ def celery_ticks(folder: Path, *, count: int = 3, echo: Any = print) -> list[dic
     """
     import time
 
-    from celery.contrib.testing.worker import start_worker
+    try:
+        from celery.contrib.testing.worker import start_worker
+    except ModuleNotFoundError as exc:
+        raise missing_extra(exc, "celery", "the demo's part 2 (real Celery ticks; --no-celery skips it)") from None
 
     from alma_schedule.celery import create_app
     from alma_schedule.engine import create_schedule

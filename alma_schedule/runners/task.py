@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from alma_schedule.errors import ConfigurationError, InvalidInput, InvalidSchedule
+from alma_schedule.errors import ConfigurationError, InvalidInput, InvalidSchedule, missing_extra
 from alma_schedule.model import Reason, Routine, RunHandle, RunKey, RunResult, RunState
 
 if TYPE_CHECKING:
@@ -333,7 +333,10 @@ def load_celery_app(path: str, *, setting: str = "ALMA_CELERY_APP") -> Celery:
 
     Raises :class:`ConfigurationError` naming ``setting`` when it cannot.
     """
-    from celery import Celery
+    try:
+        from celery import Celery
+    except ModuleNotFoundError as exc:
+        raise missing_extra(exc, "celery", "a Celery fleet app") from None
 
     module_name, sep, attr = path.strip().partition(":")
     if not module_name or (sep and not attr):

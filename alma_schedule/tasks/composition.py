@@ -22,8 +22,13 @@ import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from celery import bootsteps
-from celery.signals import worker_process_init, worker_process_shutdown
+from alma_schedule.errors import missing_extra
+
+try:
+    from celery import bootsteps
+    from celery.signals import worker_process_init, worker_process_shutdown
+except ModuleNotFoundError as exc:  # a bare install: no Celery
+    raise missing_extra(exc, "celery", "the Celery face") from None
 
 from alma_schedule.runners.registry import KindRegistry, stored_kinds
 

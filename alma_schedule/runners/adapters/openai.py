@@ -33,9 +33,7 @@ from datetime import timedelta
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-import httpx
-
-from alma_schedule.errors import ConfigurationError, ProviderError
+from alma_schedule.errors import ConfigurationError, ProviderError, missing_extra
 from alma_schedule.runners.governed.money import FRAMING_TOKENS
 from alma_schedule.runners.governed.protocols import (
     BatchReceipt,
@@ -45,6 +43,11 @@ from alma_schedule.runners.governed.protocols import (
     TurnRequest,
 )
 from alma_schedule.settings import Secret, Settings
+
+try:
+    import httpx
+except ModuleNotFoundError as exc:  # a bare install: no HTTP client
+    raise missing_extra(exc, "openai", "the OpenAI-compatible provider") from None
 
 log = logging.getLogger(__name__)
 

@@ -27,13 +27,16 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from urllib.parse import urlsplit
 
-import httpx
-
 from alma_schedule import __version__
-from alma_schedule.errors import ConfigurationError, SinkError
+from alma_schedule.errors import ConfigurationError, SinkError, missing_extra
 from alma_schedule.model.time import system_time
 from alma_schedule.runners.governed.protocols import Delivery
 from alma_schedule.settings import Secret, Settings
+
+try:
+    import httpx
+except ModuleNotFoundError as exc:  # a bare install: no HTTP client
+    raise missing_extra(exc, "openai", "the webhook sink") from None
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import URL, Engine, make_url
 
-from alma_schedule.errors import ConfigurationError, StoreError
+from alma_schedule.errors import ConfigurationError, StoreError, missing_extra
 from alma_schedule.stores.sql.errors import safe_url
 
 SQLITE_MIN = (3, 35, 0)
@@ -67,6 +67,10 @@ def make_engine(url: str | URL, *, pool_size: int = 2, max_overflow: int = 2) ->
     parsed = normalize_url(url)
     if parsed.get_backend_name() == "sqlite":
         return _sqlite_engine(parsed, pool_size=max(pool_size, 5), max_overflow=max(max_overflow, 20))
+    try:
+        import psycopg  # noqa: F401  (SQLAlchemy's psycopg dialect imports it in create_engine)
+    except ModuleNotFoundError as exc:
+        raise missing_extra(exc, "postgres", "a PostgreSQL store") from None
     engine = sa.create_engine(
         parsed,
         isolation_level="READ COMMITTED",
