@@ -88,7 +88,9 @@ def stuck(obj: CliContext, older_than: str, limit: int, as_json: bool) -> None:
 @click.argument("scope")
 @click.argument("routine_id")
 @click.argument("run_id")
-@click.option("--outcome", required=True, type=click.Choice(sorted(str(s) for s in TERMINAL)), help="The terminal state.")
+@click.option(
+    "--outcome", required=True, type=click.Choice(sorted(str(s) for s in TERMINAL)), help="The terminal state."
+)
 @click.option("--reason", default="reconciled", show_default=True, help="A closed reason code.")
 @json_option
 @click.pass_obj

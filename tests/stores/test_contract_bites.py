@@ -69,7 +69,7 @@ class NoSupersession(MemoryStore):
 
 class RacyStart(MemoryStore):
     def start(self, key: RunKey, *, now: datetime) -> ClaimResult:
-        rec = self.get(key.scope, key.routine_id, key.run_id)
+        rec = self.get(key)
         if rec is None or rec.state != "claimed":
             return super().start(key, now=now)
         time.sleep(0.001)  # check ... then act
