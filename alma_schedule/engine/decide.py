@@ -11,8 +11,8 @@ once per locked routine inside its transaction and writes what it answers.
   window has already closed at ``now`` is recorded ``skipped(missed)`` (``Fire(missed=True)``).
 * ``next_due_at`` = the first fire after ``max(fire, now)`` (None when the schedule is exhausted).
 * A routine that cannot be planned (a bad schedule row, a resolver that raises) is a ``Defer`` with
-  back-off ``Timers.backoff(defer_first, defer_max, error_count)``: one entry in the tick's
-  ``errors``, and every other routine still runs.
+  back-off :func:`alma_schedule.policies.backoff.retry_at` (``Timers.backoff(defer_first,
+  defer_max, error_count)``): one entry in the tick's ``errors``, and every other routine still runs.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from typing import Any
 from alma_schedule.core import ScheduleValue, fire_id, latest_fire, next_fire, parse_schedule
 from alma_schedule.errors import AlmaScheduleError
 from alma_schedule.model import Decision, Defer, Fire, NotDue, Routine
-from alma_schedule.settings import Settings, Timers
+from alma_schedule.policies import backoff
+from alma_schedule.settings import Settings
 
 from .runtime import Runtime
 
@@ -105,5 +106,5 @@ class Planner:
         except Exception as exc:
             log.warning("routine %s cannot be planned: %s", routine.key, exc, exc_info=exc)
             s = self.runtime.settings
-            until = self.now + Timers.backoff(s.defer_first, s.defer_max, routine.error_count)
+            until = backoff.retry_at(self.now, routine.error_count, s.defer_first, s.defer_max)
             return Defer(until=until, error=describe_error(exc))

@@ -35,6 +35,7 @@ from alma_schedule.model import (
     TickPlan,
     TickReport,
 )
+from alma_schedule.policies import supersession
 
 from .decide import Planner
 from .runtime import Runtime
@@ -165,7 +166,7 @@ def _plan_one(rt: Runtime, planner: Planner, routine: Routine) -> tuple[PlannedF
     blocking = _blocking_run(rt, routine)
     if blocking is None:
         return planned("claim", f"due; eligible until {fire.expires_at.isoformat()}"), None
-    if blocking.state == RunState.CLAIMED and blocking.origin == "schedule":
+    if supersession.supersedable(blocking.state, blocking.origin):
         return planned("claim", f"due; supersedes claimed {blocking.run_id} (skipped: missed)"), None
     why = f"overlap with run {blocking.run_id} ({blocking.state})"
     return planned("skip:overlap", why), PlannedRoutine(k.org, k.uid, k.routine_id, why)

@@ -51,7 +51,6 @@ __all__ = [
     "annotate_args",
     "check_run_key",
     "claim_manual_args",
-    "defer_args",
     "finish_args",
     "list_runs_args",
     "put_routine_args",
@@ -126,14 +125,6 @@ def set_paused_args(
     if reason is not None:
         check_id("reason", reason)
     return out
-
-
-def defer_args(scope: Scope, routine_id: str, until: datetime, error: str) -> tuple[RKey, datetime]:
-    """``defer``: ``(key, until)``; the error is required text."""
-    key = check_routine_key(scope, routine_id)
-    until = require_utc("until", until)
-    check_text("error", error, optional=False)
-    return key, until
 
 
 # ---------------------------------------------------------------------- claims and transitions

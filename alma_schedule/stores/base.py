@@ -12,7 +12,8 @@ Conventions (all backends, checked by the contract suite in :mod:`alma_schedule.
 * At most ONE non-terminal run (``claimed``, ``running``, ``submitted``, ``collecting``) exists per
   routine: a database constraint (partial unique index) enforces it, not a read.
 * The store holds no policy: fire instants, expiries, back-offs and thresholds come from the caller
-  (``decide``, :class:`Timers`).
+  (``decide``, :class:`Timers`), and the rules that apply them (the failure streak, supersession,
+  the planning back-off, money settlement) are the pure functions of :mod:`alma_schedule.policies`.
 * Bad input (ids, JSON) raises :class:`InvalidInput` before anything is written; driver errors are
   mapped to :class:`StoreError` subclasses at one boundary.
 """
@@ -285,11 +286,6 @@ class Store(Protocol):
 
     def last_tick(self) -> datetime | None:
         """The heartbeat."""
-        ...
-
-    def defer(self, scope: Scope, routine_id: str, *, until: datetime, error: str) -> None:
-        """Planning back-off for one routine (system): ``defer_until``, ``last_error``, ``error_count``
-        + 1. :class:`NotFound` for unknown or deleted ids."""
         ...
 
     def prune(self, before: datetime) -> int:

@@ -7,6 +7,7 @@ on any backend. Instants are literals (never the wall clock); ``decide`` functio
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
@@ -183,6 +184,11 @@ def cycle(store: Store, result: RunResult, routine_id: str = "r1", *, timers: Ti
     res = store.finish(rec.key, result, now=now, timers=timers)
     assert res.won and res.record is not None, res
     return res.record
+
+
+def with_threshold(n: int, timers: Timers = TIMERS) -> Timers:
+    """``timers`` with ``failure_threshold = n`` (0 = the streak never latches a pause)."""
+    return dataclasses.replace(timers, failure_threshold=n)
 
 
 def everything(store: Store, scopes: Sequence[Scope] = (SCOPE, OTHER_ORG, OTHER_UID)) -> tuple[Any, ...]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from alma_schedule.model import RunKey, RunResult
+from alma_schedule.model import Defer, RunKey, RunResult
 from alma_schedule.stores.base import Store
 from alma_schedule.testing.builders import (
     HOUR,
@@ -181,7 +181,8 @@ class ReadContract:
 
     def test_defer_holds_a_routine_back(self, store: Store) -> None:
         register(store)
-        store.defer(SCOPE, "r1", until=T0 + HOUR, error="tz database missing")
+        # the planning back-off, reached the only way a store is told of it: decide answers Defer
+        store.claim_due(T0, 10, lambda r: Defer(T0 + HOUR, "tz database missing"), TIMERS)
         row = store.get_routine(SCOPE, "r1")
         assert row is not None and row.defer_until == T0 + HOUR and row.last_error == "tz database missing"
         assert store.peek_due(T0, 10) == []

@@ -1,4 +1,6 @@
-"""Contract: run transitions along EDGES (start, submit, collect, annotate, finish, record) and the streak."""
+"""Contract: run transitions along EDGES (start, submit, collect, annotate, finish, record).
+
+The failure streak that ``finish`` moves is in :mod:`alma_schedule.testing.contract_streak`."""
 
 from __future__ import annotations
 
@@ -9,7 +11,6 @@ import pytest
 
 from alma_schedule.errors import InvalidInput, NotFound
 from alma_schedule.model import Ceiling, RunKey, RunRecord, RunResult
-from alma_schedule.settings import Timers
 from alma_schedule.stores.base import Store
 from alma_schedule.testing.builders import (
     DAY,
@@ -21,13 +22,13 @@ from alma_schedule.testing.builders import (
     T0,
     TIMERS,
     claim,
-    cycle,
     everything,
     fire_due_long,
     key_of,
     register,
     run_in,
     running,
+    with_threshold,
 )
 
 Op = Callable[[Store, RunRecord], object]
@@ -78,10 +79,6 @@ def _terminal(store: Store) -> RunRecord:
 
 def _in(store: Store, state: str) -> RunRecord:
     return _terminal(store) if state == "completed" else run_in(store, state)
-
-
-def _threshold(n: int) -> Timers:
-    return dataclasses.replace(TIMERS, failure_threshold=n)
 
 
 class RunContract:
@@ -300,7 +297,7 @@ class RunContract:
         assert store.begin_collecting(rec.key, now=T0 + SECOND).won
         before = everything(store)
         for outcome in (RunResult.failed("provider_gone"), RunResult.timed_out(), RunResult.completed()):
-            lost = store.finish(rec.key, outcome, now=T0 + MINUTE, timers=_threshold(1), from_states={"submitted"})
+            lost = store.finish(rec.key, outcome, now=T0 + MINUTE, timers=with_threshold(1), from_states={"submitted"})
             assert (lost.won, lost.reason) == (False, "duplicate"), outcome
             assert lost.record is not None and lost.record.state == "collecting"
         assert everything(store) == before
@@ -342,77 +339,6 @@ class RunContract:
                     from_states=bad,  # type: ignore[arg-type]
                 )
         assert everything(store) == before
-
-    # ------------------------------------------------------------------ the failure streak
-
-    @pytest.mark.parametrize(
-        ("result", "expected"),
-        [
-            (RunResult.failed("runner_error"), 3),
-            (RunResult.failed("config_revision_changed"), 2),
-            (RunResult.completed("delivered"), 0),
-            (RunResult.completed("sent"), 2),
-            (RunResult.refused("not_admitted"), 2),
-        ],
-        ids=["failed", "config_revision_changed", "completed", "completed_sent", "refused"],
-    )
-    def test_streak_rules(self, store: Store, result: RunResult, expected: int) -> None:
-        register(store)
-        for _ in range(2):
-            cycle(store, RunResult.failed("runner_error"))
-        cycle(store, result)
-        row = store.get_routine(SCOPE, "r1")
-        assert row is not None and row.consecutive_failures == expected
-
-    def test_timed_out_counts_and_skipped_does_not(self, store: Store) -> None:
-        rec = run_in(store, "submitted")
-        store.finish(rec.key, RunResult.timed_out(), now=T0 + HOUR, timers=TIMERS)
-        row = store.get_routine(SCOPE, "r1")
-        assert row is not None and row.consecutive_failures == 1
-        nxt = claim(store, now=T0 + HOUR)
-        store.finish(nxt.key, RunResult("skipped", "missed"), now=T0 + HOUR, timers=TIMERS)
-        row = store.get_routine(SCOPE, "r1")
-        assert row is not None and row.consecutive_failures == 1
-
-    def test_manual_runs_count_too(self, store: Store) -> None:
-        register(store)
-        res = store.claim_manual(
-            RunKey.of(SCOPE, "r1", "manual:01"), now=T0, expires_at=T0 + HOUR, resend_at=T0 + MINUTE
-        )
-        assert res.record is not None
-        store.start(res.record.key, now=T0)
-        store.finish(res.record.key, RunResult.failed("runner_error"), now=T0, timers=TIMERS)
-        row = store.get_routine(SCOPE, "r1")
-        assert row is not None and row.consecutive_failures == 1
-
-    def test_the_streak_latches_a_pause_at_the_threshold(self, store: Store) -> None:
-        register(store)
-        timers = _threshold(3)
-        for n in (1, 2):
-            cycle(store, RunResult.failed("provider_error"), timers=timers)
-            row = store.get_routine(SCOPE, "r1")
-            assert row is not None and row.consecutive_failures == n and row.paused_reason is None
-        cycle(store, RunResult.failed("sink_error"), timers=timers)
-        row = store.get_routine(SCOPE, "r1")
-        assert row is not None and row.consecutive_failures == 3
-        assert row.paused_reason == "failure_streak:sink_error" and row.next_due_at is None
-        assert store.peek_due(T0 + 10 * HOUR, 10) == []
-
-    def test_the_latch_keeps_an_earlier_pause_reason(self, store: Store) -> None:
-        register(store)
-        timers = _threshold(1)
-        rec = running(store)
-        store.set_paused(SCOPE, "r1", "operator", now=T0, next_due_at=None)
-        store.finish(rec.key, RunResult.failed("runner_error"), now=T0, timers=timers)
-        row = store.get_routine(SCOPE, "r1")
-        assert row is not None and row.paused_reason == "operator" and row.consecutive_failures == 1
-
-    def test_threshold_zero_never_latches(self, store: Store) -> None:
-        register(store)
-        for _ in range(3):
-            cycle(store, RunResult.failed("runner_error"), timers=_threshold(0))
-        row = store.get_routine(SCOPE, "r1")
-        assert row is not None and row.paused_reason is None and row.consecutive_failures == 3
 
     # ------------------------------------------------------------------ record (operator)
 

@@ -7,23 +7,39 @@ the ``store`` fixture (a fresh, empty store per test).
 
 from __future__ import annotations
 
+from alma_schedule.testing.contract_backoff import BackoffContract
 from alma_schedule.testing.contract_claims import ClaimContract
 from alma_schedule.testing.contract_input import InputContract
 from alma_schedule.testing.contract_money import MoneyContract
 from alma_schedule.testing.contract_reads import ReadContract
 from alma_schedule.testing.contract_routines import RoutineContract
 from alma_schedule.testing.contract_runs import RunContract
+from alma_schedule.testing.contract_settlement import SettlementContract
+from alma_schedule.testing.contract_streak import StreakContract
 
 __all__ = [
+    "BackoffContract",
     "ClaimContract",
     "InputContract",
     "MoneyContract",
     "ReadContract",
     "RoutineContract",
     "RunContract",
+    "SettlementContract",
     "StoreContract",
+    "StreakContract",
 ]
 
 
-class StoreContract(RoutineContract, ClaimContract, RunContract, MoneyContract, ReadContract, InputContract):
+class StoreContract(
+    RoutineContract,
+    ClaimContract,
+    BackoffContract,
+    RunContract,
+    StreakContract,
+    MoneyContract,
+    SettlementContract,
+    ReadContract,
+    InputContract,
+):
     """Everything a backend must do, single-threaded. Provide a ``store`` fixture."""

@@ -29,6 +29,7 @@ from alma_schedule.model import (
     RunState,
     Scope,
 )
+from alma_schedule.policies import settlement, streak, supersession
 from alma_schedule.settings import Timers
 from alma_schedule.stores.arguments import (
     annotate_args,
@@ -89,31 +90,28 @@ class RunsMixin:
                 yield from runs.values()
 
     def _settle(self, rec: RunRecord, cost: int) -> RunRecord:
-        """Move the run's reservation on every ceiling to ``cost`` (0 = a release)."""
-        if not rec.reserve_ceilings or rec.reserve_day is None:
+        """Apply :func:`alma_schedule.policies.settlement.settle`: the reservation moves to ``cost``."""
+        money = settlement.settle(rec.reserved_micros, rec.reserve_day, rec.reserve_ceilings, cost)
+        if not money.clears:
             return rec
-        for ceiling in rec.reserve_ceilings:
-            slot = (ceiling, rec.reserve_day)
-            self._spend[slot] = self._spend.get(slot, 0) - rec.reserved_micros + cost
-        return dataclasses.replace(rec, reserved_micros=0, reserve_ceilings=())
+        for move in money.moves:
+            slot = (move.ceiling, rec.reserve_day or "")
+            self._spend[slot] = self._spend.get(slot, 0) + move.spend_delta
+        return dataclasses.replace(rec, **money.run_values())
 
     def _streak(self, rk: RKey, result: RunResult, now: datetime, timers: Timers) -> None:
+        """Apply :func:`alma_schedule.policies.streak.step` to the routine row."""
         row = self._routines.get(rk)
         if row is None:
             return
-        counts = result.outcome == RunState.TIMED_OUT or (
-            result.outcome == RunState.FAILED and result.reason != Reason.CONFIG_REVISION_CHANGED
-        )
-        if counts:
-            streak = row.consecutive_failures + 1
-            row = dataclasses.replace(row, consecutive_failures=streak, updated_at=now)
-            threshold = timers.failure_threshold
-            if threshold > 0 and streak >= threshold and row.paused_reason is None:
-                why = result.reason or result.outcome
-                row = dataclasses.replace(row, paused_reason=f"failure_streak:{why}", next_due_at=None)
-            self._write(row)
-        elif result.outcome == RunState.COMPLETED and result.reason != Reason.SENT and row.consecutive_failures:
-            self._write(dataclasses.replace(row, consecutive_failures=0, updated_at=now))
+        threshold = timers.failure_threshold
+        s = streak.step(row.consecutive_failures, row.paused_reason, result.outcome, result.reason, threshold)
+        if not s.changed:
+            return
+        row = dataclasses.replace(row, consecutive_failures=s.streak, updated_at=now)
+        if s.latch is not None:
+            row = dataclasses.replace(row, paused_reason=s.latch, next_due_at=None)
+        self._write(row)
 
     def _cas(self, key: RunKey, target: str, now: datetime, **changes: Any) -> ClaimResult:
         rk, run_id = _check_key(key)
@@ -198,8 +196,7 @@ class RunsMixin:
             if rec is None:
                 return ClaimResult(False, None, "not_found")
             if rec.state != RunState.CLAIMED:
-                lost = "superseded" if (rec.state == RunState.SKIPPED and rec.reason == Reason.MISSED) else "duplicate"
-                return ClaimResult(False, rec, lost)
+                return ClaimResult(False, rec, supersession.lost_start_reason(rec.state, rec.reason))
             row = self._routines.get(rk)
             inactive = "deleted" if row is None else row.inactive_reason
             if inactive is not None:
@@ -259,7 +256,7 @@ class RunsMixin:
                 return ClaimResult(False, None, "not_found")
             if rec.state not in args.allowed:
                 return ClaimResult(False, rec, "duplicate")
-            cost = rec.cost_micros if args.cost is None else args.cost
+            cost = settlement.finish_cost(args.cost, rec.cost_micros)
             erase_at = rec.erase_at
             if rec.result_text is not None and erase_at is None:
                 erase_at = now + timers.result_retention
@@ -305,7 +302,7 @@ class RunsMixin:
             if rec.state != RunState.RUNNING or rec.reserve_ceilings:
                 return ReserveResult(False, None, rec)
             for c in ceilings:
-                if self._spend.get((c.key, day), 0) + amount > c.limit_micros:
+                if not settlement.fits(self._spend.get((c.key, day), 0), amount, c.limit_micros):
                     return ReserveResult(False, c.key, rec)
             for c in ceilings:
                 self._spend[(c.key, day)] = self._spend.get((c.key, day), 0) + amount

@@ -27,7 +27,8 @@ from alma_schedule.model import (
     Scope,
     check_scope,
 )
-from alma_schedule.stores.arguments import defer_args, put_routine_args, set_enabled_args, set_paused_args
+from alma_schedule.policies import backoff
+from alma_schedule.stores.arguments import put_routine_args, set_enabled_args, set_paused_args
 from alma_schedule.stores.base import RenamedMethods
 from alma_schedule.stores.memory.reads import ReadsMixin
 from alma_schedule.stores.memory.tick import TickMixin
@@ -106,9 +107,7 @@ class MemoryStore(TickMixin, ReadsMixin, RenamedMethods):
                     schedule={},
                     definition={},
                     deleted_at=None,
-                    defer_until=None,
-                    last_error=None,
-                    error_count=0,
+                    **backoff.CLEAR.fields(),
                     created_at=now,
                     updated_at=now,
                 )
@@ -240,14 +239,6 @@ class MemoryStore(TickMixin, ReadsMixin, RenamedMethods):
     def last_tick(self) -> datetime | None:
         with self._lock:
             return self._heartbeat
-
-    def defer(self, scope: Scope, routine_id: str, *, until: datetime, error: str) -> None:
-        _, until = defer_args(scope, routine_id, until, error)
-        with self._lock:
-            _, row = self._live(scope, routine_id)
-            self._write(
-                dataclasses.replace(row, defer_until=until, last_error=error, error_count=row.error_count + 1)
-            )
 
     def purge_deleted(self, limit: int = 1000) -> int:
         with self._lock:

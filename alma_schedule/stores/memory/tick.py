@@ -21,13 +21,14 @@ from alma_schedule.model import (
     Deferral,
     Fire,
     NotDue,
-    Reason,
     Routine,
     RunKey,
     RunRecord,
     RunState,
     check_id,
 )
+from alma_schedule.policies import backoff, supersession
+from alma_schedule.policies.supersession import Placement
 from alma_schedule.settings import Timers
 from alma_schedule.stores.arguments import claim_manual_args
 from alma_schedule.stores.memory.runs import RKey, RunsMixin
@@ -49,7 +50,7 @@ class TickMixin(RunsMixin):
             if row.next_due_at is not None
             and row.next_due_at <= now
             and row.inactive_reason is None
-            and (row.defer_until is None or row.defer_until <= now)
+            and not backoff.held_back(row.defer_until, now)
         ]
         due.sort()
         return [k for _, k in due[: max(limit, 0)]]
@@ -79,21 +80,15 @@ class TickMixin(RunsMixin):
                     else:
                         raise InvalidInput(f"decide returned {type(decision).__name__}")
                 except Exception as exc:
-                    delay = Timers.backoff(timers.defer_first, timers.defer_max, row.error_count)
-                    decision = Defer(now + delay, repr(exc))
+                    until = backoff.retry_at(now, row.error_count, timers.defer_first, timers.defer_max)
+                    decision = Defer(until, repr(exc))
                 if isinstance(decision, Defer):
                     until = require_utc("until", decision.until)
                     error = decision.error.replace("\x00", "\\x00")
-                    self._write(
-                        dataclasses.replace(
-                            row,
-                            defer_until=until,
-                            last_error=error,
-                            error_count=row.error_count + 1,
-                            updated_at=now,
-                        )
-                    )
-                    deferred.append(Deferral(*key, until, error, first=row.error_count == 0))
+                    held = backoff.deferred(row.error_count, until, error)
+                    self._write(dataclasses.replace(row, **held.fields(), updated_at=now))
+                    first = backoff.first_deferral(row.error_count)
+                    deferred.append(Deferral(*key, until, error, first=first))
                     continue
                 if isinstance(decision, NotDue):
                     self._write(dataclasses.replace(row, next_due_at=next_due, updated_at=now))
@@ -105,9 +100,7 @@ class TickMixin(RunsMixin):
                         row,
                         last_fire=fire_at,
                         next_due_at=next_due,
-                        defer_until=None,
-                        last_error=None,
-                        error_count=0,
+                        **backoff.CLEAR.fields(),
                         updated_at=now,
                     )
                 )
@@ -125,25 +118,25 @@ class TickMixin(RunsMixin):
                     now,
                     expires_at,
                 )
-                if decision.missed:
-                    rec = dataclasses.replace(base, state=RunState.SKIPPED, reason=Reason.MISSED, finished_at=now)
-                    skipped.append(rec)
+                active = self._active.get(key)
+                blocker = runs[active] if active is not None else None
+                placement = supersession.place(
+                    decision.missed,
+                    None if blocker is None else blocker.state,
+                    None if blocker is None else blocker.origin,
+                )
+                if placement == Placement.SUPERSEDE and blocker is not None:
+                    state, reason = supersession.SUPERSEDED
+                    gone = dataclasses.replace(blocker, state=state, reason=reason, state_at=now, finished_at=now)
+                    self._put_run(gone)
+                    skipped.append(gone)
+                if placement in (Placement.CLAIM, Placement.SUPERSEDE):
+                    rec = dataclasses.replace(base, resend_at=resend_at or now + timers.resend_first)
+                    claimed.append(rec)
                 else:
-                    active = self._active.get(key)
-                    blocker = runs[active] if active is not None else None
-                    if blocker is not None and blocker.state == RunState.CLAIMED and blocker.origin == "schedule":
-                        gone = dataclasses.replace(
-                            blocker, state=RunState.SKIPPED, reason=Reason.MISSED, state_at=now, finished_at=now
-                        )
-                        self._put_run(gone)
-                        skipped.append(gone)
-                        blocker = None
-                    if blocker is None:
-                        rec = dataclasses.replace(base, resend_at=resend_at or now + timers.resend_first)
-                        claimed.append(rec)
-                    else:
-                        rec = dataclasses.replace(base, state=RunState.SKIPPED, reason=Reason.OVERLAP, finished_at=now)
-                        skipped.append(rec)
+                    state, reason = supersession.MISSED if placement == Placement.MISSED else supersession.OVERLAP
+                    rec = dataclasses.replace(base, state=state, reason=reason, finished_at=now)
+                    skipped.append(rec)
                 self._put_run(rec)
         return ClaimBatch(tuple(claimed), tuple(skipped), tuple(deferred))
 

@@ -16,6 +16,7 @@ from sqlalchemy.engine import Connection
 
 from alma_schedule.errors import NotFound, RegistrationRefused, StoreConflict
 from alma_schedule.model import Routine, RoutineVersion, Scope, check_scope
+from alma_schedule.policies import backoff
 from alma_schedule.stores.arguments import put_routine_args, set_enabled_args, set_paused_args
 from alma_schedule.stores.sql import queries as q
 from alma_schedule.stores.sql.rows import routine_from_row, routine_values, run_from_row, version_from_row
@@ -71,9 +72,7 @@ class RoutinesMixin(SqlBase):
                     routine,
                     **fields,
                     deleted_at=None,
-                    defer_until=None,
-                    last_error=None,
-                    error_count=0,
+                    **backoff.CLEAR.fields(),
                     created_at=now,
                     updated_at=now,
                 )

@@ -20,7 +20,6 @@ from alma_schedule.model import (
     NON_TERMINAL,
     Ceiling,
     ClaimResult,
-    Reason,
     ReserveResult,
     RunKey,
     RunRecord,
@@ -28,6 +27,7 @@ from alma_schedule.model import (
     RunState,
     Scope,
 )
+from alma_schedule.policies import settlement, streak, supersession
 from alma_schedule.settings import Timers
 from alma_schedule.stores.arguments import (
     annotate_args,
@@ -46,13 +46,14 @@ from alma_schedule.stores.sql.store_base import Abort, SqlBase
 from alma_schedule.stores.validation import check_routine_key, check_text
 
 
-def _settlement(rec: RunRecord, cost: int) -> tuple[dict[str, Any], list[tuple[str, int, int]]]:
-    """Run-row values and spend moves ``(ceiling, reserved_delta, settled_delta)`` moving the run's
-    reservation to ``cost`` (0 = a release). Nothing when the run reserved against no ceiling."""
-    if not rec.reserve_ceilings or rec.reserve_day is None:
-        return {}, []
-    moves = [(c, -rec.reserved_micros, cost) for c in sorted(rec.reserve_ceilings)]
-    return {"reserved_micros": 0, "reserve_ceilings": []}, moves
+def _settlement(rec: RunRecord, cost: int) -> tuple[dict[str, Any], settlement.Settlement]:
+    """:func:`alma_schedule.policies.settlement.settle` of the run to ``cost``: the run-row values
+    (``reserve_ceilings`` as a JSON list) and the spend moves (in ceiling-key order, the lock order)."""
+    money = settlement.settle(rec.reserved_micros, rec.reserve_day, rec.reserve_ceilings, cost)
+    values = money.run_values()
+    if "reserve_ceilings" in values:
+        values["reserve_ceilings"] = list(values["reserve_ceilings"])
+    return values, money
 
 
 class RunsMixin(SqlBase):
@@ -66,9 +67,11 @@ class RunsMixin(SqlBase):
         cur = self._current(conn, key)
         return ClaimResult(False, cur, "not_found" if cur is None else "duplicate")
 
-    def _move(self, conn: Connection, day: str, moves: Sequence[tuple[str, int, int]]) -> None:
-        for ceiling, reserved_delta, settled_delta in moves:
-            conn.execute(q.spend_adjust(ceiling, day, reserved_delta, settled_delta))
+    def _move(self, conn: Connection, money: settlement.Settlement) -> None:
+        if money.day is None:
+            return
+        for m in money.moves:
+            conn.execute(q.spend_adjust(m.ceiling, money.day, m.reserved_delta, m.settled_delta))
 
     def _edge(self, key: RunKey, target: str, now: datetime, values: Mapping[str, Any]) -> ClaimResult:
         with self._tx(single=True) as conn:
@@ -94,8 +97,7 @@ class RunsMixin(SqlBase):
                     return ClaimResult(False, None, "not_found")
                 rec = run_from_row(found)
                 if rec.state != RunState.CLAIMED:
-                    missed = rec.state == RunState.SKIPPED and rec.reason == Reason.MISSED
-                    return ClaimResult(False, rec, "superseded" if missed else "duplicate")
+                    return ClaimResult(False, rec, supersession.lost_start_reason(rec.state, rec.reason))
                 m = found._mapping
                 if m["r_exists"] is None or m["r_deleted_at"] is not None:
                     inactive: str | None = "deleted"
@@ -159,24 +161,20 @@ class RunsMixin(SqlBase):
         by ``from_states`` (else a loser: nothing written), and the update is guarded on it."""
         args = finish_args(key, result, now, from_states)
         rk, now, allowed, cost_in, error_class = args.rk, args.now, args.allowed, args.cost, args.error_class
-        counts = result.outcome == RunState.TIMED_OUT or (
-            result.outcome == RunState.FAILED and result.reason != Reason.CONFIG_REVISION_CHANGED
-        )
-        resets = result.outcome == RunState.COMPLETED and result.reason != Reason.SENT
         with self._tx() as conn:
             routine = None
-            if counts or resets:  # lock order: the routine row before the run row
+            if streak.touches(result.outcome, result.reason):  # lock order: the routine row before the run row
                 routine = conn.execute(q.select_routine(*rk, lock=True)).first()
             rec = self._current(conn, key, lock=True)
             if rec is None:
                 return ClaimResult(False, None, "not_found")
             if rec.state not in allowed:
                 return ClaimResult(False, rec, "duplicate")
-            cost = rec.cost_micros if cost_in is None else cost_in
+            cost = settlement.finish_cost(cost_in, rec.cost_micros)
             erase_at = rec.erase_at
             if rec.result_text is not None and erase_at is None:
                 erase_at = now + timers.result_retention
-            settle, moves = _settlement(rec, cost)
+            settle, money = _settlement(rec, cost)
             values = {
                 "state": result.outcome,
                 "reason": result.reason,
@@ -188,10 +186,9 @@ class RunsMixin(SqlBase):
                 **settle,
             }
             new = run_from_row(conn.execute(*q.cas(key, [rec.state], values)).one())
-            if rec.reserve_day is not None:
-                self._move(conn, rec.reserve_day, moves)
+            self._move(conn, money)
             if routine is not None:
-                self._streak(conn, rk, dict(routine._mapping), result, counts, now, timers)
+                self._streak(conn, rk, dict(routine._mapping), result, now, timers)
             return ClaimResult(True, new, "won")
 
     def _streak(
@@ -200,20 +197,20 @@ class RunsMixin(SqlBase):
         rk: tuple[str, str, str],
         row: Mapping[str, Any],
         result: RunResult,
-        counts: bool,
         now: datetime,
         timers: Timers,
     ) -> None:
-        if counts:
-            streak = row["consecutive_failures"] + 1
-            values: dict[str, Any] = {"consecutive_failures": streak, "updated_at": now}
-            threshold = timers.failure_threshold
-            if threshold > 0 and streak >= threshold and row["paused_reason"] is None:
-                values["paused_reason"] = f"failure_streak:{result.reason or result.outcome}"
-                values["next_due_at"] = None
-            conn.execute(q.update_routine(*rk, values))
-        elif row["consecutive_failures"]:
-            conn.execute(q.update_routine(*rk, {"consecutive_failures": 0, "updated_at": now}))
+        """Apply :func:`alma_schedule.policies.streak.step` to the locked routine row."""
+        s = streak.step(
+            row["consecutive_failures"], row["paused_reason"], result.outcome, result.reason, timers.failure_threshold
+        )
+        if not s.changed:
+            return
+        values: dict[str, Any] = {"consecutive_failures": s.streak, "updated_at": now}
+        if s.latch is not None:
+            values["paused_reason"] = s.latch
+            values["next_due_at"] = None
+        conn.execute(q.update_routine(*rk, values))
 
     def record(self, key: RunKey, outcome: str, reason: str, *, now: datetime) -> ClaimResult:
         """The operator's CAS from ANY non-terminal state to ``outcome`` (tenant, ONE transaction);
@@ -225,11 +222,10 @@ class RunsMixin(SqlBase):
                 return ClaimResult(False, None, "not_found")
             if rec.terminal:
                 return ClaimResult(False, rec, "duplicate")
-            settle, moves = _settlement(rec, rec.cost_micros)
+            settle, money = _settlement(rec, rec.cost_micros)
             values = {"state": outcome, "reason": reason, "state_at": now, "finished_at": now, **settle}
             new = run_from_row(conn.execute(*q.cas(key, [rec.state], values)).one())
-            if rec.reserve_day is not None:
-                self._move(conn, rec.reserve_day, moves)
+            self._move(conn, money)
             return ClaimResult(True, new, "won")
 
     # ------------------------------------------------------------------ money
@@ -250,7 +246,7 @@ class RunsMixin(SqlBase):
                 exceeded = set()
                 for ceiling in sorted(keys):
                     fits = (
-                        amount <= limits[ceiling]
+                        settlement.fits(0, amount, limits[ceiling])
                         and conn.execute(q.reserve_upsert(self.dialect, ceiling, day, amount, limits[ceiling])).first()
                     )
                     if not fits:
@@ -271,10 +267,10 @@ class RunsMixin(SqlBase):
             rec = self._current(conn, key, lock=True)
             if rec is None:
                 return None
-            settle, moves = _settlement(rec, 0)
-            if not settle or rec.reserve_day is None:
+            settle, money = _settlement(rec, 0)
+            if not money.clears:
                 return rec
-            self._move(conn, rec.reserve_day, moves)
+            self._move(conn, money)
             return run_from_row(conn.execute(*q.cas(key, [rec.state], settle)).one())
 
     def spend(self, ceiling_key: str, day: str) -> int:

@@ -10,9 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 
-from alma_schedule.errors import NotFound
 from alma_schedule.model import Routine, RunRecord, Scope, check_scope
-from alma_schedule.stores.arguments import defer_args
 from alma_schedule.stores.sql import queries as q
 from alma_schedule.stores.sql.rows import routine_from_row, run_from_row
 from alma_schedule.stores.sql.schema import routine_versions, routines, runs
@@ -68,13 +66,6 @@ class SystemMixin(SqlBase):
         with self._tx(read=True) as conn:
             value: datetime | None = conn.execute(q.select_last_tick()).scalar()
             return value
-
-    def defer(self, scope: Scope, routine_id: str, *, until: datetime, error: str) -> None:
-        """Planning back-off for one routine (system); :class:`NotFound` for unknown or deleted ids."""
-        key, until = defer_args(scope, routine_id, until, error)
-        with self._tx(single=True) as conn:
-            if conn.execute(q.set_defer(*key, until, error)).first() is None:
-                raise NotFound(f"routine {scope}/{routine_id} not found")
 
     # ------------------------------------------------------------------ maintenance
 

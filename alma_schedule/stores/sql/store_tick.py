@@ -14,6 +14,9 @@ batch size (cost O(due), never O(routines)):
    one raises on the partial unique index); a fire it did not take, whose key did not exist, lost
    to the routine's non-terminal run: one more INSERT records it ``skipped(overlap)``.
 
+Steps 5 and 6 are :func:`alma_schedule.policies.supersession.place` expressed set-based (its
+constants build the statements); step 3's ``Defer`` update is :func:`~alma_schedule.policies.backoff.deferred`.
+
 A single CTE cannot do this: SQLite has no DML in a CTE, and in PostgreSQL all parts of one
 statement share a snapshot, so a racing manual claim could leave an advanced cursor with no row.
 Every insert of a run locks its routine row first (here and in ``claim_manual``), so nothing
@@ -35,7 +38,6 @@ from alma_schedule.model import (
     Deferral,
     Fire,
     NotDue,
-    Reason,
     Resends,
     Routine,
     RunKey,
@@ -43,6 +45,7 @@ from alma_schedule.model import (
     RunState,
     check_id,
 )
+from alma_schedule.policies import backoff, supersession
 from alma_schedule.settings import Timers
 from alma_schedule.stores.arguments import claim_manual_args
 from alma_schedule.stores.sql import queries as q
@@ -83,8 +86,7 @@ def _decide(decide: Callable[[Routine], Any], routine: Routine, now: datetime, t
             return Defer(require_utc("until", d.until), d.error)
         raise InvalidInput(f"decide returned {type(d).__name__}")
     except Exception as exc:
-        delay = Timers.backoff(timers.defer_first, timers.defer_max, routine.error_count)
-        return Defer(now + delay, repr(exc))
+        return Defer(backoff.retry_at(now, routine.error_count, timers.defer_first, timers.defer_max), repr(exc))
 
 
 def _clean_error(text: str) -> str:
@@ -130,7 +132,7 @@ class TickMixin(SqlBase):
                             routine.routine_id,
                             dec.until,
                             error,
-                            first=routine.error_count == 0,
+                            first=backoff.first_deferral(routine.error_count),
                         )
                     )
                 elif isinstance(dec, NotDue):
@@ -173,12 +175,13 @@ class TickMixin(SqlBase):
             for row in conn.execute(stmt, params).all():
                 rec = run_from_row(row)
                 superseded[(rec.org, rec.uid, rec.routine_id)] = rec
+        missed_state, missed_reason = supersession.MISSED
         new_rows = [
             new_run(
                 (r.org, r.uid, r.routine_id),
                 f.run_id,
-                state=RunState.SKIPPED if f.missed else RunState.CLAIMED,
-                reason=Reason.MISSED if f.missed else None,
+                state=missed_state if f.missed else RunState.CLAIMED,
+                reason=missed_reason if f.missed else None,
                 origin="schedule",
                 config_revision=r.config_revision,
                 fire_at=f.fire_at,
@@ -193,8 +196,9 @@ class TickMixin(SqlBase):
         if new_rows:
             for key in conn.execute(*q.insert_runs(d, new_rows)).all():
                 inserted[tuple(key)] = run_from_values(by_key[tuple(key)])
+        overlap_state, overlap_reason = supersession.OVERLAP
         lost = [
-            {**row, "state": RunState.SKIPPED, "reason": Reason.OVERLAP, "resend_at": None, "finished_at": now}
+            {**row, "state": overlap_state, "reason": overlap_reason, "resend_at": None, "finished_at": now}
             for key, row in by_key.items()
             if key not in inserted
         ]

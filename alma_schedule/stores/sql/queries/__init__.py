@@ -50,7 +50,6 @@ from alma_schedule.stores.sql.queries.routines import (
     select_open_run,
     select_routine,
     select_versions,
-    set_defer,
     update_routine,
 )
 from alma_schedule.stores.sql.queries.runs import (
@@ -131,7 +130,6 @@ __all__ = [
     "select_schema_version",
     "select_spend",
     "select_versions",
-    "set_defer",
     "spend_adjust",
     "stuck",
     "supersede",

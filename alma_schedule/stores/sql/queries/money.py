@@ -11,7 +11,8 @@ from alma_schedule.stores.sql.schema import spend
 
 
 def reserve_upsert(dialect: str, ceiling: str, day: str, amount: int, limit: int) -> Any:
-    """Add ``amount`` to a ceiling's day unless that would exceed ``limit`` (no row returned then)."""
+    """Add ``amount`` to a ceiling's day unless that would exceed ``limit`` (no row returned then):
+    :func:`alma_schedule.policies.settlement.fits`, in the upsert's guard (atomic under concurrency)."""
     total = spend.c.reserved_micros + spend.c.settled_micros + amount
     return (
         _insert(dialect, spend)

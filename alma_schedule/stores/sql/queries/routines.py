@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -88,19 +87,4 @@ def list_inactive(limit: int) -> sa.Select[Any]:
         )
         .order_by(routines.c.org, routines.c.uid, routines.c.routine_id)
         .limit(limit)
-    )
-
-
-def set_defer(org: str, uid: str, routine_id: str, until: datetime, error: str) -> Any:
-    """Planning back-off of one live routine (no row returned when it is unknown or deleted)."""
-    values: dict[str, Any] = {
-        "defer_until": until,
-        "last_error": error,
-        "error_count": routines.c.error_count + 1,
-    }
-    return (
-        sa.update(routines)
-        .where(routine_pk(org, uid, routine_id), routines.c.deleted_at.is_(None))
-        .values(values)
-        .returning(routines.c.routine_id)
     )

@@ -11,6 +11,7 @@ from sqlalchemy.dialects import postgresql as pg
 from sqlalchemy.sql import ColumnElement
 
 from alma_schedule.model import Reason, RunState
+from alma_schedule.policies import backoff, supersession
 from alma_schedule.stores.sql.queries.common import _KEY_COLS, Key3, Params, _arrays, _insert, _unnest, dt, lit
 from alma_schedule.stores.sql.schema import routines, runs
 from alma_schedule.stores.sql.types import UtcDateTime
@@ -22,6 +23,7 @@ def select_due(now: datetime, limit: int, *, lock: bool) -> sa.Select[Any]:
         sa.select(routines)
         .where(
             routines.c.next_due_at <= now,
+            # not policies.backoff.held_back(defer_until, now), set-based
             sa.or_(routines.c.defer_until.is_(None), routines.c.defer_until <= now),
             routines.c.deleted_at.is_(None),
             routines.c.enabled.is_(True),
@@ -76,7 +78,7 @@ def advance_cursors(dialect: str, rows: Sequence[Mapping[str, Any]], now: dateti
         [("fire", UtcDateTime()), ("next_due_at", UtcDateTime())],
         rows,
         {"last_fire": "fire", "next_due_at": "next_due_at"},
-        {"defer_until": None, "last_error": None, "error_count": 0, "updated_at": dt(now)},
+        {**backoff.CLEAR.fields(), "updated_at": dt(now)},
         guard=lambda k: sa.or_(routines.c.last_fire.is_(None), routines.c.last_fire < k["fire"]),
     )
 
@@ -94,21 +96,26 @@ def move_due(dialect: str, rows: Sequence[Mapping[str, Any]], now: datetime) -> 
 
 
 def defer_batch(dialect: str, rows: Sequence[Mapping[str, Any]], now: datetime) -> tuple[Any, Params]:
-    """``Defer``: the planning back-off, error recorded, ``error_count`` bumped."""
+    """``Defer``: the planning back-off (:func:`alma_schedule.policies.backoff.deferred`, set-based):
+    ``defer_until``/``last_error`` from the row, ``error_count`` bumped by ``ERROR_STEP``."""
     return _batch_update_routines(
         dialect,
         "d",
         [("until", UtcDateTime()), ("error", sa.Text())],
         rows,
         {"defer_until": "until", "last_error": "error"},
-        {"error_count": routines.c.error_count + 1, "updated_at": dt(now)},
+        {"error_count": routines.c.error_count + backoff.ERROR_STEP, "updated_at": dt(now)},
     )
 
 
 def supersede(dialect: str, keys: Sequence[Key3], now: datetime) -> tuple[Any, Params]:
-    """Older schedule ``claimed`` runs of these routines -> ``skipped(missed)`` (CAS), returned."""
-    values = {"state": lit(RunState.SKIPPED), "reason": lit(Reason.MISSED), "state_at": dt(now), "finished_at": dt(now)}
-    cas = sa.and_(runs.c.state == lit(RunState.CLAIMED), runs.c.origin == lit("schedule"))
+    """Older schedule ``claimed`` runs of these routines -> ``skipped(missed)`` (CAS), returned: the
+    ``SUPERSEDE`` placement of :func:`alma_schedule.policies.supersession.place`, set-based."""
+    state, reason = supersession.SUPERSEDED
+    values = {"state": lit(state), "reason": lit(reason), "state_at": dt(now), "finished_at": dt(now)}
+    cas = sa.and_(
+        runs.c.state == lit(supersession.SUPERSEDABLE_STATE), runs.c.origin == lit(supersession.SUPERSEDABLE_ORIGIN)
+    )
     if dialect == "postgresql":
         k = _unnest("s", _KEY_COLS)
         stmt = (

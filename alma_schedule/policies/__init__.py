@@ -1,0 +1,16 @@
+"""Policy, written once: pure functions the stores (and the engine) apply.
+
+Each module is one rule of ``docs/architecture.md``, as plain inputs (counts, states, timers, ``now``)
+to plain outputs. No I/O, no store, no clock: a caller passes ``now``. The stores hold no policy of
+their own (:mod:`alma_schedule.stores.base`): the memory store calls these functions; the SQL store
+calls them where it computes in Python and builds its set-based statements from their constants.
+
+* :mod:`~alma_schedule.policies.streak`: the failure streak and its pause latch;
+* :mod:`~alma_schedule.policies.supersession`: a newer schedule fire versus the routine's open run;
+* :mod:`~alma_schedule.policies.backoff`: the planning back-off of a routine that cannot be planned;
+* :mod:`~alma_schedule.policies.settlement`: moving a run's reservation to what it cost.
+
+Nothing here imports :mod:`alma_schedule.stores` or :mod:`alma_schedule.engine`.
+"""
+
+from __future__ import annotations

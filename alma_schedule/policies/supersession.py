@@ -1,0 +1,74 @@
+"""Supersession versus overlap: a newer schedule fire and the routine's open run
+(``docs/architecture.md``, the run and the claim).
+
+A routine has at most one non-terminal run. When ``claim_due`` records a NEW schedule fire:
+
+* a fire decided ``missed`` is recorded ``skipped(missed)`` and touches nothing else;
+* with no non-terminal run, the fire is ``claimed``;
+* when the open run is an OLDER SCHEDULE fire still ``claimed`` (sent, never started), it is
+  SUPERSEDED: moved ``claimed -> skipped(missed)`` by compare-and-set in the same transaction, and
+  the new fire is ``claimed`` (the newer fire carries the work; the old one would only be late);
+* any other open run (``running``, ``submitted``, ``collecting``, or a ``claimed`` MANUAL run)
+  blocks: the new fire is recorded ``skipped(overlap)`` and the open run is untouched.
+
+A later ``start`` of a superseded run loses with the reason ``superseded`` (the row is
+``skipped(missed)``); any other lost start is a ``duplicate``.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from alma_schedule.model import Reason, RunState
+
+__all__ = [
+    "MISSED",
+    "OVERLAP",
+    "SUPERSEDABLE_ORIGIN",
+    "SUPERSEDABLE_STATE",
+    "SUPERSEDED",
+    "Placement",
+    "lost_start_reason",
+    "place",
+    "supersedable",
+]
+
+#: The open run a newer fire supersedes: a ``claimed`` run of origin ``schedule``.
+SUPERSEDABLE_STATE = RunState.CLAIMED
+SUPERSEDABLE_ORIGIN = "schedule"
+#: ``(state, reason)`` a superseded run takes; a fire recorded blocked; a fire decided missed.
+SUPERSEDED: tuple[RunState, Reason] = (RunState.SKIPPED, Reason.MISSED)
+OVERLAP: tuple[RunState, Reason] = (RunState.SKIPPED, Reason.OVERLAP)
+MISSED: tuple[RunState, Reason] = (RunState.SKIPPED, Reason.MISSED)
+
+
+class Placement(enum.StrEnum):
+    """Where a new schedule fire goes."""
+
+    CLAIM = "claim"  # no open run: claimed
+    SUPERSEDE = "supersede"  # the open run is superseded (skipped(missed)), then the fire is claimed
+    OVERLAP = "overlap"  # the open run blocks: the fire is recorded skipped(overlap)
+    MISSED = "missed"  # decided missed: recorded skipped(missed), nothing else moves
+
+
+def supersedable(state: str, origin: str) -> bool:
+    """Whether an open run in ``state`` of ``origin`` gives way to a newer schedule fire."""
+    return state == SUPERSEDABLE_STATE and origin == SUPERSEDABLE_ORIGIN
+
+
+def place(missed: bool, open_state: str | None, open_origin: str | None) -> Placement:
+    """The placement of a new schedule fire, given whether ``decide`` called it missed and the
+    state and origin of the routine's non-terminal run (None, None: there is none)."""
+    if missed:
+        return Placement.MISSED
+    if open_state is None:
+        return Placement.CLAIM
+    if supersedable(open_state, open_origin or ""):
+        return Placement.SUPERSEDE
+    return Placement.OVERLAP
+
+
+def lost_start_reason(state: str, reason: str | None) -> str:
+    """The reason a ``start`` of a run that is no longer ``claimed`` loses with: ``superseded`` when
+    the row is ``skipped(missed)``, else ``duplicate``."""
+    return "superseded" if (state, reason) == SUPERSEDED else "duplicate"

@@ -1,0 +1,163 @@
+"""Contract: the failure streak ``finish`` moves and its auto-pause latch.
+
+The rule is :mod:`alma_schedule.policies.streak`; the example tests pin it, and the property test
+holds what a store did after a random sequence of finishes to :func:`~alma_schedule.policies.streak.fold`.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from alma_schedule.model import RunKey, RunResult
+from alma_schedule.policies import streak
+from alma_schedule.stores.base import Store
+from alma_schedule.testing.builders import (
+    HOUR,
+    MINUTE,
+    SCOPE,
+    T0,
+    TIMERS,
+    claim,
+    cycle,
+    register,
+    run_in,
+    running,
+    with_threshold,
+)
+
+#: Property tests drive a real store: few examples, no deadline (PostgreSQL round trips vary), and
+#: the per-test ``store`` fixture is shared by the examples (each uses routine ids of its own).
+PROPERTY = settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.differing_executors],
+)
+_EXAMPLES = itertools.count()
+
+OUTCOMES = [
+    RunResult.failed("runner_error"),
+    RunResult.failed("config_revision_changed"),
+    RunResult.timed_out(),
+    RunResult.completed("delivered"),
+    RunResult.completed("sent"),
+    RunResult.refused("not_admitted"),
+    RunResult("skipped", "missed"),
+]
+
+PAUSES = (False, False, False, False, True)  # an operator pause before a finish: rare (it ends the run)
+
+
+def _finish_manual(store: Store, routine_id: str, i: int, result: RunResult, *, pause: bool, threshold: int) -> None:
+    """A manual run of ``routine_id`` driven to a state ``result`` may finish from, then finished;
+    with ``pause`` the operator pauses the routine just before the finish."""
+    now = T0 + i * MINUTE
+    key = RunKey.of(SCOPE, routine_id, f"manual:{i:03d}")
+    assert store.claim_manual(key, now=now, expires_at=now + HOUR, resend_at=now + MINUTE).won
+    if result.outcome != "skipped":
+        assert store.start(key, now=now).won
+    if result.outcome == "timed_out":
+        assert store.submit(key, now=now, batch_id="b", deadline=now, next_poll_at=now + MINUTE).won
+    if pause:
+        store.set_paused(SCOPE, routine_id, "operator", now=now, next_due_at=None)
+    assert store.finish(key, result, now=now, timers=with_threshold(threshold)).won
+
+
+class StreakContract:
+    # ------------------------------------------------------------------ the failure streak
+
+    @pytest.mark.parametrize(
+        ("result", "expected"),
+        [
+            (RunResult.failed("runner_error"), 3),
+            (RunResult.failed("config_revision_changed"), 2),
+            (RunResult.completed("delivered"), 0),
+            (RunResult.completed("sent"), 2),
+            (RunResult.refused("not_admitted"), 2),
+        ],
+        ids=["failed", "config_revision_changed", "completed", "completed_sent", "refused"],
+    )
+    def test_streak_rules(self, store: Store, result: RunResult, expected: int) -> None:
+        register(store)
+        for _ in range(2):
+            cycle(store, RunResult.failed("runner_error"))
+        cycle(store, result)
+        row = store.get_routine(SCOPE, "r1")
+        assert row is not None and row.consecutive_failures == expected
+
+    def test_timed_out_counts_and_skipped_does_not(self, store: Store) -> None:
+        rec = run_in(store, "submitted")
+        store.finish(rec.key, RunResult.timed_out(), now=T0 + HOUR, timers=TIMERS)
+        row = store.get_routine(SCOPE, "r1")
+        assert row is not None and row.consecutive_failures == 1
+        nxt = claim(store, now=T0 + HOUR)
+        store.finish(nxt.key, RunResult("skipped", "missed"), now=T0 + HOUR, timers=TIMERS)
+        row = store.get_routine(SCOPE, "r1")
+        assert row is not None and row.consecutive_failures == 1
+
+    def test_manual_runs_count_too(self, store: Store) -> None:
+        register(store)
+        res = store.claim_manual(
+            RunKey.of(SCOPE, "r1", "manual:01"), now=T0, expires_at=T0 + HOUR, resend_at=T0 + MINUTE
+        )
+        assert res.record is not None
+        store.start(res.record.key, now=T0)
+        store.finish(res.record.key, RunResult.failed("runner_error"), now=T0, timers=TIMERS)
+        row = store.get_routine(SCOPE, "r1")
+        assert row is not None and row.consecutive_failures == 1
+
+    def test_the_streak_latches_a_pause_at_thewith_threshold(self, store: Store) -> None:
+        register(store)
+        timers = with_threshold(3)
+        for n in (1, 2):
+            cycle(store, RunResult.failed("provider_error"), timers=timers)
+            row = store.get_routine(SCOPE, "r1")
+            assert row is not None and row.consecutive_failures == n and row.paused_reason is None
+        cycle(store, RunResult.failed("sink_error"), timers=timers)
+        row = store.get_routine(SCOPE, "r1")
+        assert row is not None and row.consecutive_failures == 3
+        assert row.paused_reason == "failure_streak:sink_error" and row.next_due_at is None
+        assert store.peek_due(T0 + 10 * HOUR, 10) == []
+
+    def test_the_latch_keeps_an_earlier_pause_reason(self, store: Store) -> None:
+        register(store)
+        timers = with_threshold(1)
+        rec = running(store)
+        store.set_paused(SCOPE, "r1", "operator", now=T0, next_due_at=None)
+        store.finish(rec.key, RunResult.failed("runner_error"), now=T0, timers=timers)
+        row = store.get_routine(SCOPE, "r1")
+        assert row is not None and row.paused_reason == "operator" and row.consecutive_failures == 1
+
+    def test_threshold_zero_never_latches(self, store: Store) -> None:
+        register(store)
+        for _ in range(3):
+            cycle(store, RunResult.failed("runner_error"), timers=with_threshold(0))
+        row = store.get_routine(SCOPE, "r1")
+        assert row is not None and row.paused_reason is None and row.consecutive_failures == 3
+
+    @PROPERTY
+    @given(
+        steps=st.lists(st.tuples(st.sampled_from(OUTCOMES), st.sampled_from(PAUSES)), min_size=1, max_size=10),
+        threshold=st.sampled_from([0, 2, 3, 5]),
+    )
+    def test_the_streak_is_the_fold_of_the_policy(
+        self, store: Store, steps: list[tuple[RunResult, bool]], threshold: int
+    ) -> None:
+        """After each finish of a random sequence (some just after an operator pause), the routine's
+        streak and pause reason are :func:`streak.fold` of the outcomes so far; a paused routine
+        takes no more runs, so the sequence ends at the first pause."""
+        routine_id = f"streak-{next(_EXAMPLES)}"
+        register(store, routine_id)
+        done: list[tuple[str, str | None]] = []
+        for i, (result, pause) in enumerate(steps):
+            _finish_manual(store, routine_id, i, result, pause=pause, threshold=threshold)
+            done.append((result.outcome, result.reason))
+            expected = streak.fold(done, threshold, paused_reason="operator" if pause else None)
+            row = store.get_routine(SCOPE, routine_id)
+            assert row is not None and (row.consecutive_failures, row.paused_reason) == expected, done
+            if row.paused_reason is not None:
+                assert row.next_due_at is None
+                break
