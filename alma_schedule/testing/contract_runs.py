@@ -49,7 +49,7 @@ OPS: dict[str, Op] = {
     "skipped": lambda s, r: s.finish(r.key, RunResult("skipped", "missed"), now=T0 + MINUTE, timers=TIMERS),
     "timed_out": lambda s, r: s.finish(r.key, RunResult.timed_out(), now=T0 + MINUTE, timers=TIMERS),
 }
-#: The state each op moves a row INTO, and the states it may come from (DESIGN.md's table).
+#: The state each op moves a row INTO, and the states it may come from (the state table of docs/architecture.md).
 ALLOWED: dict[str, set[str]] = {
     "start": {"claimed"},
     "submit": {"running"},
