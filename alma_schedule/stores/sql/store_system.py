@@ -74,7 +74,7 @@ class SystemMixin(SqlBase):
         key, until = defer_args(scope, routine_id, until, error)
         with self._tx(single=True) as conn:
             if conn.execute(q.set_defer(*key, until, error)).first() is None:
-                raise NotFound(f"routine {scope}/{routine_id} not found")
+                raise NotFound.of("routine", f"{scope}/{routine_id}")
 
     # ------------------------------------------------------------------ maintenance
 
