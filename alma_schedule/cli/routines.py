@@ -87,6 +87,10 @@ routines.add_command(update)
 def list_(obj: CliContext, scope: str, deleted: bool, as_json: bool) -> None:
     """List a scope's routines.
 
+    "last run" is the newest fire the schedule claimed (from the run ledger, with its state);
+    "cursor" is where the schedule resumes counting from: the last claimed fire, or the instant of
+    a resume, an enable or a schedule change.
+
     \b
     Example:
       alma-schedule routines list acme/alice --json
