@@ -79,7 +79,16 @@ class RegistrationRefused(AlmaScheduleError, ValueError):
 
 
 class NotFound(AlmaScheduleError, LookupError):
-    """The routine or run does not exist in this scope."""
+    """The routine or run does not exist in this scope.
+
+    Raised through :meth:`of`, so every layer (stores, engine, CLI) words it the same way:
+    ``not found: routine acme/alice/briefing`` or ``not found: run acme/alice/briefing/<run id>``.
+    """
+
+    @classmethod
+    def of(cls, what: str, name: object) -> NotFound:
+        """The one wording: ``not found: {what} {name}`` (``what`` is ``routine`` or ``run``)."""
+        return cls(f"not found: {what} {name}")
 
 
 class Refused(AlmaScheduleError):

@@ -3,31 +3,37 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from datetime import datetime
 from typing import Any
 
 import click
 
 from alma_schedule.cli.context import CliContext, emit_json, handle_errors, json_option, print_table
-from alma_schedule.cli.wiring import build_schedule, parse_instant
-from alma_schedule.errors import InvalidInput, NotFound
-from alma_schedule.model import Routine, RoutineSpec, Scope
+from alma_schedule.cli.routines_add import add, update
+from alma_schedule.cli.wiring import build_schedule
+from alma_schedule.errors import NotFound
+from alma_schedule.model import Routine, RunRecord, Scope
 
 
-def _json_arg(name: str, text: str) -> Any:
-    """Parse JSON given inline or as ``@file.json``."""
-    if text.startswith("@"):
-        try:
-            text = Path(text[1:]).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise InvalidInput(f"{name}: cannot read {text[1:]!r}: {exc.strerror}") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidInput(f"{name} is not JSON: {exc.msg} (line {exc.lineno} column {exc.colno})") from None
+def last_scheduled_run(store: Any, sc: Scope, routine_id: str) -> RunRecord | None:
+    """The newest run the schedule claimed (``origin == "schedule"``: manual triggers skipped), from
+    the ledger; pages back until one is found or the routine's ledger ends."""
+    before: tuple[datetime, str] | None = None
+    while True:
+        page: list[RunRecord] = store.list_runs(sc, routine_id=routine_id, limit=PAGE, before=before)
+        for run in page:
+            if run.origin == "schedule":
+                return run
+        if len(page) < PAGE:
+            return None
+        before = (page[-1].fire_at, page[-1].run_id)
 
 
-def _routine_row(r: Routine) -> list[Any]:
+def _last_run_text(run: RunRecord | None) -> str:
+    return f"{run.fire_at.isoformat()} {run.state}" if run is not None else "-"
+
+
+def _routine_row(r: Routine, last: RunRecord | None) -> list[Any]:
     state = r.inactive_reason or "active"
     if r.paused_reason:
         state = f"paused ({r.paused_reason})"
@@ -37,13 +43,30 @@ def _routine_row(r: Routine) -> list[Any]:
         json.dumps(dict(r.schedule)),
         state,
         r.next_due_at.isoformat() if r.next_due_at else "-",
+        _last_run_text(last),
         r.last_fire.isoformat() if r.last_fire else "-",
         r.consecutive_failures,
         r.last_error or "",
     ]
 
 
-ROUTINE_COLUMNS = ["id", "kind", "schedule", "state", "next due (UTC)", "last fire", "failures", "last error"]
+#: "last run" is the newest fire the schedule claimed (the ledger); "cursor" is where the schedule
+#: resumes counting from (the last claimed fire, or the instant of a resume / enable / schedule change).
+ROUTINE_COLUMNS = [
+    "id", "kind", "schedule", "state", "next due (UTC)", "last run (fire, state)", "cursor", "failures", "last error",
+]
+PAGE = 50
+
+
+def plain_value(value: Any) -> str:
+    """One value of ``routines show`` as text: JSON for objects, lists and booleans, ``-`` for none."""
+    if value is None:
+        return "-"
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, (dict, list, tuple, bool)):
+        return json.dumps(value, sort_keys=True, default=str)
+    return str(value)
 
 
 @click.group("routines")
@@ -51,52 +74,8 @@ def routines() -> None:
     """Register and steer routines (every command takes the scope ORG/UID)."""
 
 
-@routines.command("add")
-@click.argument("scope")
-@click.argument("routine_id")
-@click.option("--kind", required=True, help="Runner kind: task, turn, job, ...")
-@click.option("--schedule", "schedule_text", required=True, help='JSON, e.g. \'{"cron": "0 8 * * 1-5"}\'.')
-@click.option("--definition", "definition_text", default="{}", help="JSON or @file.json.")
-@click.option("--at", "at", default=None, help="Registration instant (embedded store only; default now).")
-@json_option
-@click.pass_obj
-@handle_errors
-def add(
-    obj: CliContext,
-    scope: str,
-    routine_id: str,
-    kind: str,
-    schedule_text: str,
-    definition_text: str,
-    at: str | None,
-    as_json: bool,
-) -> None:
-    """Register (or re-register) a routine; prints its next 3 fires as the receipt.
-
-    \b
-    Example:
-      alma-schedule routines add acme/alice briefing --kind turn \\
-        --schedule '{"cron": "0 8 * * 1-5", "tz": "Europe/Lisbon"}' --definition @briefing.json
-    """
-    sc = Scope.parse(scope)
-    spec = RoutineSpec(
-        sc.org,
-        sc.uid,
-        routine_id,
-        kind,
-        _json_arg("--schedule", schedule_text),
-        _json_arg("--definition", definition_text),
-    )
-    schedule = build_schedule(obj)
-    receipt = schedule.register(spec, now=parse_instant(at) if at else None)
-    if as_json:
-        emit_json(receipt.to_dict())
-        return
-    verb = "registered" if receipt.changed else "unchanged"
-    click.echo(f"{verb} {sc}/{routine_id} (revision {receipt.routine.config_revision[:12]})")
-    for w in receipt.warnings:
-        click.echo(f"warning: {w}")
-    print_table("next fires", ["#", "UTC"], [(i + 1, f.isoformat()) for i, f in enumerate(receipt.next_fires)])
+routines.add_command(add)
+routines.add_command(update)
 
 
 @routines.command("list")
@@ -108,6 +87,10 @@ def add(
 def list_(obj: CliContext, scope: str, deleted: bool, as_json: bool) -> None:
     """List a scope's routines.
 
+    "last run" is the newest fire the schedule claimed (from the run ledger, with its state);
+    "cursor" is where the schedule resumes counting from: the last claimed fire, or the instant of
+    a resume, an enable or a schedule change.
+
     \b
     Example:
       alma-schedule routines list acme/alice --json
@@ -117,13 +100,15 @@ def list_(obj: CliContext, scope: str, deleted: bool, as_json: bool) -> None:
     if as_json:
         emit_json([r.to_dict() for r in rows])
         return
-    print_table(f"routines of {sc}", ROUTINE_COLUMNS, [_routine_row(r) for r in rows])
+    store = obj.store()
+    table = [_routine_row(r, last_scheduled_run(store, sc, r.routine_id)) for r in rows]
+    print_table(f"routines of {sc}", ROUTINE_COLUMNS, table)
 
 
 def _get(obj: CliContext, sc: Scope, routine_id: str) -> Routine:
     r: Routine | None = obj.store().get_routine(sc, routine_id, include_deleted=True)
     if r is None:
-        raise NotFound(f"no routine {routine_id!r} in {sc}")
+        raise NotFound.of("routine", f"{sc}/{routine_id}")
     return r
 
 
@@ -134,7 +119,7 @@ def _get(obj: CliContext, sc: Scope, routine_id: str) -> Routine:
 @click.pass_obj
 @handle_errors
 def show(obj: CliContext, scope: str, routine_id: str, as_json: bool) -> None:
-    """Show one routine with its definition.
+    """Show one routine with its definition (values as JSON / ISO instants) and its last run.
 
     \b
     Example:
@@ -144,7 +129,9 @@ def show(obj: CliContext, scope: str, routine_id: str, as_json: bool) -> None:
     if as_json:
         emit_json(r.to_dict())
         return
-    print_table(f"routine {r.key}", ["field", "value"], [(k, v) for k, v in r.to_dict().items()])
+    rows = [(k, plain_value(v)) for k, v in r.to_dict().items()]
+    rows.append(("last run (fire, state)", _last_run_text(last_scheduled_run(obj.store(), r.scope, r.routine_id))))
+    print_table(f"routine {r.key}", ["field", "value"], rows)
 
 
 _PAST = {"disable": "disabled", "enable": "enabled", "pause": "paused", "resume": "resumed", "delete": "deleted"}

@@ -6,8 +6,8 @@ import click
 
 from alma_schedule.cli.context import CliContext, emit_json, handle_errors, json_option, print_table
 from alma_schedule.cli.wiring import build_schedule, parse_instant
-from alma_schedule.errors import InvalidInput
-from alma_schedule.model import NON_TERMINAL, TERMINAL, RunRecord, RunState, Scope
+from alma_schedule.errors import InvalidInput, NotFound
+from alma_schedule.model import NON_TERMINAL, REASONS, TERMINAL, RunRecord, RunState, Scope
 from alma_schedule.settings import parse_duration
 
 RUN_COLUMNS = ["routine", "run", "origin", "state", "reason", "fire (UTC)", "state since", "cost µ$", "error"]
@@ -61,13 +61,21 @@ def list_(
 
 
 @runs.command("stuck")
-@click.option("--older-than", default="1h", show_default=True, help="Minimum age in the current state.")
+@click.option(
+    "--older-than",
+    default=None,
+    help="Minimum age in the current state [default: 2 x ALMA_RUN_TIME_LIMIT, what a tick calls blocked].",
+)
 @click.option("--limit", default=100, show_default=True, type=click.IntRange(1, 10_000))
 @json_option
 @click.pass_obj
 @handle_errors
-def stuck(obj: CliContext, older_than: str, limit: int, as_json: bool) -> None:
+def stuck(obj: CliContext, older_than: str | None, limit: int, as_json: bool) -> None:
     """Runs waiting in running / submitted / collecting (system-wide): what needs an operator.
+
+    A run is stuck when it has been in its state longer than --older-than (default twice
+    ALMA_RUN_TIME_LIMIT, the age at which a tick reports it as blocked), and a submitted run past
+    its deadline is stuck whatever --older-than says.
 
     `running` is never expired or retried automatically: check the provider, the batch and the
     destination, then `runs record` the outcome.
@@ -76,12 +84,24 @@ def stuck(obj: CliContext, older_than: str, limit: int, as_json: bool) -> None:
     Example:
       alma-schedule runs stuck --older-than 30m
     """
-    age = parse_duration("--older-than", older_than)
-    rows = obj.store().stuck(obj.settings.now(), age, limit)
+    settings = obj.settings
+    age = parse_duration("--older-than", older_than) if older_than is not None else 2 * settings.run_time_limit
+    now = settings.now()
+    store = obj.store()
+    found = {r.key: r for r in store.stuck(now, age, limit)}
+    for r in store.blocked(now, settings.run_time_limit, limit):
+        if r.state == RunState.SUBMITTED and r.deadline is not None and now > r.deadline:
+            found.setdefault(r.key, r)
+    rows = sorted(found.values(), key=lambda r: (r.state_at, str(r.key)))[:limit]
     if as_json:
         emit_json([r.to_dict() for r in rows])
         return
-    print_table(f"runs stuck longer than {older_than}", RUN_COLUMNS, [run_row(r, scoped=False) for r in rows])
+    label = older_than or f"{age.total_seconds():g}s"
+    title = f"runs stuck longer than {label} (or submitted past their deadline)"
+    if not rows:
+        click.echo(f"{title}: none")
+        return
+    print_table(title, RUN_COLUMNS, [run_row(r, scoped=False) for r in rows])
 
 
 @runs.command("record")
@@ -91,12 +111,20 @@ def stuck(obj: CliContext, older_than: str, limit: int, as_json: bool) -> None:
 @click.option(
     "--outcome", required=True, type=click.Choice(sorted(str(s) for s in TERMINAL)), help="The terminal state."
 )
-@click.option("--reason", default="reconciled", show_default=True, help="A closed reason code.")
+@click.option(
+    "--reason",
+    default="reconciled",
+    show_default=True,
+    help=f"A closed reason code: {', '.join(sorted(REASONS))}.",
+)
 @json_option
 @click.pass_obj
 @handle_errors
 def record(obj: CliContext, scope: str, routine_id: str, run_id: str, outcome: str, reason: str, as_json: bool) -> None:
     """The operator's final word on a non-terminal run (never resends; releases its reservation).
+
+    Exit 1 when nothing was recorded (the run is unknown or already terminal), with --json too
+    (the JSON result is printed first).
 
     \b
     Example:
@@ -105,14 +133,17 @@ def record(obj: CliContext, scope: str, routine_id: str, run_id: str, outcome: s
     sc = Scope.parse(scope)
     result = build_schedule(obj).record(sc, routine_id, run_id, outcome, reason)
     if as_json:
-        emit_json(result.to_dict())
-    elif result.won:
-        click.echo(f"recorded {sc}/{routine_id}/{run_id} as {outcome} ({reason})")
-    else:
-        state = result.record.state if result.record else "missing"
-        raise InvalidInput(
-            f"run {sc}/{routine_id}/{run_id} is {state}: only {', '.join(sorted(NON_TERMINAL))} runs can be recorded"
-        )
+        emit_json(result.to_dict())  # printed either way; nothing recorded still exits 1 (below)
+    if result.won:
+        if not as_json:
+            click.echo(f"recorded {sc}/{routine_id}/{run_id} as {outcome} ({reason})")
+        return
+    if result.record is None:
+        raise NotFound.of("run", f"{sc}/{routine_id}/{run_id}")
+    raise InvalidInput(
+        f"run {sc}/{routine_id}/{run_id} is {result.record.state}: "
+        f"only {', '.join(sorted(NON_TERMINAL))} runs can be recorded"
+    )
 
 
 @runs.command("erase")

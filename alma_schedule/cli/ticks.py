@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import click
 
 from alma_schedule.cli.context import CliContext, emit_json, fail, handle_errors, json_option, print_table
@@ -25,23 +28,31 @@ def plan(obj: CliContext, at: str | None, as_json: bool) -> None:
         emit_json(p.to_dict())
         return
     click.echo(f"plan at {p.at.isoformat()}")
-    print_table(
+    _section(
         "due",
         ["routine", "run", "fire (UTC)", "action", "why"],
         [(f"{d.org}/{d.uid}/{d.routine_id}", d.run_id, d.fire_at.isoformat(), d.action, d.why) for d in p.due],
     )
-    print_table("re-send", ["run"], [(str(k),) for k in p.resends])
-    print_table("expire (skipped: missed)", ["run"], [(str(k),) for k in p.expiring])
-    print_table(
+    _section("re-send", ["run"], [(str(k),) for k in p.resends])
+    _section("expire (skipped: missed)", ["run"], [(str(k),) for k in p.expiring])
+    _section(
         "poll (collect)",
         ["routine", "collect_run_id"],
         [(e.get("routine", ""), e.get("collect_run_id", "")) for e in p.polls],
     )
-    print_table("skipped", ["routine", "why"], [(f"{s.org}/{s.uid}/{s.routine_id}", s.why) for s in p.skipped])
-    print_table(
+    _section("skipped", ["routine", "why"], [(f"{s.org}/{s.uid}/{s.routine_id}", s.why) for s in p.skipped])
+    _section(
         "paused / disabled", ["routine", "why"], [(f"{s.org}/{s.uid}/{s.routine_id}", s.why) for s in p.inactive]
     )
-    print_table("blocked (stuck runs)", ["run"], [(str(k),) for k in p.blocked])
+    _section("blocked (stuck runs)", ["run"], [(str(k),) for k in p.blocked])
+
+
+def _section(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    """A plan section as a table, or one line ``<title>: none`` when it is empty."""
+    if rows:
+        print_table(title, columns, rows)
+    else:
+        click.echo(f"{title}: none")
 
 
 @click.command("tick")
@@ -88,16 +99,20 @@ def tick(obj: CliContext, at: str | None, in_process: bool, as_json: bool) -> No
 
 
 @click.command("reindex")
+@json_option
 @click.pass_obj
 @handle_errors
-def reindex(obj: CliContext) -> None:
+def reindex(obj: CliContext, as_json: bool) -> None:
     """Re-derive every routine's next_due_at (e.g. after a tzdata update). System operation.
 
     \b
     Example:
-      alma-schedule reindex
+      alma-schedule reindex --json
     """
     n = build_schedule(obj).reindex()
+    if as_json:
+        emit_json({"changed": n})
+        return
     click.echo(f"reindexed: {n} routine(s) changed")
 
 

@@ -78,7 +78,7 @@ def _finish(rt: Runtime, key: RunKey, result: RunResult, now: datetime, owned: s
     from_states = {owned or RunState.SUBMITTED}
     res = rt.store.finish(key, result, now=now, timers=rt.timers, from_states=from_states)
     if res.record is None:
-        raise NotFound(f"run {key} does not exist")
+        raise NotFound.of("run", key)
     if not res.won:
         log.info("finish %s as %s lost (%s): the run is %s", key, result.outcome, res.reason, res.record.state)
     return res.record
@@ -115,7 +115,7 @@ def execute(rt: Runtime, key: RunKey, now: datetime | None = None) -> RunRecord:
     at = rt.now(now)
     current = rt.store.get(key)
     if current is None:
-        raise NotFound(f"run {key} does not exist")
+        raise NotFound.of("run", key)
     if current.state != RunState.CLAIMED:
         log.info("run %s not started: already %s", key, current.state)
         return current
@@ -124,7 +124,7 @@ def execute(rt: Runtime, key: RunKey, now: datetime | None = None) -> RunRecord:
         return current
     started = rt.store.start(key, now=at)
     if started.record is None:
-        raise NotFound(f"run {key} does not exist")
+        raise NotFound.of("run", key)
     if not started.won:
         log.info("run %s not started: %s (%s)", key, started.reason, started.record.state)
         return started.record
@@ -158,7 +158,7 @@ def collect(rt: Runtime, key: RunKey, now: datetime | None = None) -> RunRecord:
     at = rt.now(now)
     record = rt.store.get(key)
     if record is None:
-        raise NotFound(f"run {key} does not exist")
+        raise NotFound.of("run", key)
     if record.state != RunState.SUBMITTED:
         return record
     if record.deadline is not None and at > record.deadline:
@@ -210,5 +210,5 @@ def record(
     if outcome not in TERMINAL:
         raise InvalidInput(f"outcome {outcome!r} is not a terminal state ({', '.join(sorted(TERMINAL))})")
     if reason not in REASONS:
-        raise InvalidInput(f"reason {reason!r} is not a known reason code")
+        raise InvalidInput(f"reason {reason!r} is not a known reason code (one of: {', '.join(sorted(REASONS))})")
     return rt.store.record(key, outcome, reason, now=rt.now(now))

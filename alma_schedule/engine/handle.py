@@ -90,7 +90,7 @@ class StoreRunHandle:
         k = self._key
         record = self._rt.store.get(k)
         if record is None:
-            raise NotFound(f"run {k} does not exist")
+            raise NotFound.of("run", k)
         self._record = record
         return record
 

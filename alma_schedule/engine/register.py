@@ -14,6 +14,12 @@ Steps (the store write is ONE transaction, a compare-and-set on the current revi
    type becomes ``every``); a definition-only change keeps the cursor and the index;
 5. ``store.put_routine(expected_revision=...)``; a concurrent writer (``StoreConflict``) -> re-read
    and try again (3 times). A tombstoned id whose old runs are non-terminal is refused by the store.
+
+``mode`` (default ``"upsert"``: register or re-register) can narrow it, checked against the row read
+inside the compare-and-set loop, so two racing writers cannot both pass: ``"create"`` refuses an id
+that already has a live routine (:class:`RegistrationRefused`, "already exists"); ``"update"``
+refuses an id with no live routine (:class:`NotFound`). The CLI's ``routines add`` creates,
+``routines update`` updates, ``routines add --update`` upserts.
 """
 
 from __future__ import annotations
@@ -22,16 +28,20 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from alma_schedule.core import Every, ScheduleValue, next_fire, next_fires, parse_schedule, validate_schedule
-from alma_schedule.errors import InvalidInput, InvalidSchedule, RegistrationRefused, StoreConflict
+from alma_schedule.errors import InvalidInput, InvalidSchedule, NotFound, RegistrationRefused, StoreConflict
 from alma_schedule.model import Routine, RoutineKey, RoutineSpec, check_id
 
 from .revision import canonical_json, config_revision
 from .runtime import Runtime, UnknownKind
 
-__all__ = ["RegistrationReceipt", "register"]
+__all__ = ["RegisterMode", "RegistrationReceipt", "register"]
+
+#: What ``register`` may do to an existing id: anything (``upsert``), only create, only update.
+RegisterMode = Literal["upsert", "create", "update"]
+MODES: tuple[str, ...] = ("upsert", "create", "update")
 
 SECOND = timedelta(seconds=1)
 ATTEMPTS = 3
@@ -118,10 +128,14 @@ def _refusal(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-def register(rt: Runtime, spec: RoutineSpec, now: datetime | None = None) -> RegistrationReceipt:
+def register(
+    rt: Runtime, spec: RoutineSpec, now: datetime | None = None, *, mode: RegisterMode = "upsert"
+) -> RegistrationReceipt:
     """Register or re-register ``spec``. See the module docstring for what is checked and kept."""
     if not isinstance(spec, RoutineSpec):
         raise InvalidInput(f"register takes a RoutineSpec, not {type(spec).__name__}")
+    if mode not in MODES:
+        raise InvalidInput(f"register mode {mode!r} is not one of {', '.join(MODES)}")
     at = rt.now(now)
     RoutineKey(spec.org, spec.uid, spec.routine_id)  # validates the three ids
     check_id("kind", spec.kind)
@@ -144,6 +158,10 @@ def register(rt: Runtime, spec: RoutineSpec, now: datetime | None = None) -> Reg
     for _ in range(ATTEMPTS):
         existing = rt.store.get_routine(spec.scope, spec.routine_id, include_deleted=True)
         live = existing if existing is not None and existing.deleted_at is None else None
+        if mode == "create" and live is not None:
+            raise RegistrationRefused(f"routine {spec.key} already exists")
+        if mode == "update" and live is None:
+            raise NotFound.of("routine", spec.key)
         candidate = _candidate(spec, schedule, live, at)
         try:
             runner = rt.resolve(candidate)

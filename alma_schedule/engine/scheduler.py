@@ -49,7 +49,7 @@ from . import execute as _execute
 from . import tick as _tick
 from .decide import decide as _decide
 from .dispatch import InProcessDispatcher
-from .register import RegistrationReceipt, register
+from .register import RegisterMode, RegistrationReceipt, register
 from .runtime import RunnerSource, Runtime, as_resolver
 
 log = logging.getLogger("alma_schedule.engine")
@@ -123,16 +123,19 @@ class Scheduler:
 
     # ------------------------------------------------------------------ registration
 
-    def register(self, spec: RoutineSpec, *, now: datetime | None = None) -> RegistrationReceipt:
-        """Register or re-register a routine (see :mod:`alma_schedule.engine.register`)."""
-        return register(self._rt, spec, now)
+    def register(
+        self, spec: RoutineSpec, *, now: datetime | None = None, mode: RegisterMode = "upsert"
+    ) -> RegistrationReceipt:
+        """Register or re-register a routine (an upsert; ``mode`` ``"create"`` / ``"update"`` narrows
+        it: see :mod:`alma_schedule.engine.register`)."""
+        return register(self._rt, spec, now, mode=mode)
 
     # ------------------------------------------------------------------ levers (tenant)
 
     def _live(self, scope: Scope, routine_id: str) -> Routine:
         routine = self._rt.store.get_routine(scope, routine_id)
         if routine is None or routine.deleted_at is not None:
-            raise NotFound(f"routine {scope}/{routine_id} does not exist")
+            raise NotFound.of("routine", f"{scope}/{routine_id}")
         return routine
 
     def disable(self, scope: Scope, routine_id: str, *, now: datetime | None = None) -> Routine:
@@ -190,7 +193,7 @@ class Scheduler:
             raise Overlap(f"routine {name} is busy{what}", record=blocking)
         if res.reason in (Reason.PAUSED, Reason.DISABLED, Reason.DELETED):
             raise Refused(f"routine {name} is {res.reason}", reason=res.reason, record=res.record)
-        raise NotFound(f"routine {name} does not exist")
+        raise NotFound.of("routine", name)
 
     # ------------------------------------------------------------------ reads (tenant)
 
@@ -236,7 +239,7 @@ class Scheduler:
         """One run of the scope (:class:`NotFound` if none)."""
         record = self._rt.store.get(RunKey.of(check_scope(scope), routine_id, run_id))
         if record is None:
-            raise NotFound(f"run {scope}/{routine_id}/{run_id} does not exist")
+            raise NotFound.of("run", f"{scope}/{routine_id}/{run_id}")
         return record
 
     # ------------------------------------------------------------------ the tick's side (system)

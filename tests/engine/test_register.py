@@ -169,3 +169,23 @@ def test_clock_ahead_registration_moves_no_anchor(make) -> None:
     tolerance = sched.settings.clock_tolerance
     assert r.registered_at == T0 + tolerance  # clamped to clock() + clock_tolerance
     assert r.next_due_at == T0 + tolerance + HOUR
+
+
+def test_register_is_an_upsert_and_mode_narrows_it(make, clock) -> None:
+    from alma_schedule.errors import NotFound
+
+    sched = make()
+    assert sched.register(spec("r1", {"every": "15m"}, text="a")).changed
+    assert sched.register(spec("r1", {"every": "15m"}, text="b")).changed  # the API stays an upsert
+    with pytest.raises(RegistrationRefused, match=r"^routine org-a/user-1/r1 already exists$"):
+        sched.register(spec("r1", {"every": "15m"}, text="c"), mode="create")
+    assert sched.get(SCOPE, "r1").definition["text"] == "b"  # nothing written
+    with pytest.raises(NotFound, match=r"^not found: routine org-a/user-1/r2$"):
+        sched.register(spec("r2", {"every": "15m"}), mode="update")
+    assert sched.store.get_routine(SCOPE, "r2", include_deleted=True) is None
+    assert sched.register(spec("r1", {"every": "15m"}, text="d"), mode="update").changed
+    assert sched.register(spec("r2", {"every": "15m"}), mode="create").changed
+    sched.delete(SCOPE, "r2")
+    assert sched.register(spec("r2", {"every": "15m"}), mode="create").changed  # a tombstoned id is free
+    with pytest.raises(InvalidInput, match="mode"):
+        sched.register(spec("r3", {"every": "15m"}), mode="replace")  # type: ignore[arg-type]

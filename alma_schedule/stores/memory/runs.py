@@ -232,7 +232,7 @@ class RunsMixin:
         with self._lock:
             rec = self._find(rk, run_id)
             if rec is None:
-                raise NotFound(f"run {key} not found")
+                raise NotFound.of("run", key)
             if rec.terminal:
                 return rec
             new = dataclasses.replace(rec, **clean)
@@ -298,7 +298,7 @@ class RunsMixin:
         with self._lock:
             rec = self._find(rk, run_id)
             if rec is None:
-                raise NotFound(f"run {key} not found")
+                raise NotFound.of("run", key)
             if rec.state != RunState.RUNNING or rec.reserve_ceilings:
                 return ReserveResult(False, None, rec)
             for c in ceilings:

@@ -71,7 +71,7 @@ class MemoryStore(TickMixin, ReadsMixin, RenamedMethods):
         key = check_routine_key(scope, routine_id)
         row = self._routines.get(key)
         if row is None or row.deleted_at is not None:
-            raise NotFound(f"routine {scope}/{routine_id} not found")
+            raise NotFound.of("routine", f"{scope}/{routine_id}")
         return key, row
 
     # ------------------------------------------------------------------ routines (tenant)
@@ -176,7 +176,7 @@ class MemoryStore(TickMixin, ReadsMixin, RenamedMethods):
         with self._lock:
             row = self._routines.get(key)
             if row is None:
-                raise NotFound(f"routine {scope}/{routine_id} not found")
+                raise NotFound.of("routine", f"{scope}/{routine_id}")
             if row.deleted_at is None:
                 self._write(dataclasses.replace(row, deleted_at=now, next_due_at=None, updated_at=now))
             return self._out(key)

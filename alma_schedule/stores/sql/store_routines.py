@@ -34,7 +34,7 @@ class RoutinesMixin(SqlBase):
     def _locked_live(self, conn: Connection, key: RKey) -> Routine:
         row = conn.execute(q.select_routine(*key, lock=True)).first()
         if row is None or row._mapping["deleted_at"] is not None:
-            raise NotFound(f"routine {key[0]}/{key[1]}/{key[2]} not found")
+            raise NotFound.of("routine", f"{key[0]}/{key[1]}/{key[2]}")
         return routine_from_row(row)
 
     def _update(self, conn: Connection, key: RKey, values: dict[str, Any]) -> Routine:
@@ -165,7 +165,7 @@ class RoutinesMixin(SqlBase):
         with self._tx() as conn:
             found = conn.execute(q.select_routine(*key, lock=True)).first()
             if found is None:
-                raise NotFound(f"routine {scope}/{routine_id} not found")
+                raise NotFound.of("routine", f"{scope}/{routine_id}")
             row = routine_from_row(found)
             if row.deleted_at is not None:
                 return row

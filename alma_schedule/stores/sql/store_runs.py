@@ -144,7 +144,7 @@ class RunsMixin(SqlBase):
                 return run_from_row(row)
             cur = self._current(conn, key)
         if cur is None:
-            raise NotFound(f"run {key} not found")
+            raise NotFound.of("run", key)
         return cur
 
     def finish(
@@ -240,7 +240,7 @@ class RunsMixin(SqlBase):
             with self._tx() as conn:
                 rec = self._current(conn, key, lock=True)
                 if rec is None:
-                    raise NotFound(f"run {key} not found")
+                    raise NotFound.of("run", key)
                 if rec.state != RunState.RUNNING or rec.reserve_ceilings:
                     return ReserveResult(False, None, rec)
                 exceeded = set()
