@@ -8,7 +8,9 @@ What it does to the app, and nothing else:
   app already has: an app route for one of our names wins, routers given as a list keep their
   order after ours; the merge is redone whenever the app (re)loads its configuration;
 * adds a worker bootstep that makes a worker serving our run or collect queue check, before it
-  starts, that every kind stored can be served (else it refuses to start, naming the setting).
+  starts, that every kind stored can be served (else it refuses to start, naming the setting);
+* with ``beat_clock=True``, connects a ``beat_init`` receiver that makes ``celery -A <app> beat``
+  the clock (one ``alma_schedule.tick`` entry; :mod:`alma_schedule.tasks.beat_clock`).
 
 What it cannot change for you (app-wide settings it leaves alone):
 
