@@ -11,6 +11,10 @@ pickle refused); routes of our tasks to ``alma.tick`` / ``alma.run`` (run, run_m
 ticks on a worker of their own all the same: ``-Q alma.tick -c 1``); task events per
 ``ALMA_TASK_EVENTS``; ``worker_prefetch_multiplier=1``; broker connection retried on start-up.
 
+A fleet with its own app calls ``install(app, settings=...)``; ``install(app, settings=...,
+beat_clock=True)`` also makes the fleet's ``celery -A <app> beat`` the clock (see
+:mod:`alma_schedule.tasks.beat_clock`).
+
 Examples::
 
     celery -A alma_schedule.celery worker -Q alma.tick -c 1 -E

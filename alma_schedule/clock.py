@@ -118,16 +118,17 @@ def next_boundary(now: datetime, every: timedelta) -> datetime:
 def run_clock(settings: Settings, every: timedelta, stop_event: threading.Event) -> int:
     """Send a tick now, then one at every multiple of ``every``, until ``stop_event`` is set.
 
-    Each tick carries its scheduled instant as ``now`` and expires within ``min(tick_expires,
-    0.9 * every)``. A broker failure is logged and the next tick tried on a new connection; the
-    clock never stops on its own. Returns how many ticks were sent.
+    Each tick carries its scheduled instant as ``now`` and expires after ``tick_expires`` (below
+    ``tick_period``); an ``every`` shorter than ``tick_period`` expires within ``min(tick_expires,
+    0.9 * every)``, so a tick never outlives the next one. A broker failure is logged and the next
+    tick tried on a new connection; the clock never stops on its own. Returns how many ticks were sent.
     """
     if every <= timedelta(0):
         from alma_schedule.errors import ConfigurationError
 
         raise ConfigurationError(f"--every must be positive, got {every}")
     kombu = _kombu()  # without the celery extra: refuse at once, not a warning per period
-    expires_in = min(settings.tick_expires, every * 0.9)
+    expires_in = settings.tick_expires if every >= settings.tick_period else min(settings.tick_expires, every * 0.9)
     sent = 0
     connection: Any = None
     at: datetime | None = None  # the first tick uses the worker's clock

@@ -6,6 +6,10 @@ Every field has a default, a one-line doc (``metadata["doc"]``) and an environme
 are :class:`Secret` values whose ``repr`` never shows the text.
 
 Durations accept seconds (``90``) or ``90s``, ``15m``, ``2h``, ``1d``, ``1h30m``.
+
+``tick_expires`` defaults to None, which :class:`Settings` resolves to
+:func:`derived_tick_expires` of ``tick_period`` (also when built in code); a value at or above the
+period is refused, naming both settings.
 """
 
 from __future__ import annotations
@@ -101,7 +105,10 @@ class Settings:
     # --- the clock and the tick
     tick_period: timedelta = _f(timedelta(seconds=60), "How often the external clock sends a tick.", "duration")
     tick_expires: timedelta = _f(
-        timedelta(seconds=55), "Tick messages expire after this (below the tick period).", "duration"
+        None,
+        "Tick messages expire after this (below the tick period); unset: period - max(1s, period/12).",
+        "duration",
+        default_text="55s at 60s",
     )
     clock_tolerance: timedelta = _f(
         timedelta(seconds=2), "How far a caller's `now` may lead the worker clock.", "duration"
@@ -184,10 +191,38 @@ class Settings:
         },
     )
 
+    def __post_init__(self) -> None:
+        # ``tick_expires`` None (the default) is derived from the period; one line names both settings.
+        if self.tick_period <= timedelta(0):
+            raise ConfigurationError("ALMA_TICK_PERIOD must be positive")
+        expires: timedelta | None = self.tick_expires
+        if expires is None:
+            expires = derived_tick_expires(self.tick_period)
+            if expires <= timedelta(0):
+                raise ConfigurationError(
+                    f"ALMA_TICK_PERIOD ({_secs(self.tick_period)}) must be longer than 1s: tick messages "
+                    "expire max(1s, period/12) before the next one (or set ALMA_TICK_EXPIRES)"
+                )
+            object.__setattr__(self, "tick_expires", expires)
+        elif expires <= timedelta(0):
+            raise ConfigurationError(f"ALMA_TICK_EXPIRES ({_secs(expires)}) must be positive")
+        if expires >= self.tick_period:
+            raise ConfigurationError(
+                f"ALMA_TICK_EXPIRES ({_secs(expires)}) must be shorter than ALMA_TICK_PERIOD "
+                f"({_secs(self.tick_period)}); leave ALMA_TICK_EXPIRES unset to derive it"
+            )
+
     def now(self) -> datetime:
         return self.clock()
 
     def replace(self, **changes: Any) -> Settings:
+        """A copy with ``changes``; a derived ``tick_expires`` is derived again from a new period."""
+        if (
+            "tick_period" in changes
+            and "tick_expires" not in changes
+            and self.tick_expires == derived_tick_expires(self.tick_period)
+        ):
+            changes["tick_expires"] = None
         return dataclasses.replace(self, **changes)
 
     def describe(self) -> dict[str, Any]:
@@ -203,6 +238,16 @@ class Settings:
                 v = f"{v.total_seconds():g}s"
             out[f.name] = v
         return out
+
+
+def derived_tick_expires(period: timedelta) -> timedelta:
+    """The default ``tick_expires``: ``period - max(1 s, period / 12)`` (55 s at 60 s, 9 s at 10 s):
+    a tick expires before the next one is sent, so ticks piled up in an outage never fire late."""
+    return period - max(timedelta(seconds=1), period / 12)
+
+
+def _secs(value: timedelta) -> str:
+    return f"{value.total_seconds():g}s"
 
 
 def __getattr__(name: str) -> Any:
@@ -283,8 +328,7 @@ def load_settings(
 
 
 def _check(s: Settings) -> None:
-    if s.tick_expires >= s.tick_period:
-        raise ConfigurationError("ALMA_TICK_EXPIRES must be shorter than ALMA_TICK_PERIOD")
+    # tick_period / tick_expires are checked by Settings itself (also when built in code)
     for name in ("claim_limit", "tick_max_batches", "run_batch_size"):
         if getattr(s, name) < 1:
             raise ConfigurationError(f"{env_name(name)} must be at least 1")

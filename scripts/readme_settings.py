@@ -18,7 +18,9 @@ def table() -> str:
         if f.metadata.get("kind") == "code":
             continue
         d = f.default
-        if isinstance(d, timedelta):
+        if "default_text" in f.metadata:
+            text = f.metadata["default_text"]
+        elif isinstance(d, timedelta):
             s = d.total_seconds()
             text = f"{int(s)}s" if s == int(s) else f"{s}s"
         else:

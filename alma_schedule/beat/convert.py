@@ -46,6 +46,7 @@ ANCHOR_NOTE = (
     "starts); alma-schedule fires at registration + k x interval, whatever a run's duration or a restart"
 )
 
+AND_OR_MARK = "are both restricted: Celery's crontab runs only on days matching BOTH"
 AND_OR_REASON = (
     "day_of_month {dom!r} and day_of_week {dow!r} are both restricted: Celery's crontab runs only on "
     "days matching BOTH (AND), while cron runs on days matching EITHER (OR); no 5-field cron means "
@@ -280,8 +281,14 @@ def convert_entry(
     zone: AppZone,
     *,
     known_tasks: Collection[str] | None = None,
+    track: bool = False,
+    deadline: str | None = None,
 ) -> Conversion:
-    """Convert one beat entry (its name and its dict). Never raises for a bad entry: refuses it."""
+    """Convert one beat entry (its name and its dict). Never raises for a bad entry: refuses it.
+
+    ``track`` (with ``deadline``, e.g. ``"1h"``) makes the routine a tracked one: its run follows
+    the fleet task's result until the deadline instead of ending ``completed(sent)``.
+    """
     task = entry.get("task") if isinstance(entry, Mapping) else None
     task_name = task if isinstance(task, str) else None
     beat = describe_beat(entry.get("schedule")) if isinstance(entry, Mapping) else "?"
@@ -315,6 +322,9 @@ def convert_entry(
             definition["kwargs"] = kwargs
         if raw_options:
             definition["options"] = raw_options
+        if track:
+            definition["track"] = True
+            definition["deadline"] = deadline
         try:
             parsed = TaskDefinition.parse(definition)
         except InvalidInput as exc:
@@ -331,11 +341,19 @@ def convert_beat_schedule(
     zone: AppZone,
     *,
     known_tasks: Collection[str] | None = None,
+    track: bool = False,
+    deadline: str | None = None,
 ) -> list[Conversion]:
-    """Every entry of a ``beat_schedule``, in its order: converted or refused (never raises per entry)."""
+    """Every entry of a ``beat_schedule``, in its order: converted or refused (never raises per entry).
+
+    A ``deadline`` without ``track``, or ``track`` without a valid ``deadline``, is
+    :class:`InvalidInput` (it would refuse every entry alike).
+    """
+    if track or deadline is not None:
+        TaskDefinition.parse({"task": "beat.entry", "track": track, "deadline": deadline})
     out: list[Conversion] = []
     for name, entry in _items(beat_schedule):
-        out.append(convert_entry(name, entry, scope, zone, known_tasks=known_tasks))
+        out.append(convert_entry(name, entry, scope, zone, known_tasks=known_tasks, track=track, deadline=deadline))
     return out
 
 

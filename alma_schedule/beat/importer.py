@@ -1,7 +1,12 @@
 """``import-beat``: read a Celery app's ``beat_schedule``, show what each entry becomes, register them.
 
 * :func:`plan_import` reads the app (its configured modules imported, so its task names are known)
-  and converts every entry (:mod:`alma_schedule.beat.convert`); it writes nothing.
+  and converts every entry (:mod:`alma_schedule.beat.convert`); it writes nothing. With
+  ``track=True`` (and a ``deadline``) the routines are tracked ones, and an entry whose task the
+  app cannot track (no stored result backend, ``ignore_result``, a deadline past
+  ``result_expires``) is refused in the plan already, with the reason.
+* :func:`plan_warnings` lists what a user must know before applying, one line each: intervals
+  shorter than the tick period, the anchoring of intervals, crontabs refused for AND-ing their days.
 * :func:`apply_import` registers each converted entry through the engine's ``register``. Each
   registration is its own store transaction; re-registering an unchanged routine is a no-op, so
   running the import twice creates nothing new (``unchanged``). A refused entry is never written;
@@ -11,17 +16,25 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from alma_schedule.beat.convert import AppZone, Conversion, app_zone, convert_beat_schedule
+from alma_schedule.beat.convert import (
+    ANCHOR_NOTE,
+    AND_OR_MARK,
+    AppZone,
+    Conversion,
+    app_zone,
+    convert_beat_schedule,
+)
 from alma_schedule.errors import RegistrationRefused
 from alma_schedule.model import Scope
-from alma_schedule.runners.task import TaskRunner
+from alma_schedule.runners.task import TaskDefinition, TaskRunner
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -94,11 +107,19 @@ class ImportPlan:
 _AUTO: Any = object()
 
 
-def plan_import(app: Celery, scope: Scope, *, local_zone: str | None = _AUTO) -> ImportPlan:
+def plan_import(
+    app: Celery,
+    scope: Scope,
+    *,
+    local_zone: str | None = _AUTO,
+    track: bool = False,
+    deadline: str | None = None,
+) -> ImportPlan:
     """Convert ``app``'s ``beat_schedule`` for ``scope`` (imports the app's modules; writes nothing).
 
     ``local_zone`` is the system zone Celery would read crontabs in when ``enable_utc=False`` and no
-    ``timezone`` is set (default: :func:`system_local_zone`).
+    ``timezone`` is set (default: :func:`system_local_zone`). ``track`` / ``deadline``: tracked
+    routines (see :func:`alma_schedule.beat.convert.convert_entry`).
     """
     runner = TaskRunner(app)
     known = set(runner.tasks())
@@ -107,8 +128,44 @@ def plan_import(app: Celery, scope: Scope, *, local_zone: str | None = _AUTO) ->
         bool(app.conf.enable_utc),
         system_local_zone() if local_zone is _AUTO else local_zone,
     )
-    conversions = convert_beat_schedule(app.conf.beat_schedule, scope, zone, known_tasks=known)
+    conversions = convert_beat_schedule(
+        app.conf.beat_schedule, scope, zone, known_tasks=known, track=track, deadline=deadline
+    )
+    if track:
+        conversions = [_trackable(runner, c) for c in conversions]
     return ImportPlan(app.main or "?", scope, zone, tuple(conversions))
+
+
+def _trackable(runner: TaskRunner, conv: Conversion) -> Conversion:
+    if conv.spec is None:
+        return conv
+    found = runner.problem(TaskDefinition.parse(conv.spec.definition))
+    return conv if found is None else dataclasses.replace(conv, spec=None, refused=found[1], notes=())
+
+
+def plan_warnings(plan: ImportPlan, tick_period: timedelta) -> list[str]:
+    """One line per warning of ``plan``: each interval shorter than ``tick_period`` (it fires at most
+    once per tick), each crontab refused for AND-ing its day fields, then one line on anchoring
+    naming every interval entry."""
+    from alma_schedule.core.interval import parse_interval
+
+    lines: list[str] = []
+    anchored: list[str] = []
+    for conv in plan.conversions:
+        if conv.spec is not None and "every" in conv.spec.schedule:
+            every = conv.spec.schedule["every"]
+            if parse_interval(every) < tick_period:
+                lines.append(
+                    f"{conv.name}: every {every} is shorter than the tick period "
+                    f"({int(tick_period.total_seconds())}s): it fires at most once per tick"
+                )
+        if ANCHOR_NOTE in conv.notes:
+            anchored.append(conv.name)
+        if conv.refused and AND_OR_MARK in conv.refused:
+            lines.append(f"{conv.name}: refused: {conv.refused}")
+    if anchored:
+        lines.append(f"anchoring ({', '.join(anchored)}): {ANCHOR_NOTE}")
+    return lines
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,8 +1,10 @@
-"""``alma-schedule import-beat MODULE:APP ORG/UID [--apply]``: migrate a ``beat_schedule`` to routines.
+"""``alma-schedule import-beat MODULE:APP ORG/UID [--apply] [--track --deadline 1h]``: migrate a
+``beat_schedule`` to routines.
 
-Without ``--apply`` it writes nothing: a table of every entry, converted as what or refused and why.
-With ``--apply`` each converted entry is registered (kind ``task``) in the store of
-``--database-url`` / ``ALMA_DATABASE_URL``; running it again creates nothing new.
+Without ``--apply`` it writes nothing: a table of every entry, converted as what or refused and why,
+then each warning on its own line. With ``--apply`` each converted entry is registered (kind
+``task``) in the store of ``--database-url`` / ``ALMA_DATABASE_URL``; running it again creates
+nothing new. ``--track --deadline D`` makes them tracked routines.
 """
 
 from __future__ import annotations
@@ -29,29 +31,46 @@ def _load(app_path: str) -> Any:
 @click.argument("app_path", metavar="MODULE:APP")
 @click.argument("scope_text", metavar="ORG/UID")
 @click.option("--apply", "do_apply", is_flag=True, help="Register the converted entries (default: show only).")
+@click.option(
+    "--track", is_flag=True, help="Tracked routines: follow each fleet task's result (needs --deadline)."
+)
+@click.option("--deadline", default=None, help="How long a tracked run waits for its task's result (1h, 30m, ...).")
 @json_option
 @click.pass_obj
 @handle_errors
-def import_beat(obj: CliContext, app_path: str, scope_text: str, do_apply: bool, as_json: bool) -> None:
+def import_beat(
+    obj: CliContext,
+    app_path: str,
+    scope_text: str,
+    do_apply: bool,
+    track: bool,
+    deadline: str | None,
+    as_json: bool,
+) -> None:
     """Show (then, with --apply, register) the task routines equivalent to MODULE:APP's beat_schedule.
 
     Every entry is listed: converted as what, or refused and why (Celery's crontab ANDs
     day-of-month and day-of-week where cron ORs them; solar and custom schedule classes have no
-    equivalent; fractional seconds are refused). Beat anchors intervals on the last run,
-    alma-schedule on registration. Running it twice creates nothing new.
+    equivalent; fractional seconds are refused); each warning follows on its own line. Beat
+    anchors intervals on the last run, alma-schedule on registration. Running it twice creates
+    nothing new. Untracked routines (the default) end completed(sent): the task was SENT, its own
+    outcome is not known; --track --deadline 1h follows it (the app needs a stored result backend).
 
     \b
     Example:
       alma-schedule import-beat proj.celery:app acme/ops
       alma-schedule --database-url postgresql+psycopg://... import-beat proj.celery:app acme/ops --apply
+      alma-schedule import-beat proj.celery:app acme/ops --track --deadline 1h --apply
     """
     from alma_schedule.beat.convert import ANCHOR_NOTE
-    from alma_schedule.beat.importer import apply_import, plan_import
+    from alma_schedule.beat.importer import apply_import, plan_import, plan_warnings
     from alma_schedule.model import Scope
 
     scope = Scope.parse(scope_text)
+    _check_tracking(track, deadline)
     app = _load(app_path)
-    plan = plan_import(app, scope)
+    plan = plan_import(app, scope, track=track, deadline=deadline)
+    warnings = plan_warnings(plan, obj.settings.tick_period)
     applied = None
     if do_apply:
         from alma_schedule.engine import create_schedule
@@ -62,6 +81,7 @@ def import_beat(obj: CliContext, app_path: str, scope_text: str, do_apply: bool,
     if as_json:
         out = plan.to_dict()
         out["applied"] = None if applied is None else [a.to_dict() for a in applied]
+        out["warnings"] = warnings
         emit_json(out)
         return
     columns = ["entry", "task", "beat schedule", "becomes", "refused / notes"]
@@ -80,14 +100,36 @@ def import_beat(obj: CliContext, app_path: str, scope_text: str, do_apply: bool,
         rows.append(row)
     zone = f"{plan.zone.zone}: {plan.zone.source}" if plan.zone.zone else "unknown"
     print_table(f"beat_schedule of {plan.app} -> task routines of {scope} (crontabs in {zone})", columns, rows)
-    if any(ANCHOR_NOTE in c.notes for c in plan.conversions):
-        click.echo(f"(*) {ANCHOR_NOTE}.")
+    if warnings:
+        click.echo("warnings:")
+        for line in warnings:
+            click.echo(f"  {'(*) ' if line.startswith('anchoring (') else ''}{line}")
     n_ok, n_refused = len(plan.converted), len(plan.refused)
+    if n_ok and not track:
+        click.echo(
+            "untracked: each run ends completed(sent) once the task is SENT; the fleet task's own "
+            "outcome is not known (--track --deadline 1h follows it)."
+        )
     if applied is None:
         click.echo(f"{n_ok} entries convert, {n_refused} refused. Nothing written: add --apply to register them.")
     else:
         counts = {k: sum(1 for a in applied if a.outcome == k) for k in ("created", "updated", "unchanged", "refused")}
         click.echo(", ".join(f"{v} {k}" for k, v in counts.items()) + f" in {scope}.")
+
+
+def _check_tracking(track: bool, deadline: str | None) -> None:
+    from alma_schedule.errors import InvalidInput
+    from alma_schedule.runners.task import TaskDefinition
+
+    if track and deadline is None:
+        raise InvalidInput("--track needs --deadline (e.g. --deadline 1h): how long a run waits for its task's result")
+    if deadline is not None and not track:
+        raise InvalidInput("--deadline applies only with --track")
+    if track:
+        try:
+            TaskDefinition.parse({"task": "beat.entry", "track": True, "deadline": deadline})
+        except InvalidInput as exc:
+            raise InvalidInput(f"--deadline {deadline!r}: {exc}") from None
 
 
 def register(group: click.Group) -> None:

@@ -51,22 +51,26 @@ def clock_send(obj: CliContext, now: str | None) -> None:
 
 
 @clock_group.command("run")
-@click.option("--every", "every", default="60s", show_default=True, help="Tick period (90, 30s, 1m, ...).")
+@click.option(
+    "--every", "every", default=None, help="Tick period (90, 30s, 1m, ...) [default: ALMA_TICK_PERIOD, 60s]."
+)
 @click.pass_obj
 @handle_errors
-def clock_run(obj: CliContext, every: str) -> None:
-    """Send a tick now and then at every multiple of --every, until SIGTERM or Ctrl-C.
+def clock_run(obj: CliContext, every: str | None) -> None:
+    """Send a tick now and then at every multiple of the tick period, until SIGTERM or Ctrl-C.
 
-    A clock for compose and development: it only enqueues ticks (run as many as you like; claims
-    make duplicate ticks harmless).
+    The period is ALMA_TICK_PERIOD (or --every); each tick expires after ALMA_TICK_EXPIRES
+    (derived from the period when unset). A clock for fleets without `celery beat` (with beat, use
+    install(app, beat_clock=True)) and for development: it only enqueues ticks (run as many as you
+    like; claims make duplicate ticks harmless).
 
     \b
     Example:
-      alma-schedule clock run --every 60s
+      ALMA_TICK_PERIOD=10s alma-schedule clock run
     """
     from alma_schedule.clock import run_clock
 
-    period = parse_duration("--every", every)
+    period = obj.settings.tick_period if every is None else parse_duration("--every", every)
     logging.basicConfig(level=obj.settings.log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
     stop = threading.Event()
 

@@ -10,6 +10,10 @@ from alma_schedule.errors import InvalidInput, NotFound
 from alma_schedule.model import NON_TERMINAL, REASONS, TERMINAL, RunRecord, RunState, Scope
 from alma_schedule.settings import parse_duration
 
+SENT_NOTE = (
+    "completed(sent): the task was SENT (untracked: the fleet task's own outcome is not known; "
+    'a task routine with "track": true follows it)'
+)
 RUN_COLUMNS = ["routine", "run", "origin", "state", "reason", "fire (UTC)", "state since", "cost µ$", "error"]
 
 
@@ -58,6 +62,8 @@ def list_(
         emit_json([r.to_dict() for r in rows])
         return
     print_table(f"runs of {sc}", RUN_COLUMNS, [run_row(r) for r in rows])
+    if any(r.reason == "sent" for r in rows):
+        click.echo(SENT_NOTE)
 
 
 @runs.command("stuck")

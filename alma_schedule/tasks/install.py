@@ -8,7 +8,9 @@ What it does to the app, and nothing else:
   app already has: an app route for one of our names wins, routers given as a list keep their
   order after ours; the merge is redone whenever the app (re)loads its configuration;
 * adds a worker bootstep that makes a worker serving our run or collect queue check, before it
-  starts, that every kind stored can be served (else it refuses to start, naming the setting).
+  starts, that every kind stored can be served (else it refuses to start, naming the setting);
+* with ``beat_clock=True``, connects a ``beat_init`` receiver that makes ``celery -A <app> beat``
+  the clock (one ``alma_schedule.tick`` entry; :mod:`alma_schedule.tasks.beat_clock`).
 
 What it cannot change for you (app-wide settings it leaves alone):
 
@@ -77,12 +79,24 @@ def _apply_routes(app: Celery, conf: Any, ours: Mapping[str, Any]) -> None:
         amqp.__dict__.pop("router", None)
 
 
-def install(app: Celery, *, settings: Settings, registry: KindRegistry | None = None) -> Composition:
+def install(
+    app: Celery,
+    *,
+    settings: Settings,
+    registry: KindRegistry | None = None,
+    beat_clock: bool = False,
+    keep_beat_entries: bool = False,
+) -> Composition:
     """Register our tasks, routes and start-up check on ``app``; return its :class:`Composition`.
 
     ``registry`` defaults to a :class:`KindRegistry` of built-in and entry-point kinds. Installing
-    twice on one app is a :class:`ConfigurationError`.
+    twice on one app is a :class:`ConfigurationError`. ``beat_clock=True`` makes ``celery -A <app>
+    beat`` the clock (one ``alma_schedule.tick`` entry; beat refuses to start while its
+    ``beat_schedule`` holds entries ``import-beat`` converts, or under another scheduler class
+    unless ``keep_beat_entries=True``): see :mod:`alma_schedule.tasks.beat_clock`.
     """
+    if keep_beat_entries and not beat_clock:
+        raise ConfigurationError("install(app, keep_beat_entries=True) applies only with beat_clock=True")
     if composition_of(app) is not None:
         raise ConfigurationError(f"alma_schedule is already installed on the Celery app {app.main!r}")
     composition = Composition(app, settings, registry=registry)
@@ -98,4 +112,8 @@ def install(app: Celery, *, settings: Settings, registry: KindRegistry | None = 
     if app.configured:
         _apply_routes(app, app.conf, ours)
     app.steps["worker"].add(KindCheckStep)
+    if beat_clock:
+        from alma_schedule.tasks.beat_clock import connect_beat_clock
+
+        connect_beat_clock(app, lambda: composition.settings, keep_beat_entries=keep_beat_entries)
     return composition

@@ -61,7 +61,8 @@ def test_preview_lists_every_entry_and_writes_nothing(tmp_path: Path) -> None:
     for name in CONVERTED | REFUSED:
         assert name in result.output
     assert "7 entries convert, 6 refused. Nothing written" in result.output
-    assert "(*) beat counts this interval from the entry's last run" in result.output
+    anchoring = "(*) anchoring (sync, heartbeat, hourly): beat counts this interval from the entry's last run"
+    assert anchoring in result.output
     assert not (tmp_path / "never.sqlite3").exists()  # the store was never even opened
 
 

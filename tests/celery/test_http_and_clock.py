@@ -96,6 +96,29 @@ def test_clock_send_and_the_crontab_line_from_a_shell(redis_url: str, r: redis.R
         assert shown.returncode == 0 and "Example" in shown.stdout
 
 
+def test_clock_run_follows_the_tick_period_and_its_derived_expiry(
+    redis_url: str, r: redis.Redis, tmp_path: Any
+) -> None:
+    """ALMA_TICK_PERIOD=2s and no ALMA_TICK_EXPIRES: ticks at multiples of 2 s, each expiring 1 s after
+    its send (period - max(1s, period/12)); a hard-coded 60 s period would send one tick here."""
+    env = {**_env(redis_url), "ALMA_TICK_PERIOD": "2s"}
+    log = open(tmp_path / "clock.log", "wb")
+    proc = subprocess.Popen([ALMA, "clock", "run"], env=env, stdout=log, stderr=subprocess.STDOUT)
+    log.close()
+    try:
+        wait_for(lambda: r.llen("alma.tick") >= 3, 60, 0.1, "three ticks of a 2 s clock")
+    finally:
+        proc.terminate()
+        proc.wait(20)
+    ticks = messages(r, "alma.tick")
+    instants = [datetime.fromisoformat(m["decoded"][1]["now"]) for m in ticks[1:]]
+    assert all(t.microsecond == 0 and t.second % 2 == 0 for t in instants)
+    assert instants[1] - instants[0] >= timedelta(seconds=2)
+    for at, m in zip(instants, ticks[1:], strict=False):
+        lead = datetime.fromisoformat(m["headers"]["expires"]) - at
+        assert timedelta(seconds=1) <= lead < timedelta(seconds=2), lead  # sent at or after `at`, 1 s to live
+
+
 # --------------------------------------------------------------------------- serve-http
 
 

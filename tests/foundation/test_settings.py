@@ -53,3 +53,27 @@ def test_backoff_doubles_and_caps() -> None:
     first, cap = timedelta(minutes=2), timedelta(minutes=30)
     assert [Timers.backoff(first, cap, n).total_seconds() for n in range(6)] == [120, 240, 480, 960, 1800, 1800]
     assert Timers.backoff(first, cap, 10_000) == cap
+
+
+@pytest.mark.parametrize(("period", "expires"), [(60, 55), (10, 9), (2, 1), (120, 110), (24, 22)])
+def test_tick_expires_is_derived_from_the_period(period: int, expires: int) -> None:
+    s = load_settings(environ={"ALMA_TICK_PERIOD": f"{period}s"})
+    assert s.tick_expires == timedelta(seconds=expires)
+    assert Settings(tick_period=timedelta(seconds=period)).tick_expires == timedelta(seconds=expires)  # in code too
+    assert Settings().replace(tick_period=timedelta(seconds=period)).tick_expires == timedelta(seconds=expires)
+
+
+def test_an_explicit_tick_expires_wins_and_one_at_or_above_the_period_is_refused_naming_both() -> None:
+    s = load_settings(environ={"ALMA_TICK_PERIOD": "10s", "ALMA_TICK_EXPIRES": "5s"})
+    assert s.tick_expires == timedelta(seconds=5)
+    assert s.replace(tick_period=timedelta(seconds=20)).tick_expires == timedelta(seconds=5)  # set, not derived
+    for environ in ({"ALMA_TICK_PERIOD": "10s", "ALMA_TICK_EXPIRES": "10s"}, {"ALMA_TICK_EXPIRES": "90s"}):
+        with pytest.raises(ConfigurationError) as err:
+            load_settings(environ=environ)
+        text = str(err.value)
+        assert "ALMA_TICK_EXPIRES" in text and "ALMA_TICK_PERIOD" in text and "\n" not in text
+    with pytest.raises(ConfigurationError, match=r"ALMA_TICK_EXPIRES.*ALMA_TICK_PERIOD"):
+        Settings(tick_period=timedelta(seconds=10), tick_expires=timedelta(seconds=30))
+    for bad in ("1s", "0s"):
+        with pytest.raises(ConfigurationError, match="ALMA_TICK_PERIOD"):
+            load_settings(environ={"ALMA_TICK_PERIOD": bad})

@@ -1,0 +1,177 @@
+"""``install(app, beat_clock=True)``: the fleet's own ``celery beat`` is the clock.
+
+A ``beat_init`` receiver (connected once per installed app) runs when ``celery -A fleet beat``
+starts, and:
+
+* adds exactly ONE entry, ``alma_schedule.tick``, through ``sender.scheduler.update_from_dict``:
+  every ``tick_period``, each message expiring after ``tick_expires`` (our settings, validated
+  here). Beat sends it through the fleet's own app (its broker, its routes: our ``task_routes``
+  put it on ``alma.tick``). No scheduler class or loop of ours runs in beat; beat's own interval
+  schedule counts from its start, so the first tick comes one period after beat starts;
+* makes beat exit (``SystemExit(1)``, after logging the names: Celery's signal dispatch logs and
+  swallows ordinary exceptions, and beat would then run on) while ``beat_schedule`` still holds an
+  entry that ``alma-schedule import-beat`` would convert (the same pure conversion; routine id =
+  entry name): once imported, it would run twice, from beat and as a routine;
+* keeps the entries it cannot convert (solar, custom schedule classes, crontabs that AND their day
+  fields, unknown tasks...) and lists them in one warning: beat goes on running them;
+* ignores Celery's own ``celery.*`` entries (``celery.backend_cleanup``);
+* refuses (exit 1) a scheduler other than Celery's own (``celery.beat.Scheduler`` and
+  ``PersistentScheduler``): django-celery-beat and RedBeat keep their entries in their own store,
+  which this check cannot read, so it cannot promise that nothing runs twice; with
+  ``keep_beat_entries=True`` beat starts anyway (convertible entries are then only warned about:
+  keeping them in beat is your choice), and the tick entry goes in through that scheduler's own
+  ``update_from_dict``.
+
+A beat_schedule entry that sends ``alma_schedule.tick`` itself is refused too (exit 1): the tick
+entry is ours, exactly one. Several beats at once are harmless (each with its own ``--schedule``
+file): duplicate ticks are harmless by design, the claims decide. ``alma-schedule clock run`` stays
+for fleets without beat. A beat embedded in a worker (``worker -B``) runs the same receiver.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from alma_schedule.errors import ConfigurationError
+from alma_schedule.model import TICK_TASK
+
+if TYPE_CHECKING:
+    from celery import Celery
+
+    from alma_schedule.settings import Settings
+
+log = logging.getLogger(__name__)
+
+#: The name of the one entry we add to beat's schedule.
+TICK_ENTRY = TICK_TASK
+#: The scheduler classes whose entries are exactly ``app.conf.beat_schedule`` (plus Celery's own).
+CELERY_SCHEDULERS = ("celery.beat.Scheduler", "celery.beat.PersistentScheduler")
+
+
+@dataclass(frozen=True, slots=True)
+class BeatCheck:
+    """What the beat_schedule holds: entries import-beat converts, entries it refuses (with the
+    reason), and entries that send our tick themselves. ``celery.*`` entries are left out."""
+
+    convertible: tuple[str, ...]
+    kept: tuple[tuple[str, str], ...]
+    ticks: tuple[str, ...]
+
+
+def check_beat_schedule(app: Celery) -> BeatCheck:
+    """Convert ``app``'s ``beat_schedule`` as ``import-beat`` does (imports its task modules; writes nothing)."""
+    from alma_schedule.beat.importer import plan_import
+    from alma_schedule.model import Scope
+
+    plan = plan_import(app, Scope("beat", "clock"))  # the scope does not change what converts
+    convertible: list[str] = []
+    kept: list[tuple[str, str]] = []
+    ticks: list[str] = []
+    for conv in plan.conversions:
+        if conv.name.startswith("celery.") or (conv.task or "").startswith("celery."):
+            continue
+        if conv.task == TICK_TASK:
+            ticks.append(conv.name)
+        elif conv.ok:
+            convertible.append(conv.name)
+        else:
+            kept.append((conv.name, conv.refused or "cannot be converted"))
+    return BeatCheck(tuple(convertible), tuple(kept), tuple(ticks))
+
+
+def tick_entry(settings: Settings) -> dict[str, Any]:
+    """The one beat entry of the clock: ``alma_schedule.tick`` every ``tick_period``, expiring
+    after ``tick_expires``, JSON-serialized."""
+    from celery.schedules import schedule
+
+    return {
+        "task": TICK_TASK,
+        "schedule": schedule(run_every=settings.tick_period),
+        "options": {"expires": settings.tick_expires.total_seconds(), "serializer": "json"},
+    }
+
+
+def scheduler_name(scheduler: object) -> str:
+    cls = type(scheduler)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def start_clock(app: Celery, scheduler: Any, settings: Settings, *, keep_beat_entries: bool) -> None:
+    """Check ``app``'s beat_schedule against ``scheduler`` and add the tick entry; raise
+    :class:`ConfigurationError` (one line, the names) where beat must not start."""
+    name = scheduler_name(scheduler)
+    if name not in CELERY_SCHEDULERS and not keep_beat_entries:
+        raise ConfigurationError(
+            f"beat runs the scheduler {name}, which keeps its entries in its own store: alma-schedule "
+            "cannot check that none of them also runs as a routine (twice); import them and remove them "
+            "there, then pass install(app, beat_clock=True, keep_beat_entries=True) to start beat with it"
+        )
+    check = check_beat_schedule(app)
+    if check.ticks:
+        raise ConfigurationError(
+            f"beat_schedule entries {', '.join(check.ticks)} send {TICK_TASK} themselves: "
+            "install(app, beat_clock=True) adds the one tick entry; remove them"
+        )
+    if check.convertible:
+        names = ", ".join(check.convertible)
+        if not keep_beat_entries:
+            raise ConfigurationError(
+                f"beat_schedule still holds entries that import-beat converts: {names}; each would run "
+                "twice (from beat and as a routine): import them (alma-schedule import-beat MODULE:APP "
+                "ORG/UID --apply) and remove them from beat_schedule, or keep them in beat with "
+                "install(app, beat_clock=True, keep_beat_entries=True)"
+            )
+        log.warning(
+            "alma-schedule beat clock: beat keeps running the convertible entries %s "
+            "(keep_beat_entries=True): do not import them too, or they run twice",
+            names,
+        )
+    if check.kept:
+        log.warning(
+            "alma-schedule beat clock: entries import-beat cannot convert stay in beat: %s",
+            "; ".join(f"{n} ({why})" for n, why in check.kept),
+        )
+    scheduler.update_from_dict({TICK_ENTRY: tick_entry(settings)})
+    log.info(
+        "alma-schedule beat clock: %s every %gs (expires after %gs) added to %s",
+        TICK_TASK,
+        settings.tick_period.total_seconds(),
+        settings.tick_expires.total_seconds(),
+        name,
+    )
+
+
+def _stop(service: Any, reason: str) -> None:
+    log.error("alma-schedule beat clock: beat stops: %s", reason)
+    try:
+        service.scheduler.close()
+    except Exception:  # a scheduler that cannot close: we exit all the same
+        log.debug("closing the scheduler failed", exc_info=True)
+    raise SystemExit(1)
+
+
+def connect_beat_clock(
+    app: Celery, settings_of: Callable[[], Settings], *, keep_beat_entries: bool = False
+) -> Callable[..., None]:
+    """Connect the ``beat_init`` receiver of ``app`` (a beat of another app is left alone); return it.
+
+    ``settings_of`` gives the settings when beat starts (validated then, not at import).
+    """
+    from celery.signals import beat_init
+
+    def on_beat_init(sender: Any = None, **_: Any) -> None:
+        if getattr(sender, "app", None) is not app:
+            return
+        try:
+            start_clock(app, sender.scheduler, settings_of(), keep_beat_entries=keep_beat_entries)
+        except SystemExit:
+            raise
+        except Exception as exc:  # a bad setting, a broken beat_schedule: beat must not run without a clock
+            _stop(sender, str(exc) if isinstance(exc, ConfigurationError) else f"{type(exc).__name__}: {exc}")
+
+    beat_init.connect(on_beat_init, weak=False)
+    return on_beat_init
+
