@@ -9,7 +9,7 @@ import logging
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from adapters_support import WEBHOOK_SECRET
+from adapters_support import WEBHOOK_SECRET, held_port
 
 from alma_schedule.adapters.webhook import WebhookSink, sign, verify_signature
 from alma_schedule.contracts import RunKey, Scope
@@ -94,10 +94,11 @@ def test_a_timeout_raises_sink_error(receiver: WebhookReceiver, receiver_server:
 
 
 def test_an_unreachable_receiver_raises_sink_error() -> None:
-    with serve_asgi(WebhookReceiver().app) as server:
-        url = server.url
-    with WebhookSink(url, WEBHOOK_SECRET, timeout=2) as sink, pytest.raises(SinkError) as info:
-        sink.deliver(delivery())
+    with held_port() as port:  # the port stays ours after the server is gone: nobody else listens there
+        with serve_asgi(WebhookReceiver().app, port=port) as server:
+            url = server.url
+        with WebhookSink(url, WEBHOOK_SECRET, timeout=2) as sink, pytest.raises(SinkError) as info:
+            sink.deliver(delivery())
     assert "ConnectError" in str(info.value)
 
 
