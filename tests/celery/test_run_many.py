@@ -105,9 +105,9 @@ def test_a_slow_fire_sends_the_unstarted_ones_away_and_expired_ones_are_left_cla
     claimer = create_schedule(
         store=composition.store(), runner=registry.resolve, dispatcher=keep, settings=settings
     )
-    ago = utcnow() - timedelta(minutes=2)
+    ago = utcnow() - timedelta(hours=1, seconds=1)  # one fire due now, its window open for an hour
     for rid, kind in (("a-slow", "slow"), ("b-fast", "fast"), ("c-expired", "fast")):
-        claimer.register(RoutineSpec(SCOPE.org, SCOPE.uid, rid, kind, {"cron": "* * * * *"}), now=ago)
+        claimer.register(RoutineSpec(SCOPE.org, SCOPE.uid, rid, kind, {"every": "1h"}), now=ago)
     claimer.tick()
     by_id = {r.routine_id: r for r in keep.runs}
     fires = [
@@ -150,9 +150,9 @@ def test_a_large_tick_through_a_worker_runs_every_fire_once(sqlite_url: str, red
     composition = composition_of(app)
     assert composition is not None
     schedule = composition.schedule()
-    ago = utcnow() - timedelta(minutes=2)
+    ago = utcnow() - timedelta(hours=1, seconds=1)  # one fire due now, its window open for an hour
     for i in range(10):
-        schedule.register(RoutineSpec(SCOPE.org, SCOPE.uid, f"r{i}", "noop", {"cron": "* * * * *"}), now=ago)
+        schedule.register(RoutineSpec(SCOPE.org, SCOPE.uid, f"r{i}", "noop", {"every": "1h"}), now=ago)
     try:
         with inprocess_worker(app, ["alma.run"]):
             report = schedule.tick()

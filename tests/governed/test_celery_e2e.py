@@ -77,11 +77,13 @@ def test_turn_and_job_routines_through_real_workers(pg_url: str, redis_url: str,
     comp = composition_of(app)
     assert comp is not None
     schedule = comp.schedule()
-    two_minutes_ago = datetime.now(UTC) - timedelta(minutes=2)
+    # one fire of each due now, its window open for an hour: a minute boundary passing mid-test
+    # neither closes it nor makes a later tick claim a new fire (as an every-minute cron would)
+    an_hour_ago = datetime.now(UTC) - timedelta(hours=1, seconds=1)
     for routine_id, kind in (("brief", "turn"), ("digest", "job")):
         schedule.register(
-            RoutineSpec(SCOPE.org, SCOPE.uid, routine_id, kind, {"cron": "* * * * *"}, {"goal": f"{routine_id}!"}),
-            now=two_minutes_ago,
+            RoutineSpec(SCOPE.org, SCOPE.uid, routine_id, kind, {"every": "1h"}, {"goal": f"{routine_id}!"}),
+            now=an_hour_ago,
         )
     store = comp.store()
 
@@ -163,11 +165,11 @@ def test_a_prefork_worker_configured_from_the_environment_serves_turn_and_job(
     settings = load_settings(environ=alma)
     store = open_store(pg_url)
     schedule = create_schedule(store=store, runner=KindRegistry(settings), settings=settings)
-    two_minutes_ago = datetime.now(UTC) - timedelta(minutes=2)
+    an_hour_ago = datetime.now(UTC) - timedelta(hours=1, seconds=1)  # one fire due now, open for an hour
     for routine_id, kind in (("brief", "turn"), ("digest", "job")):
         schedule.register(
-            RoutineSpec(SCOPE.org, SCOPE.uid, routine_id, kind, {"cron": "* * * * *"}, {"goal": routine_id}),
-            now=two_minutes_ago,
+            RoutineSpec(SCOPE.org, SCOPE.uid, routine_id, kind, {"every": "1h"}, {"goal": routine_id}),
+            now=an_hour_ago,
         )
     log = tmp_path / "worker.log"
     celery = str(Path(sys.executable).parent / "celery")
