@@ -8,7 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from adapters_support import API_KEY, PRICE_IN, PRICE_OUT, expected_cost
+from adapters_support import API_KEY, PRICE_IN, PRICE_OUT, expected_cost, held_port
 
 from alma_schedule.errors import ConfigurationError, ProviderError
 from alma_schedule.runners.adapters.openai import OpenAICompatibleProvider, input_token_bound
@@ -146,11 +146,12 @@ def test_a_stalled_call_is_provider_timeout(fake_server: RunningServer, fake: Fa
 
 def test_an_unreachable_server_is_provider_error() -> None:
     fake = FakeOpenAI()
-    with serve_asgi(fake.app) as server:
-        url = server.url
-    with OpenAICompatibleProvider(url, API_KEY, "m", PRICE_IN, PRICE_OUT, timeout=2) as p:
-        with pytest.raises(ProviderError) as info:
-            p.run_turn(turn())
+    with held_port() as port:  # the port stays ours after the server is gone: nobody else listens there
+        with serve_asgi(fake.app, port=port) as server:
+            url = server.url
+        with OpenAICompatibleProvider(url, API_KEY, "m", PRICE_IN, PRICE_OUT, timeout=2) as p:
+            with pytest.raises(ProviderError) as info:
+                p.run_turn(turn())
     assert info.value.reason == "provider_error"
     assert "ConnectError" in str(info.value)
 

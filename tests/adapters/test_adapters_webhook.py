@@ -9,7 +9,7 @@ import logging
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from adapters_support import WEBHOOK_SECRET
+from adapters_support import WEBHOOK_SECRET, held_port
 
 from alma_schedule.errors import ConfigurationError, SinkError
 from alma_schedule.model import RunKey, Scope, governed_key
@@ -93,10 +93,11 @@ def test_a_timeout_raises_sink_error(receiver: WebhookReceiver, receiver_server:
 
 
 def test_an_unreachable_receiver_raises_sink_error() -> None:
-    with serve_asgi(WebhookReceiver().app) as server:
-        url = server.url
-    with WebhookSink(url, WEBHOOK_SECRET, timeout=2) as sink, pytest.raises(SinkError) as info:
-        sink.deliver(delivery())
+    with held_port() as port:  # the port stays ours after the server is gone: nobody else listens there
+        with serve_asgi(WebhookReceiver().app, port=port) as server:
+            url = server.url
+        with WebhookSink(url, WEBHOOK_SECRET, timeout=2) as sink, pytest.raises(SinkError) as info:
+            sink.deliver(delivery())
     assert "ConnectError" in str(info.value)
 
 

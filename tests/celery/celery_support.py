@@ -85,10 +85,30 @@ def inprocess_worker(app: Any, queues: list[str], **kwargs: Any) -> Iterator[Any
         _state._tls.current_app = previous_current
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def bound_socket() -> socket.socket:
+    """A TCP socket bound to a free port of 127.0.0.1 (SO_REUSEADDR, not listening): the caller
+    hands it to a server in this process, so no other process can take the port in between."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
+@contextlib.contextmanager
+def reserved_port() -> Iterator[int]:
+    """A free port of 127.0.0.1 for a server in ANOTHER process, held until the block ends.
+
+    The port stays bound (SO_REUSEADDR, never listening) by this process meanwhile: the kernel
+    hands it to no other ``bind(0)`` nor uses it as an outgoing connection's local port, so a
+    concurrent test run cannot take it between our choice and the server's own bind. A server that
+    binds with SO_REUSEADDR (uvicorn, Tornado/Flower) can still bind and listen on it (Linux allows
+    it while no other socket on the port listens).
+    """
+    sock = bound_socket()
+    try:
+        yield int(sock.getsockname()[1])
+    finally:
+        sock.close()
 
 
 # --------------------------------------------------------------------------- subprocesses

@@ -197,7 +197,10 @@ def test_a_worker_killed_between_dispatch_and_running_is_resent_and_runs_once(e2
 
     e2e.procs.worker("healthy", e2e.env(), "alma.run", 1)
     wait_worker_ready(e2e.procs, "healthy")
-    time.sleep(e2e.settings.resend_first.total_seconds())
+    claimed = e2e.schedule.store.get(key.scope, key.routine_id, key.run_id)
+    assert claimed is not None and claimed.resend_at is not None
+    resend_at = claimed.resend_at
+    wait_for(lambda: utcnow() >= resend_at, 30, what="the fire's first re-send to be due")
     again = e2e.schedule.tick()
     assert key in again.resent
     wait_for(lambda: e2e.state(key) == "completed", 30, what="the re-sent fire to run")

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-from celery_support import CELERY, Procs, alma_env, free_port, inprocess_worker, make_settings, wait_for
+from celery_support import CELERY, Procs, alma_env, inprocess_worker, make_settings, reserved_port, wait_for
 
 from alma_schedule.celery import create_app
 from alma_schedule.clock import send_tick
@@ -18,11 +19,17 @@ from alma_schedule.tasks import composition_of
 pytestmark = pytest.mark.redis
 
 
-def test_flower_shows_the_tick_with_its_report(sqlite_url: str, redis_url: str, tmp_path: Path) -> None:
+@pytest.fixture
+def port() -> Iterator[int]:
+    """Flower's port, held by this process until the test is over (see ``reserved_port``)."""
+    with reserved_port() as held:
+        yield held
+
+
+def test_flower_shows_the_tick_with_its_report(sqlite_url: str, redis_url: str, tmp_path: Path, port: int) -> None:
     migrate_store(sqlite_url)
     settings = make_settings(sqlite_url, redis_url, task_events=True)
     app = create_app(settings, registry=KindRegistry(settings, builtins=False, use_entry_points=False))
-    port = free_port()
     procs = Procs(tmp_path)
     flower = procs.start(
         "flower",

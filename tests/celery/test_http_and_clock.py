@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 import redis
-from celery_support import ALMA, CELERY, free_port, make_settings, utcnow, wait_for
+from celery_support import ALMA, CELERY, bound_socket, make_settings, utcnow, wait_for
 from test_dispatcher import messages
 
 from alma_schedule.clock import next_boundary, run_clock, send_tick
@@ -128,10 +128,12 @@ class Server:
     def __init__(self, app: Any) -> None:
         import uvicorn
 
-        self.port = free_port()
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on")
+        # the socket is bound here and handed to uvicorn: no other process can take the port between
+        self.sock = bound_socket()
+        self.port = int(self.sock.getsockname()[1])
+        config = uvicorn.Config(app, log_level="warning", lifespan="on")
         self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread = threading.Thread(target=lambda: self.server.run(sockets=[self.sock]), daemon=True)
 
     def __enter__(self) -> str:
         self.thread.start()
@@ -141,6 +143,7 @@ class Server:
     def __exit__(self, *exc: object) -> None:
         self.server.should_exit = True
         self.thread.join(10)
+        self.sock.close()
 
 
 def test_serve_http_refuses_to_start_without_a_secret() -> None:

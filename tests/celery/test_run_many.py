@@ -3,9 +3,10 @@ sweep; a slow fire makes the unstarted ones leave as single ``run`` messages aft
 
 from __future__ import annotations
 
-import time
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from datetime import timedelta
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -19,20 +20,45 @@ from alma_schedule.errors import InvalidInput
 from alma_schedule.model import RUN_TASK, RoutineSpec, RunKey, RunRecord, RunResult, Scope
 from alma_schedule.runners.registry import KindRegistry
 from alma_schedule.stores import migrate_store
-from alma_schedule.tasks import composition_of
+from alma_schedule.tasks import batch, composition_of
 from alma_schedule.tasks.batch import run_batch, unpack
 
 pytestmark = pytest.mark.redis
 SCOPE = Scope("acme", "batch")
 
 
+class Budget:
+    """Stands in for the ``run_many`` watchdog's ``threading.Timer``: the budget elapses when the test
+    says so, not after a stretch of wall time (on a loaded machine 0.3 s can pass before the first
+    fire even starts, and then every fire would leave)."""
+
+    armed: list[Budget] = []
+
+    def __init__(self, interval: float, function: Callable[[], None]) -> None:
+        self.interval, self.function = interval, function
+        self.daemon = False
+        self.cancelled = False
+        Budget.armed.append(self)
+
+    def start(self) -> None:
+        return None
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+    def elapse(self) -> None:
+        """The budget is over: the watchdog runs, in a thread of its own as the real one does."""
+        assert not self.cancelled
+        watchdog = threading.Thread(target=self.function)
+        watchdog.start()
+        watchdog.join()
+
+
 class Slow(Recorder):
-    def __init__(self, seconds: float) -> None:
-        super().__init__()
-        self.seconds = seconds
+    """A fire that runs past the budget of the ``run_many`` message it came in."""
 
     def run(self, routine: Any, handle: Any) -> RunResult:
-        time.sleep(self.seconds)
+        Budget.armed[-1].elapse()
         return super().run(routine, handle)
 
 
@@ -63,11 +89,13 @@ def test_unpack_refuses_malformed_fires() -> None:
 
 
 def test_a_slow_fire_sends_the_unstarted_ones_away_and_expired_ones_are_left_claimed(
-    sqlite_url: str, redis_url: str
+    sqlite_url: str, redis_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(batch, "threading", SimpleNamespace(Timer=Budget, Lock=threading.Lock))
+    monkeypatch.setattr(Budget, "armed", [])
     migrate_store(sqlite_url)
     settings = make_settings(sqlite_url, redis_url, run_batch_budget=timedelta(seconds=0.3))
-    slow, fast = Slow(1.0), Recorder()
+    slow, fast = Slow(), Recorder()
     registry = KindRegistry(
         settings, builtins=False, use_entry_points=False, factories={"slow": lambda s: slow, "fast": lambda s: fast}
     )
@@ -78,9 +106,9 @@ def test_a_slow_fire_sends_the_unstarted_ones_away_and_expired_ones_are_left_cla
     claimer = create_schedule(
         store=composition.store(), runner=registry.resolve, dispatcher=keep, settings=settings
     )
-    ago = utcnow() - timedelta(minutes=2)
+    ago = utcnow() - timedelta(hours=1, seconds=1)  # one fire due now, its window open for an hour
     for rid, kind in (("a-slow", "slow"), ("b-fast", "fast"), ("c-expired", "fast")):
-        claimer.register(RoutineSpec(SCOPE.org, SCOPE.uid, rid, kind, {"cron": "* * * * *"}), now=ago)
+        claimer.register(RoutineSpec(SCOPE.org, SCOPE.uid, rid, kind, {"every": "1h"}), now=ago)
     claimer.tick()
     by_id = {r.routine_id: r for r in keep.runs}
     fires = [
@@ -91,6 +119,7 @@ def test_a_slow_fire_sends_the_unstarted_ones_away_and_expired_ones_are_left_cla
     r = redis.Redis.from_url(redis_url)
     try:
         result = run_batch(composition, fires)  # no worker: what leaves is visible in Redis
+        assert [b.interval for b in Budget.armed] == [0.3]  # the watchdog is armed with run_batch_budget
         assert result == {"fires": 3, "states": {"completed": 1}, "expired": 0, "resent": 2}
         assert [k.routine_id for k in slow.keys] == ["a-slow"] and fast.keys == []
         sent = messages(r, "alma.run")
@@ -122,9 +151,9 @@ def test_a_large_tick_through_a_worker_runs_every_fire_once(sqlite_url: str, red
     composition = composition_of(app)
     assert composition is not None
     schedule = composition.schedule()
-    ago = utcnow() - timedelta(minutes=2)
+    ago = utcnow() - timedelta(hours=1, seconds=1)  # one fire due now, its window open for an hour
     for i in range(10):
-        schedule.register(RoutineSpec(SCOPE.org, SCOPE.uid, f"r{i}", "noop", {"cron": "* * * * *"}), now=ago)
+        schedule.register(RoutineSpec(SCOPE.org, SCOPE.uid, f"r{i}", "noop", {"every": "1h"}), now=ago)
     try:
         with inprocess_worker(app, ["alma.run"]):
             report = schedule.tick()

@@ -31,11 +31,15 @@ def ready_app(settings: Settings, recorder: Recorder) -> Celery:
 
 
 def register_due(app: Celery, n: int) -> None:
-    """``n`` routines whose latest minute fire is due now (registered two minutes ago)."""
+    """``n`` routines whose ``every 1h`` fire is due now (registered an hour and a second ago).
+
+    Its window stays open for an hour: a minute boundary passing mid-test changes nothing (an
+    every-minute cron fire would expire at the next minute, and a later tick would claim a new one).
+    """
     schedule = composition_of(app).schedule()  # type: ignore[union-attr]
-    ago = utcnow() - timedelta(minutes=2)
+    ago = utcnow() - timedelta(hours=1, seconds=1)
     for i in range(n):
-        schedule.register(RoutineSpec(SCOPE.org, SCOPE.uid, f"r{i}", "noop", {"cron": "* * * * *"}), now=ago)
+        schedule.register(RoutineSpec(SCOPE.org, SCOPE.uid, f"r{i}", "noop", {"every": "1h"}), now=ago)
 
 
 def runs(app: Celery, state: str | None = None) -> list:
@@ -56,7 +60,7 @@ def test_a_clock_tick_claims_and_the_worker_runs_each_fire_once(pg_url: str, red
             assert report["claimed"] == 5 and report["errors"] == 0
             wait_for(lambda: len(runs(app, "completed")) == 5, what="5 completed runs")
             again = app.AsyncResult(send_tick(settings)).get(timeout=30)
-            assert again["claimed"] == 0  # the same minute: nothing new, nothing twice
+            assert again["claimed"] == 0  # the same fire: nothing new, nothing twice
         assert sorted(k.routine_id for k in recorder.keys) == [f"r{i}" for i in range(5)]
         assert composition_of(app).store().last_tick() is not None  # type: ignore[union-attr]
     finally:
@@ -231,8 +235,8 @@ def test_a_submitted_run_is_collected_through_the_collect_queue(sqlite_url: str,
     composition = composition_of(app)
     assert composition is not None
     schedule = composition.schedule()
-    spec = RoutineSpec(SCOPE.org, SCOPE.uid, "j", "job", {"cron": "* * * * *"})
-    schedule.register(spec, now=utcnow() - timedelta(minutes=2))
+    spec = RoutineSpec(SCOPE.org, SCOPE.uid, "j", "job", {"every": "1h"})
+    schedule.register(spec, now=utcnow() - timedelta(hours=1, seconds=1))  # one fire due now, open for an hour
     store = composition.store()
     try:
         with inprocess_worker(app, ["alma.run", "alma.collect"]):

@@ -59,6 +59,14 @@ def wait_for(predicate: Any, what: str, describe: Any, timeout: float = 60.0) ->
         time.sleep(0.05)
 
 
+def wait_first_poll_due(store: Any, describe: Any) -> None:
+    """Until the wall clock (the tick's clock) reaches the submitted job's first poll."""
+    (job,) = store.list_runs(SCOPE, routine_id="digest", limit=5)
+    due = job.next_poll_at
+    assert job.state == "submitted" and due is not None, describe()
+    wait_for(lambda: datetime.now(UTC) >= due, "the first poll due", describe)
+
+
 def test_turn_and_job_routines_through_real_workers(pg_url: str, redis_url: str, tmp_path: Path) -> None:
     migrate_store(pg_url)
     out = tmp_path / "deliveries.jsonl"
@@ -76,11 +84,13 @@ def test_turn_and_job_routines_through_real_workers(pg_url: str, redis_url: str,
     comp = composition_of(app)
     assert comp is not None
     schedule = comp.schedule()
-    two_minutes_ago = datetime.now(UTC) - timedelta(minutes=2)
+    # one fire of each due now, its window open for an hour: a minute boundary passing mid-test
+    # neither closes it nor makes a later tick claim a new fire (as an every-minute cron would)
+    an_hour_ago = datetime.now(UTC) - timedelta(hours=1, seconds=1)
     for routine_id, kind in (("brief", "turn"), ("digest", "job")):
         schedule.register(
-            RoutineSpec(SCOPE.org, SCOPE.uid, routine_id, kind, {"cron": "* * * * *"}, {"goal": f"{routine_id}!"}),
-            now=two_minutes_ago,
+            RoutineSpec(SCOPE.org, SCOPE.uid, routine_id, kind, {"every": "1h"}, {"goal": f"{routine_id}!"}),
+            now=an_hour_ago,
         )
     store = comp.store()
 
@@ -106,7 +116,7 @@ def test_turn_and_job_routines_through_real_workers(pg_url: str, redis_url: str,
             )
             wait_for(lambda: state("brief") == "completed", "the turn delivered", rows)
             wait_for(lambda: state("digest") == "submitted", "the job submitted", rows)
-            time.sleep(1.2)  # past the first poll
+            wait_first_poll_due(store, rows)
             report = app.AsyncResult(send_tick(settings)).get(timeout=30)
             assert report["collect"] == 1, (report, rows())
             wait_for(lambda: state("digest") == "completed", "the job collected and delivered", rows)
@@ -162,11 +172,11 @@ def test_a_prefork_worker_configured_from_the_environment_serves_turn_and_job(
     settings = load_settings(environ=alma)
     store = open_store(pg_url)
     schedule = create_schedule(store=store, runner=KindRegistry(settings), settings=settings)
-    two_minutes_ago = datetime.now(UTC) - timedelta(minutes=2)
+    an_hour_ago = datetime.now(UTC) - timedelta(hours=1, seconds=1)  # one fire due now, open for an hour
     for routine_id, kind in (("brief", "turn"), ("digest", "job")):
         schedule.register(
-            RoutineSpec(SCOPE.org, SCOPE.uid, routine_id, kind, {"cron": "* * * * *"}, {"goal": routine_id}),
-            now=two_minutes_ago,
+            RoutineSpec(SCOPE.org, SCOPE.uid, routine_id, kind, {"every": "1h"}, {"goal": routine_id}),
+            now=an_hour_ago,
         )
     log = tmp_path / "worker.log"
     celery = str(Path(sys.executable).parent / "celery")
@@ -189,7 +199,7 @@ def test_a_prefork_worker_configured_from_the_environment_serves_turn_and_job(
         assert proc.poll() is None, rows()
         send_tick(settings)
         wait_for(lambda: state("brief") == "completed" and state("digest") == "submitted", "run and submit", rows)
-        time.sleep(1.2)
+        wait_first_poll_due(store, rows)
         send_tick(settings)
         wait_for(lambda: state("digest") == "completed", "the job collected", rows)
         (turn,) = store.list_runs(SCOPE, routine_id="brief")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import multiprocessing
 import re
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -146,13 +147,22 @@ def test_postgres_migrations_wait_for_the_advisory_lock() -> None:
         thread = threading.Thread(target=lambda: (migrate_store(url), done.set()))
         thread.start()
         try:
-            waiting = holder.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
-            for _ in range(100):  # until the migrator is queued on the lock
-                row = waiting.fetchone()
-                if row and row[0]:
-                    break
+            # pg_locks is the whole server's: count only this test database's waiters (another test
+            # run on the same server may have its own migrator waiting in its own database)
+            queued = (
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+                " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            )
+
+            def migrator_queued() -> bool:
+                row = holder.execute(queued).fetchone()
+                return bool(row and row[0])
+
+            deadline = time.monotonic() + 60
+            while not migrator_queued():  # until the migrator is queued on the lock
+                assert not done.is_set(), "migrate_store finished while another session held the lock"
+                assert time.monotonic() < deadline, "the migrator never queued on the advisory lock"
                 done.wait(0.05)
-                waiting = holder.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
             assert not done.is_set()
             tables = holder.execute("SELECT count(*) FROM pg_tables WHERE tablename = 'routines'").fetchone()
             assert tables == (0,)
