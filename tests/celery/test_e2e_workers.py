@@ -197,7 +197,7 @@ def test_a_worker_killed_between_dispatch_and_running_is_resent_and_runs_once(e2
 
     e2e.procs.worker("healthy", e2e.env(), "alma.run", 1)
     wait_worker_ready(e2e.procs, "healthy")
-    claimed = e2e.schedule.store.get(key.scope, key.routine_id, key.run_id)
+    claimed = e2e.schedule.store.get(key)
     assert claimed is not None and claimed.resend_at is not None
     resend_at = claimed.resend_at
     wait_for(lambda: utcnow() >= resend_at, 30, what="the fire's first re-send to be due")
