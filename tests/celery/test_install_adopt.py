@@ -17,7 +17,7 @@ from fleet_project import celery, clean_env, one_line_error, python, write_fleet
 from alma_schedule.celery import install
 from alma_schedule.clock import send_tick
 from alma_schedule.engine import create_schedule
-from alma_schedule.errors import ConfigurationError
+from alma_schedule.errors import AlmaScheduleError, ConfigurationError
 from alma_schedule.model import OUR_TASKS, RUN_TASK, TICK_TASK, RoutineSpec
 from alma_schedule.runners.task import TaskDefinition, TaskRunner
 from alma_schedule.settings import load_settings
@@ -192,3 +192,19 @@ def test_the_ready_app_refuses_to_send_or_serve_a_production_store_on_the_memory
     worker = celery(tmp_path, "-A", "alma_schedule.celery", "worker", "-Q", "alma.tick", "-P", "solo", env=env)
     line = one_line_error(worker)
     assert "ALMA_DATABASE_URL" in line and "ALMA_BROKER_URL is memory://" in line
+
+
+def test_registering_a_task_routine_whose_app_cannot_be_imported_says_why(sqlite_url: str) -> None:
+    from alma_schedule.runners.registry import KindRegistry
+    from alma_schedule.settings import Settings
+    from alma_schedule.stores import open_store
+
+    migrate_store(sqlite_url)
+    settings = Settings(database_url=sqlite_url, celery_app="nosuchfleet:app")
+    store = open_store(sqlite_url)
+    try:
+        schedule = create_schedule(store=store, runner=KindRegistry(settings).resolve, settings=settings)
+        with pytest.raises(AlmaScheduleError, match=r"ALMA_CELERY_APP: cannot import 'nosuchfleet': No module named"):
+            schedule.register(RoutineSpec("acme", "ops", "adds", "task", {"every": "1h"}, {"task": "fleet.add"}))
+    finally:
+        store.close()
