@@ -11,9 +11,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from celery import Celery
+from alma_schedule.errors import ConfigurationError, ProcessRefused, missing_extra
 
-from alma_schedule.errors import ConfigurationError, ProcessRefused
+try:
+    from celery import Celery
+except ModuleNotFoundError as exc:  # a bare install: no Celery
+    raise missing_extra(exc, "celery", "the Celery face") from None
+
 from alma_schedule.tasks.composition import composition_of
 from alma_schedule.tasks.install import install_on, our_routes
 

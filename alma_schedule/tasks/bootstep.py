@@ -22,9 +22,13 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from celery import bootsteps
+from alma_schedule.errors import ConfigurationError, ProcessRefused, missing_extra
 
-from alma_schedule.errors import ConfigurationError, ProcessRefused
+try:
+    from celery import bootsteps
+except ModuleNotFoundError as exc:  # a bare install: no Celery
+    raise missing_extra(exc, "celery", "the Celery face") from None
+
 from alma_schedule.tasks.composition import composition_of
 from alma_schedule.tasks.definitions import apply_limits
 
