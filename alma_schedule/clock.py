@@ -7,6 +7,11 @@ expires after ``tick_expires`` (below the tick period): ticks piled up while the
 down are discarded, never fired late. Any number of clocks may run: claims make duplicate ticks
 harmless.
 
+Given a fleet's app that called ``install(app)`` (``alma-schedule -A fleet clock send``), a tick is
+sent through that app instead (``app.send_task``: its broker, its routing, ``serializer='json'``):
+no ``ALMA_BROKER_URL`` is needed. Either way a production store with the ``memory://`` broker is
+refused before anything is sent (the tick would be lost: nothing else reads that broker).
+
 Equivalent crontab line with Celery's own CLI::
 
     * * * * * celery -A alma_schedule.celery call alma_schedule.tick --expires 55
@@ -24,7 +29,7 @@ from typing import Any
 
 from alma_schedule.errors import DispatchError, missing_extra
 from alma_schedule.model import TICK_TASK
-from alma_schedule.settings import Settings
+from alma_schedule.settings import Settings, refuse_lost_sends
 
 log = logging.getLogger(__name__)
 
@@ -90,13 +95,40 @@ def _publish(connection: Any, settings: Settings, now: datetime | None, expires_
     return task_id
 
 
-def send_tick(settings: Settings, now: datetime | None = None, *, expires_in: timedelta | None = None) -> str:
-    """Publish ONE tick message to ``settings.tick_queue``; return its task id.
+def refuse_lost_ticks(settings: Settings, app: Any = None) -> None:
+    """:func:`refuse_lost_sends` for the broker a tick would go to (``app``'s, else ``ALMA_BROKER_URL``)."""
+    if app is None:
+        refuse_lost_sends(settings)
+    else:
+        broker = f"the broker_url of the Celery app {app.main!r}"
+        refuse_lost_sends(settings, str(app.conf.broker_url or ""), broker=broker)
+
+
+def _send_via(app: Any, settings: Settings, now: datetime | None, expires_in: timedelta) -> str:
+    kwargs: dict[str, Any] = {} if now is None else {"now": now.isoformat()}
+    result = app.send_task(
+        TICK_TASK, kwargs=kwargs, expires=settings.clock() + expires_in, serializer="json", add_to_parent=False
+    )
+    return str(result.id)
+
+
+def send_tick(
+    settings: Settings, now: datetime | None = None, *, expires_in: timedelta | None = None, app: Any = None
+) -> str:
+    """Publish ONE tick message to ``settings.tick_queue`` (or through ``app``, a fleet's app that
+    called ``install``); return its task id.
 
     ``now`` (aware) is the instant the tick should use (the worker takes ``min(now, its clock)``);
     None lets the worker use its own clock. ``expires_in`` defaults to ``settings.tick_expires``.
-    Raises :class:`DispatchError` when the broker cannot take the message.
+    Raises :class:`ConfigurationError` for a production store with the ``memory://`` broker and
+    :class:`DispatchError` when the broker cannot take the message.
     """
+    refuse_lost_ticks(settings, app)
+    if app is not None:
+        try:
+            return _send_via(app, settings, now, expires_in or settings.tick_expires)
+        except Exception as exc:
+            raise DispatchError(f"could not send a tick to the broker ({type(exc).__name__})") from exc
     kombu = _kombu()  # without the celery extra: ConfigurationError, not a DispatchError
     try:
         with kombu.Connection(settings.broker_url) as connection:
@@ -115,18 +147,23 @@ def next_boundary(now: datetime, every: timedelta) -> datetime:
     return epoch + timedelta(seconds=(int(elapsed // step) + 1) * step)
 
 
-def run_clock(settings: Settings, every: timedelta, stop_event: threading.Event) -> int:
+def run_clock(settings: Settings, every: timedelta, stop_event: threading.Event, *, app: Any = None) -> int:
     """Send a tick now, then one at every multiple of ``every``, until ``stop_event`` is set.
 
     Each tick carries its scheduled instant as ``now`` and expires after ``tick_expires`` (below
     ``tick_period``); an ``every`` shorter than ``tick_period`` expires within ``min(tick_expires,
     0.9 * every)``, so a tick never outlives the next one. A broker failure is logged and the next
     tick tried on a new connection; the clock never stops on its own. Returns how many ticks were sent.
+    ``app``: send through a fleet's app that called ``install`` (its broker and routing) instead of
+    ``ALMA_BROKER_URL``.
     """
     if every <= timedelta(0):
         from alma_schedule.errors import ConfigurationError
 
         raise ConfigurationError(f"--every must be positive, got {every}")
+    refuse_lost_ticks(settings, app)
+    if app is not None:
+        return _run_via(app, settings, every, stop_event)
     kombu = _kombu()  # without the celery extra: refuse at once, not a warning per period
     expires_in = settings.tick_expires if every >= settings.tick_period else min(settings.tick_expires, every * 0.9)
     sent = 0
@@ -151,4 +188,21 @@ def run_clock(settings: Settings, every: timedelta, stop_event: threading.Event)
         stop_event.wait(max(0.0, (at - settings.clock()).total_seconds()))
     if connection is not None:
         connection.release()
+    return sent
+
+
+def _run_via(app: Any, settings: Settings, every: timedelta, stop_event: threading.Event) -> int:
+    """:func:`run_clock` through a fleet's app (its connection pool retries and reconnects)."""
+    expires_in = min(settings.tick_expires, every * 0.9)
+    sent = 0
+    at: datetime | None = None
+    while not stop_event.is_set():
+        try:
+            task_id = _send_via(app, settings, at, expires_in)
+            sent += 1
+            log.info("tick sent: %s (now=%s)", task_id, at.isoformat() if at else "worker clock")
+        except Exception as exc:
+            log.warning("tick not sent (%s): the next one is tried at the next period", type(exc).__name__)
+        at = next_boundary(settings.clock(), every)
+        stop_event.wait(max(0.0, (at - settings.clock()).total_seconds()))
     return sent

@@ -5,6 +5,8 @@ The tree::
     AlmaScheduleError                      root: catch this to catch everything of ours
     ├── ConfigurationError (ValueError)    a setting is unknown, malformed or missing (names it);
     │                                      or a feature's extra is not installed (names the extra)
+    │   └── ProcessRefused (SystemExit)    the same, refusing a Celery process of ours (a worker's
+    │                                      start, `celery call`): it exits with ONE line, no traceback
     ├── InvalidSchedule (ValueError)       a schedule the core rejects (names the field and reason)
     ├── InvalidInput (ValueError)          an id, scope, JSON body or argument that cannot be stored
     ├── RegistrationRefused (ValueError)   register() said no: schedule, budget, runner, tombstone
@@ -37,6 +39,20 @@ class AlmaScheduleError(Exception):
 
 class ConfigurationError(AlmaScheduleError, ValueError):
     """A setting is unknown, malformed or missing; the message names the setting."""
+
+
+class ProcessRefused(ConfigurationError, SystemExit):
+    """A :class:`ConfigurationError` that also ends the process with its one line (``error: ...``,
+    exit status 1) where Celery's own commands would print a traceback for any other exception (a
+    worker bootstep, the ready app's ``send_task``). ``except ConfigurationError`` still catches it."""
+
+    def __init__(self, message: str) -> None:
+        ConfigurationError.__init__(self, message)
+        self.code = f"error: {message}"
+
+    @classmethod
+    def of(cls, exc: ConfigurationError) -> ProcessRefused:
+        return exc if isinstance(exc, ProcessRefused) else cls(str(exc))
 
 
 #: The optional dependencies of each extra, by top-level module (see pyproject.toml).

@@ -1,9 +1,13 @@
-"""Settings: one frozen object, read from flags and ``ALMA_*`` environment variables in ONE place.
+"""Settings: one frozen object, read from flags, ``ALMA_*`` variables and a Celery app's ``alma_*`` keys.
 
-Every field has a default, a one-line doc (``metadata["doc"]``) and an environment variable
-``ALMA_<NAME>``. :func:`load_settings` is the only reader of the environment: an unknown
-``ALMA_*`` variable or a malformed value is a :class:`ConfigurationError` naming it. Secret fields
-are :class:`Secret` values whose ``repr`` never shows the text.
+Every field has a default, a one-line doc (``metadata["doc"]``), an environment variable
+``ALMA_<NAME>`` and an app-configuration key ``alma_<name>`` (``app.conf``, for a fleet that called
+``install(app)``). :func:`load_settings` is the only reader of both: the app's keys first, the
+environment over them, flags over both; an unknown ``alma_*`` key or ``ALMA_*`` variable (with a
+did-you-mean) or a malformed value is a :class:`ConfigurationError` naming it. :func:`peek` reads
+one raw value WITHOUT validating anything (for a process that imports a fleet's app but runs none
+of our code: it must never fail because of our settings). Secret fields are :class:`Secret` values
+whose ``repr`` never shows the text.
 
 Durations accept seconds (``90``) or ``90s``, ``15m``, ``2h``, ``1d``, ``1h30m``.
 
@@ -15,7 +19,7 @@ period is refused, naming both settings.
 from __future__ import annotations
 
 import dataclasses
-import hmac
+import difflib
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -24,40 +28,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from alma_schedule.errors import ConfigurationError
+from alma_schedule.model.secret import Secret as Secret  # re-exported: its home since 0.1.0
 from alma_schedule.model.time import system_time
 
 ENV_PREFIX = "ALMA_"
-
-
-class Secret:
-    """A secret string: hidden in ``repr``/``str``, compared in constant time."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str) -> None:
-        self._value = value
-
-    def reveal(self) -> str:
-        return self._value
-
-    def matches(self, candidate: str | bytes) -> bool:
-        if isinstance(candidate, str):
-            candidate = candidate.encode()
-        return hmac.compare_digest(self._value.encode(), candidate)
-
-    def __repr__(self) -> str:
-        return "Secret('********')"
-
-    __str__ = __repr__
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Secret) and hmac.compare_digest(self._value.encode(), other._value.encode())
-
-    def __hash__(self) -> int:
-        return hash(("Secret", len(self._value)))
-
-    def __bool__(self) -> bool:
-        return bool(self._value)
+CONF_PREFIX = "alma_"
+#: Where the list of every setting is printed (the message of an unknown one points there).
+LISTED_BY = "`alma-schedule settings` lists them all"
 
 
 _DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+(?:\.\d+)?)s)?$")
@@ -263,10 +240,14 @@ def env_name(name: str) -> str:
     return ENV_PREFIX + name.upper()
 
 
-def _convert(name: str, raw: Any) -> Any:
+def conf_name(name: str) -> str:
+    return CONF_PREFIX + name
+
+
+def _convert(name: str, raw: Any, label: str | None = None) -> Any:
     f = FIELDS[name]
     kind = f.metadata.get("kind", "")
-    label = env_name(name)
+    label = label or env_name(name)
     if raw is None or (isinstance(raw, str) and raw == "" and f.default is None):
         return None
     if kind == "duration":
@@ -298,23 +279,70 @@ def _convert(name: str, raw: Any) -> Any:
     return raw
 
 
+def _known(name: str) -> bool:
+    return name in FIELDS and FIELDS[name].metadata.get("kind") != "code"
+
+
+def _unknown(label: str, name: str, spell: Callable[[str], str], where: str) -> ConfigurationError:
+    known = [n for n in FIELDS if _known(n)]
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    hint = f" (did you mean {spell(close[0])}?)" if close else ""
+    return ConfigurationError(f"unknown setting {label}{where}{hint}; {LISTED_BY}")
+
+
+def _conf_items(conf: Mapping[str, Any] | None) -> list[tuple[str, Any]]:
+    """The ``alma_*`` keys of a Celery app's configuration (any case), as ``(key, value)``."""
+    if conf is None:
+        return []
+    return [(str(k), conf[k]) for k in list(conf.keys()) if str(k).lower().startswith(CONF_PREFIX)]
+
+
+def peek(name: str, *, conf: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None) -> Any:
+    """The raw value of one setting (``ALMA_<NAME>``, else the app's ``alma_<name>``, else None),
+    validating NOTHING: for code that runs in processes that do not run ours (routes at install)."""
+    env = os.environ if environ is None else environ
+    if env_name(name) in env:
+        return env[env_name(name)]
+    for key, value in _conf_items(conf):
+        if key.lower() == conf_name(name):
+            return value
+    return None
+
+
+def queue_names(*, conf: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``tick_queue``, ``run_queue`` and ``collect_queue`` read by :func:`peek` (defaults when unset
+    or not text); never raises."""
+    out: dict[str, str] = {}
+    for name in ("tick_queue", "run_queue", "collect_queue"):
+        raw = peek(name, conf=conf, environ=environ)
+        out[name] = raw if isinstance(raw, str) and raw.strip() else str(FIELDS[name].default)
+    return out
+
+
 def load_settings(
     overrides: Mapping[str, Any] | None = None,
     *,
     environ: Mapping[str, str] | None = None,
+    conf: Mapping[str, Any] | None = None,
 ) -> Settings:
-    """Build :class:`Settings` from ``ALMA_*`` variables, then ``overrides`` (flags) on top.
+    """Build :class:`Settings` from a Celery app's ``alma_*`` keys (``conf``, e.g. ``app.conf``), then
+    ``ALMA_*`` variables over them, then ``overrides`` (flags) on top; validate the result.
 
     ``overrides`` whose value is None are ignored (an unset flag). Unknown names are an error.
     """
     env = os.environ if environ is None else environ
     values: dict[str, Any] = {}
+    for key, raw in _conf_items(conf):
+        name = key[len(CONF_PREFIX) :].lower()
+        if not _known(name):
+            raise _unknown(key, name, conf_name, " in the Celery app's configuration")
+        values[name] = _convert(name, raw, key)
     for key, raw in env.items():
         if not key.startswith(ENV_PREFIX):
             continue
         name = key[len(ENV_PREFIX) :].lower()
-        if name not in FIELDS or FIELDS[name].metadata.get("kind") == "code":
-            raise ConfigurationError(f"unknown setting {key} (see `alma-schedule --help` for the list)")
+        if not _known(name):
+            raise _unknown(key, name, env_name, "")
         values[name] = _convert(name, raw)
     for name, raw in (overrides or {}).items():
         if raw is None:
@@ -325,6 +353,23 @@ def load_settings(
     settings = Settings(**values)
     _check(settings)
     return settings
+
+
+def is_embedded_store(database_url: str) -> bool:
+    """The embedded default: a SQLite or in-memory store (no servers). Everything else is production."""
+    return database_url.startswith(("sqlite", "memory"))
+
+
+def refuse_lost_sends(settings: Settings, broker_url: str | None = None, *, broker: str = "ALMA_BROKER_URL") -> None:
+    """Refuse to send from a production store to the ``memory://`` broker: every message would stay
+    in this process and nothing would ever run it (a tick lost silently). ``broker_url`` defaults to
+    ``settings.broker_url``; ``broker`` names where it came from."""
+    url = settings.broker_url if broker_url is None else broker_url
+    if not is_embedded_store(settings.database_url) and str(url).startswith("memory"):
+        raise ConfigurationError(
+            f"ALMA_DATABASE_URL is a production store but {broker} is {url}: messages sent there never "
+            f"leave this process and nothing would run them; set {broker} to the fleet's broker"
+        )
 
 
 def _check(s: Settings) -> None:

@@ -1,7 +1,8 @@
 """The ``alma-schedule`` command line: one click group; each area adds its commands from its module.
 
 Every area module exposes ``register(group)``; :data:`AREAS` lists them. Global flags map to
-settings (``--database-url`` -> ``ALMA_DATABASE_URL``, ...): flags win over the environment.
+settings (``--database-url`` -> ``ALMA_DATABASE_URL``, ...): flags win over the environment, which
+wins over the ``alma_*`` keys of the fleet's app (``-A/--app MODULE[:APP]``, as ``celery -A``).
 """
 
 from __future__ import annotations
@@ -20,20 +21,35 @@ AREAS = ("schedule", "routines", "runs", "ticks", "celery_cmds", "beat_cmds", "d
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
 @click.version_option(__version__, "--version", prog_name="alma-schedule")
+@click.option(
+    "-A",
+    "--app",
+    "app_path",
+    default=None,
+    metavar="MODULE[:APP]",
+    help="The fleet's Celery app, as `celery -A` (its alma_* keys are settings) [env ALMA_CELERY_APP].",
+)
 @click.option("--database-url", envvar=None, default=None, help="Store URL [env ALMA_DATABASE_URL].")
 @click.option("--broker-url", envvar=None, default=None, help="Celery broker URL [env ALMA_BROKER_URL].")
 @click.option("--debug", is_flag=True, help="Show tracebacks of errors.")
 @click.pass_context
-def cli(ctx: click.Context, database_url: str | None, broker_url: str | None, debug: bool) -> None:
+def cli(
+    ctx: click.Context, app_path: str | None, database_url: str | None, broker_url: str | None, debug: bool
+) -> None:
     """alma-schedule: the clock of a Celery fleet, as a tick.
 
+    Settings come from the fleet app's alma_* keys (-A), ALMA_* variables over them, and the
+    flags over both; `alma-schedule settings` lists every one.
+
     \b
-    Example:
+    Examples:
       alma-schedule schedule next '{"cron": "30 2 * * *", "tz": "America/New_York"}' -n 5
+      alma-schedule -A fleet clock send      # through the fleet's app (it called install(app))
     """
     ctx.obj = CliContext(
         overrides={"database_url": database_url, "broker_url": broker_url},
         debug=debug,
+        app_path=app_path,
     )
     ctx.call_on_close(ctx.obj.close)
 

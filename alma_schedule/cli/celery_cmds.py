@@ -40,14 +40,17 @@ def clock_send(obj: CliContext, now: str | None) -> None:
     """Send ONE tick message to the tick queue and print its task id (for cron).
 
     The message expires after ALMA_TICK_EXPIRES, so ticks piled up during an outage are dropped.
+    With -A (an app that called install(app)) it goes through that app's broker; else through
+    ALMA_BROKER_URL (a production store with memory:// is refused).
 
     \b
-    Example (crontab, every minute):
+    Examples (crontab, every minute):
+      * * * * * cd /srv/fleet && alma-schedule -A fleet clock send
       * * * * * ALMA_BROKER_URL=redis://127.0.0.1:6379/0 alma-schedule clock send
     """
     from alma_schedule.clock import send_tick
 
-    click.echo(send_tick(obj.settings, _instant(now)))
+    click.echo(send_tick(obj.settings, _instant(now), app=obj.sender_app()))
 
 
 @clock_group.command("run")
@@ -79,7 +82,7 @@ def clock_run(obj: CliContext, every: str | None) -> None:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    sent = run_clock(obj.settings, period, stop)
+    sent = run_clock(obj.settings, period, stop, app=obj.sender_app())
     click.echo(f"clock stopped after {sent} tick(s)", err=True)
 
 
@@ -98,8 +101,10 @@ def serve_http_cmd(obj: CliContext, host: str | None, port: int | None) -> None:
       ALMA_HTTP_SECRET=s3cret alma-schedule serve-http --port 8080
       curl -X POST -H 'X-Alma-Secret: s3cret' http://127.0.0.1:8080/tick
     """
+    from alma_schedule.clock import refuse_lost_ticks
     from alma_schedule.http import serve_http
 
+    refuse_lost_ticks(obj.settings)  # POST /tick sends through ALMA_BROKER_URL
     serve_http(obj.settings, host=host, port=port)
 
 

@@ -1,4 +1,10 @@
-"""What every CLI command shares: the settings (read once), the store, output helpers, exit codes.
+"""What every CLI command shares: the fleet's app, the settings (read once), the store, output helpers.
+
+``-A/--app MODULE[:APP]`` (else ``ALMA_CELERY_APP``) names the fleet's Celery app, imported as
+``celery -A`` does (the working directory on ``sys.path``); its ``alma_*`` keys are read as
+settings (``ALMA_*`` variables over them, flags over both), and when it called ``install(app)``
+everything the command sends goes through it (its broker, its routing). Without one, sends go
+through the ready app and ``ALMA_BROKER_URL``.
 
 Exit codes: 0 ok, 1 failure (a typed error, printed as one line), 2 usage (click's own).
 """
@@ -16,7 +22,7 @@ from typing import Any, TypeVar
 import click
 
 from alma_schedule.errors import AlmaScheduleError
-from alma_schedule.settings import Settings, load_settings
+from alma_schedule.settings import Settings, load_settings, peek
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -27,14 +33,42 @@ class CliContext:
 
     overrides: dict[str, Any] = field(default_factory=dict)
     debug: bool = False
+    app_path: str | None = None
     _settings: Settings | None = None
     _store: Any = None
+    _app: Any = None
+
+    def app(self) -> Any:
+        """The fleet's Celery app of ``-A/--app`` (else ``ALMA_CELERY_APP``), imported once; None
+        when neither names one."""
+        if self._app is None:
+            setting = "-A/--app" if self.app_path else "ALMA_CELERY_APP"
+            path = self.app_path or peek("celery_app")
+            if not path:
+                return None
+            from alma_schedule.runners.task import load_celery_app
+
+            self._app = load_celery_app(str(path), setting=setting)
+        return self._app
 
     @property
     def settings(self) -> Settings:
         if self._settings is None:
-            self._settings = load_settings(self.overrides)
+            app = self.app()
+            overrides = dict(self.overrides)
+            if self.app_path:  # the task kind sends through the same app
+                overrides["celery_app"] = self.app_path
+            self._settings = load_settings(overrides, conf=None if app is None else app.conf)
         return self._settings
+
+    def sender_app(self) -> Any:
+        """The fleet's app when it called ``install(app)`` (sends go through it), else None."""
+        app = self.app()
+        if app is None:
+            return None
+        from alma_schedule.tasks.composition import composition_of
+
+        return app if composition_of(app) is not None else None
 
     def use_settings(self, settings: Settings) -> None:
         self._settings = settings

@@ -147,7 +147,7 @@ def _lever(name: str, doc: str) -> None:
     @handle_errors
     def lever(obj: CliContext, scope: str, routine_id: str, reason: str, as_json: bool) -> None:
         sc = Scope.parse(scope)
-        schedule = build_schedule(obj)
+        schedule = build_schedule(obj, sends=name == "trigger")
         result: Any
         if name == "pause":
             result = schedule.pause(sc, routine_id, reason)

@@ -1,4 +1,4 @@
-"""``alma-schedule settings``: every ``ALMA_*`` setting with its default and what it does.
+"""``alma-schedule settings``: every setting, its ``ALMA_*`` variable, its ``alma_*`` app key, its default.
 
 It reads :data:`alma_schedule.settings.FIELDS` (the one list of settings) and never loads the
 settings themselves, so it works in the very environment it helps to fix: the message of an unknown
@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from alma_schedule.cli.context import emit_json, handle_errors, json_option, print_table
-from alma_schedule.settings import FIELDS, env_name
+from alma_schedule.settings import FIELDS, conf_name, env_name
 
 
 def default_text(value: Any) -> str:
@@ -33,7 +33,8 @@ def documented_settings() -> list[dict[str, str]]:
         {
             "setting": name,
             "env": env_name(name),
-            "default": default_text(f.default),
+            "app_key": conf_name(name),
+            "default": f.metadata.get("default_text") or default_text(f.default),
             "kind": f.metadata.get("kind") or "text",
             "doc": f.metadata["doc"],
         }
@@ -46,9 +47,10 @@ def documented_settings() -> list[dict[str, str]]:
 @json_option
 @handle_errors
 def settings(as_json: bool) -> None:
-    """List every ALMA_* setting: its variable, default, kind and what it does.
+    """List every setting: its ALMA_* variable, its alma_* key in the fleet app's configuration
+    (app.conf, read with -A or by install(app)), its default, kind and what it does.
 
-    Flags such as --database-url win over the variables. Durations take 90, 90s, 15m, 2h, 1d or
+    Precedence: the app's alma_* keys, then ALMA_* variables, then flags. Durations take 90, 90s, 15m, 2h, 1d or
     1h30m; booleans true/false. Reads no setting itself, so it runs even when one is wrong.
 
     \b
@@ -61,8 +63,8 @@ def settings(as_json: bool) -> None:
         return
     print_table(
         "ALMA_* settings",
-        ["env var", "default", "kind", "what"],
-        [(r["env"], r["default"], r["kind"], r["doc"]) for r in rows],
+        ["env var", "app key", "default", "kind", "what"],
+        [(r["env"], r["app_key"], r["default"], r["kind"], r["doc"]) for r in rows],
     )
 
 

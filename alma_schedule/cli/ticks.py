@@ -62,7 +62,8 @@ def _section(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) 
 @click.pass_obj
 @handle_errors
 def tick(obj: CliContext, at: str | None, in_process: bool, as_json: bool) -> None:
-    """Run one tick. Embedded store: in-process. Production store: sends one tick through Celery.
+    """Run one tick. Embedded store: in-process. Production store: sends one tick through Celery
+    (through the -A app when it called install(app); a memory:// broker is refused).
 
     \b
     Examples:
@@ -77,7 +78,7 @@ def tick(obj: CliContext, at: str | None, in_process: bool, as_json: bool) -> No
     if not embedded and not in_process:
         from alma_schedule.clock import send_tick
 
-        task_id = send_tick(settings, now=when)
+        task_id = send_tick(settings, now=when, app=obj.sender_app())
         if as_json:
             emit_json({"task_id": task_id})
         else:

@@ -1,5 +1,6 @@
 """How the CLI builds a Scheduler: the store from settings, runners from the kind registry, and a
-dispatcher that matches the store (in-process on the embedded default, Celery in production)."""
+dispatcher that matches the store (in-process on the embedded default, Celery in production: the
+fleet's app of ``-A`` when it called ``install(app)``, else the ready app on ``ALMA_BROKER_URL``)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from alma_schedule.errors import InvalidInput
-from alma_schedule.settings import Settings
+from alma_schedule.settings import Settings, is_embedded_store
 
 if TYPE_CHECKING:
     from alma_schedule.cli.context import CliContext
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
 
 def is_embedded(settings: Settings) -> bool:
     """The embedded default: a SQLite or in-memory store (no servers). Everything else is production."""
-    return settings.database_url.startswith(("sqlite", "memory"))
+    return is_embedded_store(settings.database_url)
 
 
 def parse_instant(text: str) -> datetime:
@@ -30,8 +31,12 @@ def parse_instant(text: str) -> datetime:
     return value
 
 
-def build_schedule(obj: CliContext, *, dispatcher: Any = None) -> Scheduler:
-    """A Scheduler over the command's store. Embedded: runs in-process. Production: sends through Celery."""
+def build_schedule(obj: CliContext, *, dispatcher: Any = None, sends: bool = False) -> Scheduler:
+    """A Scheduler over the command's store. Embedded: runs in-process. Production: sends through Celery.
+
+    ``sends``: the command will send (``routines trigger``): a production store with the
+    ``memory://`` broker is refused before anything is written.
+    """
     from alma_schedule.engine import create_schedule
     from alma_schedule.runners.registry import registry_resolver
 
@@ -40,7 +45,9 @@ def build_schedule(obj: CliContext, *, dispatcher: Any = None) -> Scheduler:
         from alma_schedule.tasks.app import celery_app_for
         from alma_schedule.tasks.dispatcher import CeleryDispatcher
 
-        dispatcher = CeleryDispatcher(celery_app_for(settings), settings)
+        dispatcher = CeleryDispatcher(obj.sender_app() or celery_app_for(settings), settings)
+        if sends:
+            dispatcher.refuse_lost_sends()
     return create_schedule(
         store=obj.store(), runner=registry_resolver(settings), dispatcher=dispatcher, settings=settings
     )

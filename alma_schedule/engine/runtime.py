@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
-from alma_schedule.errors import InvalidInput, RunnerError
+from alma_schedule.errors import AlmaScheduleError, InvalidInput, RunnerError
 from alma_schedule.model import Dispatcher, Reason, Routine, RoutineRunner
 from alma_schedule.model.time import aware_utc, trusted_now
 from alma_schedule.settings import Settings, Timers
@@ -79,9 +79,10 @@ class Runtime:
         try:
             runner: Any = self.resolver(routine)
         except Exception as exc:
-            raise UnknownKind(
-                f"no runner for kind {routine.kind!r}: {type(exc).__name__}", cause=type(exc).__name__
-            ) from exc
+            # our own errors name the setting and the cause (e.g. the fleet app's import error);
+            # anything else shows only its class
+            why = str(exc) if isinstance(exc, AlmaScheduleError) else type(exc).__name__
+            raise UnknownKind(f"no runner for kind {routine.kind!r}: {why}", cause=type(exc).__name__) from exc
         if runner is None or not hasattr(runner, "run"):
             raise UnknownKind(f"no runner for kind {routine.kind!r}")
         return cast(RoutineRunner, runner)

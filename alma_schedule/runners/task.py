@@ -29,7 +29,9 @@ import importlib
 import json
 import logging
 import math
+import os
 import re
+import sys
 import threading
 import uuid
 from collections.abc import Mapping
@@ -295,6 +297,7 @@ class TaskRunner:
             kwargs=dict(definition.kwargs),
             task_id=task_id,
             add_to_parent=False,
+            serializer="json",
             **opts,
         )
 
@@ -329,9 +332,10 @@ def _class_name(value: Any) -> str | None:
 
 
 def load_celery_app(path: str, *, setting: str = "ALMA_CELERY_APP") -> Celery:
-    """Import ``MODULE:APP`` (or ``MODULE``: its ``app`` or ``celery``) and return the Celery app.
+    """Import ``MODULE:APP`` (or ``MODULE``: its ``app`` or ``celery``, else ``MODULE.celery``'s) and
+    return the Celery app, as ``celery -A`` does: the working directory is put on ``sys.path`` first.
 
-    Raises :class:`ConfigurationError` naming ``setting`` when it cannot.
+    Raises :class:`ConfigurationError` naming ``setting`` and the import error when it cannot.
     """
     try:
         from celery import Celery
@@ -341,11 +345,19 @@ def load_celery_app(path: str, *, setting: str = "ALMA_CELERY_APP") -> Celery:
     module_name, sep, attr = path.strip().partition(":")
     if not module_name or (sep and not attr):
         raise ConfigurationError(f"{setting}: {path!r} is not MODULE:APP")
+    cwd = os.getcwd()
+    if cwd not in sys.path:  # like `celery -A`: the app module is found from the working directory
+        sys.path.insert(0, cwd)
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise ConfigurationError(f"{setting}: cannot import {module_name!r}: {exc}") from exc
     candidates = [attr] if attr else ["app", "celery"]
+    if not attr and not any(isinstance(getattr(module, n, None), Celery) for n in candidates):
+        try:  # `celery -A proj` also finds proj.celery:app
+            module = importlib.import_module(f"{module_name}.celery")
+        except ImportError:
+            pass
     for name in candidates:
         value: Any = module
         try:

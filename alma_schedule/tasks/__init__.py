@@ -9,7 +9,8 @@ The public face for users is :mod:`alma_schedule.celery`; the kind registry is
 from __future__ import annotations
 
 from alma_schedule.tasks.app import celery_app_for, create_app, ready_app_config
-from alma_schedule.tasks.composition import AlmaTasks, Composition, KindCheckStep, composition_of
+from alma_schedule.tasks.bootstep import KindCheckStep
+from alma_schedule.tasks.composition import AlmaTasks, Composition, composition_of
 from alma_schedule.tasks.definitions import define_tasks, parse_now
 from alma_schedule.tasks.dispatcher import CeleryDispatcher, queue_depth
 from alma_schedule.tasks.install import install, merge_routes, our_routes

@@ -11,15 +11,38 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from alma_schedule.tasks.install import install, our_routes
+from alma_schedule.errors import ConfigurationError, ProcessRefused, missing_extra
+
+try:
+    from celery import Celery
+except ModuleNotFoundError as exc:  # a bare install: no Celery
+    raise missing_extra(exc, "celery", "the Celery face") from None
+
+from alma_schedule.tasks.composition import composition_of
+from alma_schedule.tasks.install import install_on, our_routes
 
 if TYPE_CHECKING:
-    from celery import Celery
-
     from alma_schedule.runners.registry import KindRegistry
     from alma_schedule.settings import Settings
 
-__all__ = ["celery_app_for", "create_app", "ready_app_config"]
+__all__ = ["ReadyApp", "celery_app_for", "create_app", "ready_app_config"]
+
+
+class ReadyApp(Celery):
+    """The ready app's class: a :class:`Celery` whose every send (``celery call``, ``.delay()``, our
+    dispatcher) first refuses a production store with the ``memory://`` broker, naming
+    ``ALMA_DATABASE_URL`` and ``ALMA_BROKER_URL`` in one line: such a message would be lost."""
+
+    def send_task(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        composition = composition_of(self)
+        if composition is not None:
+            from alma_schedule.settings import refuse_lost_sends
+
+            try:
+                refuse_lost_sends(composition.settings, str(self.conf.broker_url or ""))
+            except ConfigurationError as exc:
+                raise ProcessRefused.of(exc) from None
+        return super().send_task(name, *args, **kwargs)
 
 
 def ready_app_config(settings: Settings) -> dict[str, Any]:
@@ -57,14 +80,12 @@ def create_app(
 
     ``settings`` defaults to :func:`alma_schedule.settings.load_settings` (the environment).
     """
-    from celery import Celery
-
     from alma_schedule.settings import load_settings
 
     settings = settings if settings is not None else load_settings()
-    new = Celery(main, set_as_current=False)
+    new = ReadyApp(main, set_as_current=False)
     new.conf.update(ready_app_config(settings))
-    install(new, settings=settings, registry=registry)
+    install_on(new, settings=settings, registry=registry, fleet=False)
     return new
 
 

@@ -1,16 +1,22 @@
 """The composition root of a Celery process: store, kind registry, dispatcher and Scheduler.
 
 One :class:`Composition` per app (made by :func:`alma_schedule.celery.install`). Its parts are
-built lazily, once per process, on the first task (or by the worker's start-up check):
+built lazily, once per process, on the first task (or by the worker's start-up check,
+:mod:`alma_schedule.tasks.bootstep`):
 
+* the settings: those given to ``install``, else :func:`load_settings` over the app's ``alma_*``
+  keys and the ``ALMA_*`` variables (full validation, in a worker or a task only: importing a
+  fleet's app never reads them);
 * the store, ``open_store(settings.database_url)``;
-* the :class:`KindRegistry` (built-in kinds, entry points, programmatic registrations);
+* the :class:`KindRegistry` (built-in kinds, entry points, programmatic registrations); on a
+  fleet's app the ``task`` kind sends through that app itself, so no ``ALMA_CELERY_APP`` is needed
+  (when set, it still wins);
 * a :class:`CeleryDispatcher` over the app, and the engine's ``Scheduler`` over all three.
 
 Prefork: the worker's parent runs :meth:`Composition.check` (a bootstep, see
-:class:`KindCheckStep`), which opens the store; each child, on ``worker_process_init``, disposes the
-inherited SQL engine (its pooled connections belong to the parent) and forgets built runners, so
-it opens its own small pool and its own runner clients.
+:class:`~alma_schedule.tasks.bootstep.KindCheckStep`), which opens the store; each child, on
+``worker_process_init``, disposes the inherited SQL engine (its pooled connections belong to the
+parent) and forgets built runners, so it opens its own small pool and its own runner clients.
 """
 
 from __future__ import annotations
@@ -25,17 +31,17 @@ from typing import TYPE_CHECKING, Any
 from alma_schedule.errors import missing_extra
 
 try:
-    from celery import bootsteps
     from celery.signals import worker_process_init, worker_process_shutdown
 except ModuleNotFoundError as exc:  # a bare install: no Celery
     raise missing_extra(exc, "celery", "the Celery face") from None
 
-from alma_schedule.runners.registry import KindRegistry, stored_kinds
+from alma_schedule.runners.registry import BUILTIN_KINDS, KindRegistry, stored_kinds
 
 if TYPE_CHECKING:
     from celery import Celery, Task
 
     from alma_schedule.engine import Scheduler
+    from alma_schedule.model import RoutineRunner
     from alma_schedule.settings import Settings
     from alma_schedule.stores.base import Store
 
@@ -58,10 +64,22 @@ class AlmaTasks:
 class Composition:
     """The parts one process needs to serve the tasks of one app. Thread-safe, built lazily."""
 
-    def __init__(self, app: Celery, settings: Settings, *, registry: KindRegistry | None = None) -> None:
+    def __init__(
+        self,
+        app: Celery,
+        settings: Settings | None = None,
+        *,
+        registry: KindRegistry | None = None,
+        fleet: bool = True,
+    ) -> None:
         self._app_ref = weakref.ref(app)
-        self.settings = settings
-        self.registry = registry if registry is not None else KindRegistry(settings)
+        self._settings = settings
+        self._given = settings is not None
+        #: Installed on a fleet's own app (``install``), not on the ready app (``create_app``).
+        self.fleet = fleet
+        self._registry = registry
+        if registry is not None:
+            self._serve_task_kind(registry)
         self.tasks: AlmaTasks | None = None
         self._lock = threading.RLock()
         self._store: Store | None = None
@@ -76,6 +94,44 @@ class Composition:
         if app is None:  # pragma: no cover - the app owns its tasks, which own us
             raise RuntimeError("the Celery app of this composition is gone")
         return app
+
+    @property
+    def settings(self) -> Settings:
+        """The settings given to ``install``, else read (and validated) once, on first use, from the
+        app's ``alma_*`` keys and the ``ALMA_*`` variables."""
+        with self._lock:
+            if self._settings is None:
+                from alma_schedule.settings import load_settings
+
+                self._settings = load_settings(conf=self.app.conf)
+            return self._settings
+
+    @property
+    def given_settings(self) -> Settings | None:
+        """The settings given to ``install`` (None: read lazily from the app and the environment)."""
+        return self._settings if self._given else None
+
+    @property
+    def registry(self) -> KindRegistry:
+        """The kind registry (given to ``install``, else built over :attr:`settings` on first use)."""
+        with self._lock:
+            if self._registry is None:
+                registry = KindRegistry(self.settings)
+                self._serve_task_kind(registry)
+                self._registry = registry
+            return self._registry
+
+    def _serve_task_kind(self, registry: KindRegistry) -> None:
+        if self.fleet and registry.sources().get("task") == BUILTIN_KINDS["task"]:
+            registry.register("task", self._task_runner)
+
+    def _task_runner(self, settings: Settings) -> RoutineRunner:
+        """The ``task`` kind on a fleet's app: that app, unless ``ALMA_CELERY_APP`` names another."""
+        from alma_schedule.runners.task import TaskRunner, from_settings
+
+        if settings.celery_app:
+            return from_settings(settings)
+        return TaskRunner(self.app)
 
     def store(self) -> Store:
         """The store of ``settings.database_url``, opened once per process."""
@@ -119,7 +175,8 @@ class Composition:
             if self._store is None or self._store_pid == os.getpid():
                 return
             store, self._store, self._schedule = self._store, None, None
-            self.registry.forget_runners()
+            if self._registry is not None:
+                self._registry.forget_runners()
         dispose = getattr(store, "dispose", None)
         if callable(dispose):
             # Forget (never close) the parent's sockets; the child opens its own small pool on
@@ -157,34 +214,4 @@ def _on_exit(**_: Any) -> None:
             composition.close()
 
 
-def consumed_queues(worker: Any) -> set[str] | None:
-    """The queue names a starting worker will consume (None: every queue the app declares)."""
-    queues = worker.app.amqp.queues
-    selected = getattr(queues, "consume_from", None)
-    names = selected if selected else queues
-    return {str(name) for name in names}
-
-
-class KindCheckStep(bootsteps.Step):
-    """Worker bootstep: a worker that serves our run or collect queue checks every stored kind
-    before it starts, and refuses to start (:class:`ConfigurationError`) naming what is missing."""
-
-    name = "alma_schedule.kind_check"
-    label = "alma_schedule kind check"
-
-    def __init__(self, parent: Any, **kwargs: Any) -> None:
-        super().__init__(parent, **kwargs)
-        composition = composition_of(parent.app)
-        if composition is None:
-            return
-        settings = composition.settings
-        ours = {settings.run_queue, settings.collect_queue}
-        queues = consumed_queues(parent) or set()
-        if not ours & queues:
-            log.debug("alma_schedule: this worker serves none of %s; no kind check", sorted(ours))
-            return
-        kinds = composition.check()
-        log.info("alma_schedule: this worker serves the stored kinds %s", kinds or "(none yet)")
-
-
-__all__ = ["AlmaTasks", "Composition", "KindCheckStep", "bind", "composition_of", "consumed_queues"]
+__all__ = ["AlmaTasks", "Composition", "bind", "composition_of"]

@@ -1,13 +1,19 @@
 """The Celery tasks, bound to an app: thin calls into the engine.
 
 * ``alma_schedule.tick(now=None)``: ``Scheduler.tick``; returns the small report dict.
-* ``alma_schedule.run(org, uid, routine_id, run_id)``: ``Scheduler.execute`` (``acks_late=False``,
-  ``ignore_result=True``, soft limit = ``run_time_limit``, hard limit = soft + 30 s).
+* ``alma_schedule.run(org, uid, routine_id, run_id)``: ``Scheduler.execute`` (``ignore_result=True``,
+  soft limit = ``run_time_limit``, hard limit = soft + 30 s).
 * ``alma_schedule.collect(org, uid, routine_id, collect_run_id)``: ``Scheduler.collect``; collects
   only that run and never submits (``ignore_result=True``, its own limits).
 * ``alma_schedule.run_many(fires)``: several claimed fires packed by the dispatcher for a large
   tick, each executed on its own (:mod:`alma_schedule.tasks.batch`); soft limit =
   ``run_time_limit + run_batch_budget``.
+
+Every task pins what the fleet's app-wide defaults must not change (:data:`PINNED`):
+``acks_late=False``, ``reject_on_worker_lost=False``, ``retry_on_worker_lost=False`` (a run is never
+redelivered after its effect may have happened) and ``serializer='json'``. Time limits come from
+settings, which a fleet's app reads only in a worker: :func:`apply_limits` sets them on the task
+objects, from the worker bootstep (or at once when ``install`` was given settings).
 
 Times cross the message boundary as ISO strings. At the boundary ``now = min(given, worker clock)``:
 a clock that runs ahead never makes a tick claim early. Every task reads its composition (store,
@@ -60,50 +66,67 @@ def limits(soft: timedelta) -> dict[str, float]:
     return {"soft_time_limit": seconds, "time_limit": seconds + HARD_LIMIT_GRACE}
 
 
-def define_tasks(app: Celery, composition: Composition) -> AlmaTasks:
-    """Register the tick, run and collect tasks on ``app``, each calling into ``composition``."""
-    settings = composition.settings
+#: Task options pinned on each of our tasks, whatever the app's defaults say.
+PINNED: dict[str, Any] = {
+    "shared": False,
+    "acks_late": False,
+    "reject_on_worker_lost": False,
+    "retry_on_worker_lost": False,
+    "serializer": "json",
+}
 
-    @app.task(name=TICK_TASK, shared=False, acks_late=False, **limits(settings.tick_time_limit))
+
+def task_limits(settings: Settings) -> dict[str, timedelta]:
+    """Each task's soft time limit, by task name."""
+    return {
+        TICK_TASK: settings.tick_time_limit,
+        RUN_TASK: settings.run_time_limit,
+        COLLECT_TASK: settings.collect_time_limit,
+        RUN_MANY_TASK: settings.run_time_limit + settings.run_batch_budget,
+    }
+
+
+def apply_limits(app: Celery, settings: Settings) -> None:
+    """Set each of our task objects' ``soft_time_limit`` / ``time_limit`` from ``settings``."""
+    for name, soft in task_limits(settings).items():
+        task = app.tasks[name]
+        for option, value in limits(soft).items():
+            setattr(task, option, value)
+
+
+def define_tasks(app: Celery, composition: Composition, settings: Settings | None = None) -> AlmaTasks:
+    """Register the tick, run and collect tasks on ``app``, each calling into ``composition``.
+
+    ``settings`` given: their time limits are task options at once; else :func:`apply_limits` sets
+    them later (the worker bootstep). The tasks read ``composition.settings`` when they run.
+    """
+    soft = task_limits(settings) if settings is not None else {}
+
+    def options(name: str, **extra: Any) -> dict[str, Any]:
+        return {"name": name, **PINNED, **extra, **(limits(soft[name]) if name in soft else {})}
+
+    @app.task(**options(TICK_TASK))
     def tick(now: str | None = None) -> dict[str, Any]:
         """One tick: claim the due fires, dispatch them, re-send, poll, and report (a small dict)."""
-        at = parse_now(now, settings)
+        at = parse_now(now, composition.settings)
         report = composition.schedule().tick(now=at)
         return report.to_dict()
 
-    @app.task(
-        name=RUN_TASK,
-        shared=False,
-        acks_late=False,
-        ignore_result=True,
-        **limits(settings.run_time_limit),
-    )
+    @app.task(**options(RUN_TASK, ignore_result=True))
     def run(org: str, uid: str, routine_id: str, run_id: str) -> dict[str, Any]:
         """Execute one claimed fire: ``claimed -> running`` CAS, the runner, the terminal write."""
         key = RunKey(org, uid, routine_id, run_id)
-        record = composition.schedule().execute(key, now=settings.clock())
+        record = composition.schedule().execute(key, now=composition.settings.clock())
         return {"run": str(key), "state": record.state, "reason": record.reason}
 
-    @app.task(
-        name=COLLECT_TASK,
-        shared=False,
-        acks_late=False,
-        ignore_result=True,
-        **limits(settings.collect_time_limit),
-    )
+    @app.task(**options(COLLECT_TASK, ignore_result=True))
     def collect(org: str, uid: str, routine_id: str, collect_run_id: str) -> dict[str, Any]:
         """Poll (and on a terminal status, deliver) exactly the run ``collect_run_id``; never submits."""
         key = RunKey(org, uid, routine_id, collect_run_id)
-        record = composition.schedule().collect(key, now=settings.clock())
+        record = composition.schedule().collect(key, now=composition.settings.clock())
         return {"run": str(key), "state": record.state, "reason": record.reason}
 
-    @app.task(
-        name=RUN_MANY_TASK,
-        shared=False,
-        acks_late=False,
-        ignore_result=True,
-        **limits(settings.run_time_limit + settings.run_batch_budget),
-    )
+    @app.task(**options(RUN_MANY_TASK, ignore_result=True))
     def run_many(fires: list[list[str]]) -> dict[str, Any]:
         """Execute packed fires one by one; re-send the unstarted ones after ``run_batch_budget``."""
         from alma_schedule.tasks.batch import run_batch

@@ -1,7 +1,8 @@
 """``CeleryDispatcher``: how claimed fires and polls leave a tick, through Celery's public API.
 
 Every message goes through ``app.send_task`` with one producer (one broker connection) per batch,
-so the app's ``task_routes`` decide the queue and ``task-sent`` events are emitted when the app
+always ``serializer='json'`` (whatever the app's ``task_serializer``), so the app's ``task_routes``
+decide the queue and ``task-sent`` events are emitted when the app
 has ``task_send_sent_event`` on (Flower sees the sends). Run messages expire at the fire's
 ``expires_at``: Celery discards an expired message and the tick's expiry sweep then records the
 fire ``skipped(missed)``. Nothing here writes to the store: a message that could not be sent
@@ -70,9 +71,21 @@ class CeleryDispatcher:
         items = ((r.key.args(), max(r.next_poll_at or floor, floor)) for r in runs)
         self._send(COLLECT_TASK, items, len(runs))
 
+    def refuse_lost_sends(self) -> None:
+        """Refuse (:class:`ConfigurationError`, naming both settings) to send from a production store
+        to the ``memory://`` broker: nothing outside this process would ever receive the messages."""
+        from alma_schedule.settings import refuse_lost_sends
+        from alma_schedule.tasks.composition import composition_of
+
+        installed = composition_of(self.app)
+        fleet = installed is None or installed.fleet
+        broker = f"the broker_url of the Celery app {self.app.main!r}" if fleet else "ALMA_BROKER_URL"
+        refuse_lost_sends(self.settings, str(self.app.conf.broker_url or ""), broker=broker)
+
     def _send(self, name: str, items: Iterable[tuple[list[Any], datetime | None]], total: int) -> None:
         if total == 0:
             return
+        self.refuse_lost_sends()
         sent = 0
         send_task = self.app.send_task
         try:
@@ -83,6 +96,7 @@ class CeleryDispatcher:
                         args=args,
                         expires=expires,
                         producer=producer,
+                        serializer="json",
                         ignore_result=True,
                         add_to_parent=False,
                     )

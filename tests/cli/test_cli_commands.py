@@ -70,8 +70,9 @@ def test_migrate_twice(env: dict[str, str]) -> None:
     assert json.loads(ok(run(env, "routines", "list", "acme/alice", "--json"))) == []
 
 
-def test_routines_lifecycle(env: dict[str, str], tmp_path: Path) -> None:
+def test_routines_lifecycle(env: dict[str, str], tmp_path: Path, redis_url: str) -> None:
     migrate_store(env["ALMA_DATABASE_URL"])
+    env = {**env, "ALMA_BROKER_URL": redis_url}  # a trigger on PostgreSQL would send
     add_briefing(env, tmp_path)
     listed = json.loads(ok(run(env, "routines", "list", "acme/alice", "--json")))
     assert [r["routine_id"] for r in listed] == ["briefing"]
