@@ -36,6 +36,8 @@ except ModuleNotFoundError as exc:  # a bare install: no Celery
     raise missing_extra(exc, "celery", "the Celery face") from None
 
 from alma_schedule.runners.registry import BUILTIN_KINDS, KindRegistry, stored_kinds
+from alma_schedule.tasks.bound import bind as bind_app
+from alma_schedule.tasks.bound import bound_to
 
 if TYPE_CHECKING:
     from celery import Celery, Task
@@ -47,7 +49,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_COMPOSITIONS: weakref.WeakKeyDictionary[Any, Composition] = weakref.WeakKeyDictionary()
 _ALL: weakref.WeakSet[Composition] = weakref.WeakSet()
 
 
@@ -193,12 +194,13 @@ class Composition:
 
 def bind(app: Celery, composition: Composition) -> None:
     """Make ``composition`` the one :func:`composition_of` returns for ``app``."""
-    _COMPOSITIONS[app] = composition
+    bind_app(app, composition)
 
 
 def composition_of(app: Celery) -> Composition | None:
     """The composition :func:`alma_schedule.celery.install` made for ``app`` (None if not installed)."""
-    return _COMPOSITIONS.get(app)
+    found = bound_to(app)
+    return found if isinstance(found, Composition) else None
 
 
 @worker_process_init.connect(weak=False)

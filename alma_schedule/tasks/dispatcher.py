@@ -75,10 +75,9 @@ class CeleryDispatcher:
         """Refuse (:class:`ConfigurationError`, naming both settings) to send from a production store
         to the ``memory://`` broker: nothing outside this process would ever receive the messages."""
         from alma_schedule.settings import refuse_lost_sends
-        from alma_schedule.tasks.composition import composition_of
+        from alma_schedule.tasks.bound import is_fleet_app
 
-        installed = composition_of(self.app)
-        fleet = installed is None or installed.fleet
+        fleet = is_fleet_app(self.app)
         broker = f"the broker_url of the Celery app {self.app.main!r}" if fleet else "ALMA_BROKER_URL"
         refuse_lost_sends(self.settings, str(self.app.conf.broker_url or ""), broker=broker)
 
