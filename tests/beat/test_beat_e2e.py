@@ -1,10 +1,16 @@
-"""End to end: a fleet app with three tasks, its beat_schedule imported, two workers, two clocks.
+"""End to end: a fleet app with three tasks, its beat_schedule imported, one worker, two clocks.
 
 alma-schedule is installed on the fleet's own app (the existing-fleet path); one in-process worker
-(threads pool) serves the tick queue, another the run and collect queues and the fleet's tasks, all on the real
-Redis; the store is PostgreSQL. Two clocks send a tick for every simulated minute (the settings
-clock is advanced by the test, so ten minutes take seconds). Each fleet task records its real
-executions in Redis; the test checks them against fires computed here by plain arithmetic.
+(threads pool, 4 threads) serves the tick, run and collect queues and the fleet's tasks, all on the
+real Redis; the store is PostgreSQL. ONE worker, not one per queue: Celery's event loop (kombu's
+``Hub``) is process-global (``kombu.asynchronous.get_event_loop``), so a second ``start_worker`` in
+the same process reuses the first one's hub and the two consumers drive one non-thread-safe epoll
+loop from two threads (lost broker connections, "dictionary changed size during iteration", and
+the first worker to stop closes the loop under the other). Two workers need two processes.
+
+Two clocks send a tick for every simulated minute (the settings clock is advanced by the test, so
+ten minutes take seconds). Each fleet task records its real executions in Redis; the test checks
+them against fires computed here by plain arithmetic.
 """
 
 from __future__ import annotations
@@ -44,8 +50,11 @@ TRACKED = (ADD, BOOM)
 
 @contextlib.contextmanager
 def threads_worker(app: Any, queues: list[str], hostname: str) -> Iterator[Any]:
-    """A real worker in this process (threads pool, 2 threads) consuming ``queues``.
+    """A real worker in this process (threads pool, 4 threads) consuming ``queues``: the only one
+    in this process (two would share kombu's process-global event loop, see the module docstring).
 
+    Four threads: the two clocks' ticks can run at once (the claim race this test is about) with
+    run tasks or fleet tasks beside them; no task waits on another, so none can starve the pool.
     The threads pool, unlike solo, sends no ``worker_process_init`` in this process, so the
     composition keeps its store (``after_fork`` is for forked children). ``start_worker`` makes
     the app current and default; both are restored afterwards.
@@ -58,7 +67,7 @@ def threads_worker(app: Any, queues: list[str], hostname: str) -> Iterator[Any]:
         with start_worker(
             app,
             pool="threads",
-            concurrency=2,
+            concurrency=4,
             perform_ping_check=False,
             queues=queues,
             hostname=hostname,
@@ -71,10 +80,12 @@ def threads_worker(app: Any, queues: list[str], hostname: str) -> Iterator[Any]:
 
 
 def start_instant() -> datetime:
-    """The next 10-minute boundary of the real clock: simulated time never lags real time, so no
-    message (whose expiry is in simulated time) is discarded as expired by the worker."""
-    now = datetime.now(UTC).replace(second=0, microsecond=0)
-    return now + timedelta(minutes=10 - now.minute % 10)
+    """The first 10-minute boundary of the real clock more than 2 minutes ahead: simulated time
+    never lags real time (the setup before minute 0, slow on a loaded machine, stays well inside
+    the lead), so no message (whose expiry is in simulated time, checked by Celery against real
+    time) is discarded as expired by the worker."""
+    soon = (datetime.now(UTC) + timedelta(minutes=2)).replace(second=0, microsecond=0)
+    return soon + timedelta(minutes=10 - soon.minute % 10)
 
 
 def expected_fires(t0: datetime, minutes: int) -> dict[str, list[datetime]]:
@@ -159,12 +170,8 @@ def test_an_imported_beat_schedule_runs_each_fleet_task_once_per_fire(
         for fires in expected.values():
             for f in fires:
                 due_at[f] = due_at.get(f, 0) + 1
-        tick_queues = ["alma.tick"]
-        work_queues = ["alma.run", "alma.collect", "celery"]
-        with (
-            threads_worker(fleet, tick_queues, "ticks@e2e"),
-            threads_worker(fleet, work_queues, "work@e2e"),
-        ):
+        queues = ["alma.tick", "alma.run", "alma.collect", "celery"]
+        with threads_worker(fleet, queues, "fleet@e2e"):
             for k in range(12):  # minutes 0..10 fire; minute 11 only collects the last tracked runs
                 at = t0 + k * MINUTE
                 clock.set(at)
