@@ -32,12 +32,15 @@ PACKAGE = Path(__file__).resolve().parents[2] / "alma_schedule"
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, str]]:
+    extra: dict[str, str] = {}
     if request.param == "sqlite":
         url = f"sqlite:///{tmp_path}/cli.sqlite3"
     else:
         url = request.getfixturevalue("pg_url")
+        # a production store needs a real broker (memory:// is refused by every sender)
+        extra["ALMA_BROKER_URL"] = request.getfixturevalue("redis_url")
     migrate_store(url)
-    yield {"ALMA_DATABASE_URL": url, "ALMA_PROVIDER": "scripted", "ALMA_SINK": f"file:{tmp_path}/out.jsonl"}
+    yield {"ALMA_DATABASE_URL": url, "ALMA_PROVIDER": "scripted", "ALMA_SINK": f"file:{tmp_path}/out.jsonl", **extra}
 
 
 def run(env: dict[str, str], *args: str) -> Result:
