@@ -21,12 +21,14 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from alma_schedule.durations import derived_tick_expires as derived_tick_expires
+from alma_schedule.durations import parse_duration as parse_duration
+from alma_schedule.durations import seconds_text as _secs
 from alma_schedule.errors import ConfigurationError
 from alma_schedule.model.secret import Secret as Secret  # re-exported: its home since 0.1.0
 from alma_schedule.model.time import system_time
@@ -35,29 +37,6 @@ ENV_PREFIX = "ALMA_"
 CONF_PREFIX = "alma_"
 #: Where the list of every setting is printed (the message of an unknown one points there).
 LISTED_BY = "`alma-schedule settings` lists them all"
-
-
-_DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+(?:\.\d+)?)s)?$")
-
-
-def parse_duration(name: str, text: str | float | int | timedelta) -> timedelta:
-    """Parse ``90``, ``90s``, ``15m``, ``2h``, ``1d``, ``1h30m`` into a timedelta (> 0 not required)."""
-    if isinstance(text, timedelta):
-        return text
-    if isinstance(text, bool):
-        raise ConfigurationError(f"{name}: expected a duration, got {text!r}")
-    if isinstance(text, (int, float)):
-        return timedelta(seconds=text)
-    raw = text.strip().lower()
-    try:
-        return timedelta(seconds=float(raw))
-    except ValueError:
-        pass
-    m = _DURATION.match(raw)
-    if not raw or not m or not any(m.groups()):
-        raise ConfigurationError(f"{name}: {text!r} is not a duration (use e.g. 90s, 15m, 2h, 1d)")
-    d, h, mi, s = m.groups()
-    return timedelta(days=int(d or 0), hours=int(h or 0), minutes=int(mi or 0), seconds=float(s or 0))
 
 
 def _f(default: Any, doc: str, kind: str = "", **kw: Any) -> Any:
@@ -215,16 +194,6 @@ class Settings:
                 v = f"{v.total_seconds():g}s"
             out[f.name] = v
         return out
-
-
-def derived_tick_expires(period: timedelta) -> timedelta:
-    """The default ``tick_expires``: ``period - max(1 s, period / 12)`` (55 s at 60 s, 9 s at 10 s):
-    a tick expires before the next one is sent, so ticks piled up in an outage never fire late."""
-    return period - max(timedelta(seconds=1), period / 12)
-
-
-def _secs(value: timedelta) -> str:
-    return f"{value.total_seconds():g}s"
 
 
 def __getattr__(name: str) -> Any:

@@ -1,0 +1,44 @@
+"""Durations as settings write them (``90``, ``90s``, ``15m``, ``2h``, ``1d``, ``1h30m``), and the
+derived tick expiry. Re-exported by :mod:`alma_schedule.settings`, which reads every setting."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+from alma_schedule.errors import ConfigurationError
+
+__all__ = ["derived_tick_expires", "parse_duration", "seconds_text"]
+
+_DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+(?:\.\d+)?)s)?$")
+
+
+def parse_duration(name: str, text: str | float | int | timedelta) -> timedelta:
+    """Parse ``90``, ``90s``, ``15m``, ``2h``, ``1d``, ``1h30m`` into a timedelta (> 0 not required)."""
+    if isinstance(text, timedelta):
+        return text
+    if isinstance(text, bool):
+        raise ConfigurationError(f"{name}: expected a duration, got {text!r}")
+    if isinstance(text, (int, float)):
+        return timedelta(seconds=text)
+    raw = text.strip().lower()
+    try:
+        return timedelta(seconds=float(raw))
+    except ValueError:
+        pass
+    m = _DURATION.match(raw)
+    if not raw or not m or not any(m.groups()):
+        raise ConfigurationError(f"{name}: {text!r} is not a duration (use e.g. 90s, 15m, 2h, 1d)")
+    d, h, mi, s = m.groups()
+    return timedelta(days=int(d or 0), hours=int(h or 0), minutes=int(mi or 0), seconds=float(s or 0))
+
+
+def derived_tick_expires(period: timedelta) -> timedelta:
+    """The default ``tick_expires``: ``period - max(1 s, period / 12)`` (55 s at 60 s, 9 s at 10 s):
+    a tick expires before the next one is sent, so ticks piled up in an outage never fire late."""
+    return period - max(timedelta(seconds=1), period / 12)
+
+
+def seconds_text(value: timedelta) -> str:
+    """``90s``: a duration as a setting's message shows it."""
+    return f"{value.total_seconds():g}s"
