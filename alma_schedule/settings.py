@@ -23,6 +23,20 @@ from alma_schedule.errors import ConfigurationError
 from alma_schedule.model.time import system_time
 
 ENV_PREFIX = "ALMA_"
+#: The store's own namespace in a shared database: a PostgreSQL schema, or a table prefix on SQLite.
+DEFAULT_DATABASE_SCHEMA = "alma"
+_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+
+def check_database_schema(value: str, label: str = "ALMA_DATABASE_SCHEMA") -> str:
+    """``value`` if it is a plain lower-case identifier (``^[a-z_][a-z0-9_]{0,62}$``, not ``pg_*``,
+    which PostgreSQL reserves), else a one-line :class:`ConfigurationError` naming ``label``."""
+    if not isinstance(value, str) or not _SCHEMA_NAME.match(value) or value.startswith("pg_"):
+        raise ConfigurationError(
+            f"{label}: {value!r} is not a schema name (lower-case letters, digits and _, "
+            "at most 63, not starting with a digit or pg_)"
+        )
+    return value
 
 
 class Secret:
@@ -92,6 +106,10 @@ class Settings:
         "sqlite:///alma-schedule.sqlite3",
         "Routine and run store: postgresql+psycopg://... in production, sqlite:///path embedded.",
         "url",
+    )
+    database_schema: str = _f(
+        DEFAULT_DATABASE_SCHEMA,
+        "The store's own PostgreSQL schema (SQLite: table prefix) in a shared database; with its own version table.",
     )
     broker_url: str = _f("memory://", "Celery broker (redis://host:6379/0 in production).", "url")
     result_backend: str | None = _f(None, "Celery result backend (needed for tracked task routines).", "url")
@@ -283,6 +301,7 @@ def load_settings(
 
 
 def _check(s: Settings) -> None:
+    check_database_schema(s.database_schema)
     if s.tick_expires >= s.tick_period:
         raise ConfigurationError("ALMA_TICK_EXPIRES must be shorter than ALMA_TICK_PERIOD")
     for name in ("claim_limit", "tick_max_batches", "run_batch_size"):
