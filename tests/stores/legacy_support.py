@@ -18,7 +18,7 @@ from alembic.operations import Operations
 
 from alma_schedule.model import Ceiling, RunResult
 from alma_schedule.stores.sql import SqlStore, migrate_store
-from alma_schedule.testing.builders import SCOPE, T0, TIMERS, everything, register, run_in
+from alma_schedule.testing.builders import SCOPE, T0, TIMERS, everything, make_routine, register, run_in
 from tests.stores import legacy_0_1_0_initial
 from tests.stores.sql_support import opened
 
@@ -33,8 +33,10 @@ DAY = "2026-03-01"
 def fill(store: SqlStore) -> None:
     """Routines with cursors (idle, paused, finished, with open runs), runs in several states,
     a second routine version, a reservation (spend) and the heartbeat."""
-    register(store, "idle")
-    register(store, "idle", schedule={"every": 300})  # a second version
+    first = register(store, "idle")
+    store.put_routine(  # a second version
+        make_routine("idle", schedule={"every": 300}), now=T0, expected_revision=first.config_revision
+    )
     register(store, "paused-one")
     store.set_paused(SCOPE, "paused-one", "operator", now=T0, next_due_at=None)
     done = run_in(store, "running", "finished")
