@@ -266,3 +266,30 @@ def test_cli_migrate_refuses_a_0_1_0_store_in_one_line_and_adopts_with_the_flag(
     assert '"adopted": [' in adopted.output and '"schema": "alma"' in adopted.output
     again = runner.invoke(cli, ["migrate", "--database-url", empty_url, "--adopt"])
     assert again.exit_code == 0 and "adopted" not in again.output and HEAD_REVISION in again.output
+
+
+@pytest.mark.postgres
+def test_adopting_into_the_default_schema_itself_moves_nothing_and_keeps_everything() -> None:
+    with pg_database(migrated=False) as url:
+        snapshot = build_0_1_0_store(url)
+        assert migrate_store(url, adopt=True, schema="public") == HEAD_REVISION
+        assert _default_tables(url) == {*TABLES, "schedule_version"}  # in place; 0.1.0's version row gone
+        with opened(url, schema="public") as store:
+            assert snapshot_of(store) == snapshot
+
+
+@pytest.mark.postgres
+def test_postgres_names_the_schema_in_every_statement_not_through_search_path() -> None:
+    """PgBouncer (transaction mode) rejects a search_path startup option: the store never sets one."""
+    with pg_database(migrated=False) as url:
+        migrate_store(url, schema="fleet_x")
+        with opened(url, schema="fleet_x") as store:
+            seen: list[str] = []
+            sa.event.listen(store.engine, "before_cursor_execute", lambda *a: seen.append(a[2]))
+            register(store, "r1", next_due_at=T0)
+            store.claim_due(T0, 10, fire_due_long, TIMERS)
+            with store.engine.connect() as conn:
+                assert conn.exec_driver_sql("SHOW search_path").scalar() == '"$user", public'
+        touching = [s for s in seen if "routines" in s or "runs" in s]
+        assert touching and all("fleet_x." in s for s in touching), touching
+        assert not any(SCHEMA_TOKEN in s for s in seen)

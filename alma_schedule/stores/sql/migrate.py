@@ -139,6 +139,9 @@ def _prepare(conn: Connection, space: Namespace, *, adopt: bool, where: str) -> 
             f"{LEGACY_REVISION}) in {here}: stop workers and clocks, then run "
             f"`alma-schedule migrate --adopt` to move them into {space.describe()}"
         )
+    if space.postgres and source == space.name:  # ALMA_DATABASE_SCHEMA names the default schema
+        _forget_legacy_version(conn, source)
+        return LEGACY_TABLES
     targets = [space.table(t) for t in LEGACY_TABLES]
     if space.postgres:
         clash = conn.execute(qa.existing_tables(space.dialect, space.name, LEGACY_TABLES)).scalars().all()
@@ -151,10 +154,15 @@ def _prepare(conn: Connection, space: Namespace, *, adopt: bool, where: str) -> 
         )
     for table in LEGACY_TABLES:
         _move(conn, space, table, source)
+    _forget_legacy_version(conn, source)
+    return LEGACY_TABLES
+
+
+def _forget_legacy_version(conn: Connection, source: str | None) -> None:
+    """Remove 0.1.0's row from ``alembic_version``; drop the table when nothing else is in it."""
     conn.execute(qa.forget_legacy_version(source, LEGACY_REVISION))
     if not conn.execute(qa.legacy_versions(source)).first():
         conn.execute(qa.drop_legacy_version_table(conn, source))
-    return LEGACY_TABLES
 
 
 def _move(conn: Connection, space: Namespace, table: str, source: str | None) -> None:
