@@ -17,6 +17,7 @@ The tree::
     │   ├── StoreUnavailable               cannot connect / connection lost / timed out
     │   ├── StoreConflict                  a constraint said no that the caller did not expect
     │   └── SchemaMismatch                 the database is not migrated to this version
+    │       └── AdoptionRequired           a 0.1.0 store: `migrate --adopt` moves its tables
     ├── DispatchError                      a message could not be sent to the broker
     └── RunnerError                        a runner or provider failed (closed reason code attached)
         ├── ProviderError                  the provider said no or failed (reason: provider_*)
@@ -137,6 +138,11 @@ class StoreConflict(StoreError):
 
 class SchemaMismatch(StoreError):
     """The database schema is missing or older than this version: run ``alma-schedule migrate``."""
+
+
+class AdoptionRequired(SchemaMismatch):
+    """The database holds a 0.1.0 store (its tables in the default schema, ``alembic_version`` at
+    ``0001_initial``): ``migrate`` refuses, naming them, until ``migrate --adopt`` moves them."""
 
 
 class DispatchError(AlmaScheduleError):

@@ -112,7 +112,7 @@ def create_http_app(
             if opened["store"] is None:
                 from alma_schedule.stores import open_store
 
-                opened["store"] = open_store(settings.database_url)
+                opened["store"] = open_store(settings.database_url, schema=settings.database_schema)
             return opened["store"]  # type: ignore[no-any-return]
 
     async def tick(request: Request) -> Response:

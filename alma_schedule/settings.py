@@ -26,12 +26,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from alma_schedule.durations import derived_tick_expires as derived_tick_expires
-from alma_schedule.durations import parse_duration as parse_duration
-from alma_schedule.durations import seconds_text as _secs
 from alma_schedule.errors import ConfigurationError
 from alma_schedule.model.secret import Secret as Secret  # re-exported: its home since 0.1.0
 from alma_schedule.model.time import system_time
+from alma_schedule.setting_values import DEFAULT_DATABASE_SCHEMA as DEFAULT_DATABASE_SCHEMA
+from alma_schedule.setting_values import check_database_schema as check_database_schema
+from alma_schedule.setting_values import derived_tick_expires as derived_tick_expires
+from alma_schedule.setting_values import parse_duration as parse_duration
+from alma_schedule.setting_values import seconds_text as _secs
 
 ENV_PREFIX = "ALMA_"
 CONF_PREFIX = "alma_"
@@ -52,6 +54,10 @@ class Settings:
         "sqlite:///alma-schedule.sqlite3",
         "Routine and run store: postgresql+psycopg://... in production, sqlite:///path embedded.",
         "url",
+    )
+    database_schema: str = _f(
+        DEFAULT_DATABASE_SCHEMA,
+        "The store's own PostgreSQL schema (SQLite: table prefix) in a shared database; with its own version table.",
     )
     broker_url: str = _f("memory://", "Celery broker (redis://host:6379/0 in production).", "url")
     result_backend: str | None = _f(None, "Celery result backend (needed for tracked task routines).", "url")
@@ -343,6 +349,7 @@ def refuse_lost_sends(settings: Settings, broker_url: str | None = None, *, brok
 
 def _check(s: Settings) -> None:
     # tick_period / tick_expires are checked by Settings itself (also when built in code)
+    check_database_schema(s.database_schema)
     for name in ("claim_limit", "tick_max_batches", "run_batch_size"):
         if getattr(s, name) < 1:
             raise ConfigurationError(f"{env_name(name)} must be at least 1")

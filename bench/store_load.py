@@ -35,8 +35,10 @@ def scratch_database() -> Iterator[tuple[str, str]]:
     with psycopg.connect(ADMIN, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')  # type: ignore[arg-type]
     base = ADMIN.rsplit("/", 1)[0]
-    conninfo = f"{base}/{name}"
-    url = conninfo.replace("postgresql://", "postgresql+psycopg://", 1)
+    url = f"{base}/{name}".replace("postgresql://", "postgresql+psycopg://", 1)
+    # The raw statements' unqualified names resolve to the store's schema (a bench convenience:
+    # the store itself names the schema in every statement, never through search_path).
+    conninfo = f"{base}/{name}?options=-csearch_path%3Dalma"
     try:
         migrate_store(url)
         yield url, conninfo

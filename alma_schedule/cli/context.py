@@ -78,7 +78,7 @@ class CliContext:
         if self._store is None:
             from alma_schedule.stores import open_store
 
-            self._store = open_store(self.settings.database_url)
+            self._store = open_store(self.settings.database_url, schema=self.settings.database_schema)
         return self._store
 
     def close(self) -> None:

@@ -106,8 +106,8 @@ def simulate(
 
     clock = SettableTime(SIM_START)
     settings = _settings(folder, clock, step)
-    migrate_store(settings.database_url)
-    store = open_store(settings.database_url)
+    migrate_store(settings.database_url, schema=settings.database_schema)
+    store = open_store(settings.database_url, schema=settings.database_schema)
     schedule = create_schedule(store=store, runner=_registry(settings).resolve, settings=settings)
     echo(f"store: {settings.database_url}\nsimulated: {SIM_START.isoformat()} + {hours} h, a tick every {step}\n")
     for rid, kind, sched, definition in ROUTINES:
@@ -215,8 +215,8 @@ def celery_ticks(folder: Path, *, count: int = 3, echo: Any = print) -> list[dic
     live = folder / "live"
     live.mkdir()
     settings = _settings(live, system_time, timedelta(minutes=1))
-    migrate_store(settings.database_url)
-    store = open_store(settings.database_url)
+    migrate_store(settings.database_url, schema=settings.database_schema)
+    store = open_store(settings.database_url, schema=settings.database_schema)
     registry = _registry(settings)
     setup = create_schedule(store=store, runner=registry.resolve, settings=settings)
     for rid, sched in (("heartbeat", {"every": "1s"}), ("minutely", {"cron": "* * * * *"})):

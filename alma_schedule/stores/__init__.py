@@ -4,8 +4,10 @@
 * ``sqlite:///path``: :class:`~alma_schedule.stores.sql.SqlStore` on an SQLite file (embedded default)
 * ``postgresql+psycopg://user@host/db`` (or ``postgresql://``): :class:`SqlStore` on PostgreSQL
 
-SQL stores must be migrated first (:func:`migrate_store`, ``alma-schedule migrate``). Backends are
-imported lazily: ``import alma_schedule.stores`` loads neither SQLAlchemy nor the memory store.
+A SQL store keeps its tables in its own namespace, ``schema`` (``ALMA_DATABASE_SCHEMA``, default
+``alma``): a PostgreSQL schema, or a table prefix on SQLite. SQL stores must be migrated first
+(:func:`migrate_store`, ``alma-schedule migrate``). Backends are imported lazily:
+``import alma_schedule.stores`` loads neither SQLAlchemy nor the memory store.
 """
 
 from __future__ import annotations
@@ -20,15 +22,16 @@ if TYPE_CHECKING:
 __all__ = ["SqlStore", "Store", "migrate_store", "open_store"]
 
 
-def open_store(url: str) -> Store:
-    """The store named by ``url`` (see the module docstring)."""
+def open_store(url: str, *, schema: str | None = None) -> Store:
+    """The store named by ``url``, in the namespace ``schema`` (None: ``alma``; the memory store
+    has none). See the module docstring."""
     if url.strip().lower().startswith("memory:"):
         from alma_schedule.stores.memory import MemoryStore
 
         return MemoryStore()
     from alma_schedule.stores.sql import SqlStore
 
-    return SqlStore(url)
+    return SqlStore(url, schema=schema)
 
 
 def __getattr__(name: str) -> Any:

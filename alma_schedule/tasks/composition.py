@@ -140,7 +140,7 @@ class Composition:
             if self._store is None:
                 from alma_schedule.stores import open_store
 
-                self._store = open_store(self.settings.database_url)
+                self._store = open_store(self.settings.database_url, schema=self.settings.database_schema)
                 self._store_pid = os.getpid()
             return self._store
 

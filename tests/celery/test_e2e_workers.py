@@ -65,7 +65,7 @@ class E2E:
         return Counter((r[0], r[1], r[2], r[3]) for r in rows)
 
     def ledger(self) -> dict[tuple[str, str, str, str], tuple[str, str | None]]:
-        rows = self.sql("SELECT org, uid, routine_id, run_id, state, reason FROM runs")
+        rows = self.sql("SELECT org, uid, routine_id, run_id, state, reason FROM alma.runs")
         return {(r[0], r[1], r[2], r[3]): (r[4], r[5]) for r in rows}
 
     def state(self, key: RunKey) -> str | None:
@@ -138,7 +138,7 @@ def test_three_clocks_two_workers_every_fire_runs_once_and_the_ledger_agrees(e2e
     end = utcnow()
 
     def drained() -> bool:
-        rows = e2e.sql("SELECT count(*) FROM runs WHERE state IN ('claimed', 'running')")
+        rows = e2e.sql("SELECT count(*) FROM alma.runs WHERE state IN ('claimed', 'running')")
         return rows[0][0] == 0
 
     wait_for(drained, 60, 0.5, "every claimed fire to finish")

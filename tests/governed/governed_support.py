@@ -212,11 +212,10 @@ ORG_CEILING = Ceiling.org_key(SCOPE.org)
 
 def empty_tables(url: str) -> None:
     """Delete every row of every table of the store's schema (children first)."""
-    import sqlalchemy as sa
-
+    from alma_schedule.stores.sql.engine import make_engine
     from alma_schedule.stores.sql.schema import metadata
 
-    engine = sa.create_engine(url)
+    engine = make_engine(url)
     try:
         with engine.begin() as conn:
             for table in reversed(metadata.sorted_tables):

@@ -14,10 +14,12 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
 from alma_schedule.stores.sql import SqlStore, migrate_store
+from alma_schedule.stores.sql.schema import metadata
 
 PG_ADMIN = os.environ.get("ALMA_TEST_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/postgres")
 TABLES = ("runs", "routine_versions", "routines", "spend", "heartbeat")
@@ -28,9 +30,11 @@ def pg_admin(sql: str) -> None:
         conn.execute(sql)
 
 
-def libpq_url(sa_url: str) -> str:
-    """The psycopg (libpq) form of a SQLAlchemy URL."""
-    return sa_url.replace("postgresql+psycopg://", "postgresql://", 1)
+def libpq_url(sa_url: str, schema: str = "alma") -> str:
+    """The psycopg (libpq) form of a SQLAlchemy URL, whose unqualified names resolve to the store's
+    schema first (``search_path``: a convenience of the tests' raw SQL; the store never sets it)."""
+    base = sa_url.replace("postgresql+psycopg://", "postgresql://", 1)
+    return f"{base}{'&' if '?' in base else '?'}options=-csearch_path%3D{schema}%2Cpublic"
 
 
 @contextmanager
@@ -60,8 +64,13 @@ def empty_pg(url: str) -> None:
 def empty_store(store: SqlStore) -> None:
     """Empty every table through the store's own pool (no new connection)."""
     with store.engine.begin() as conn:
-        for table in TABLES:
-            conn.exec_driver_sql(f"DELETE FROM {table}")
+        for table in reversed(metadata.sorted_tables):
+            conn.execute(table.delete())
+
+
+def table_name(url: str, base: str, schema: str = "alma") -> str:
+    """What one of our tables is called in raw SQL: ``alma.runs`` (PostgreSQL), ``alma_runs`` (SQLite)."""
+    return f"{schema}.{base}" if url.startswith("postgresql") else f"{schema}_{base}"
 
 
 @contextmanager
@@ -90,9 +99,52 @@ def sqlite_copy(template: Path, directory: Path) -> str:
 
 
 @contextmanager
-def opened(url: str, **kw: int) -> Iterator[SqlStore]:
+def opened(url: str, **kw: Any) -> Iterator[SqlStore]:
     store = SqlStore(url, **kw)
     try:
         yield store
     finally:
         store.close()
+
+
+def index_ddl(url: str, schema: str = "alma") -> dict[str, str]:
+    """Each index of the store's namespace as the database reports it (partial predicates included)."""
+    import re
+
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            if engine.dialect.name == "postgresql":
+                rows = conn.execute(
+                    sa.text("SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = :s"), {"s": schema}
+                )
+            else:
+                rows = conn.exec_driver_sql(
+                    "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL"
+                )
+            out = {name: re.sub(r"\s+", " ", ddl or "").replace('"', "") for name, ddl in rows}
+            postgres = engine.dialect.name == "postgresql"
+            return {
+                k: v for k, v in out.items() if (postgres or k.startswith(f"{schema}_")) and not k.endswith("_pkc")
+            }
+    finally:
+        engine.dispose()
+
+
+def namespaced_metadata(url: str, schema: str = "alma") -> Any:
+    """The declared metadata under the names the namespace gives it in the database (PostgreSQL: in
+    ``schema``; SQLite: ``schema_``-prefixed tables and indexes), for Alembic's comparison."""
+    import sqlalchemy as sa
+
+    real = sa.MetaData()
+    postgres = url.startswith("postgresql")
+    for table in metadata.sorted_tables:
+        if postgres:
+            table.to_metadata(real, schema=schema)
+        else:
+            copy = table.to_metadata(real, schema=None, name=f"{schema}_{table.name}")
+            for index in copy.indexes:
+                index.name = f"{schema}_{index.name}"
+    return real

@@ -3,6 +3,7 @@ connection killed in the middle of ``claim_due`` leaves nothing half-written."""
 
 from __future__ import annotations
 
+import re
 import socket
 import sqlite3
 import threading
@@ -27,7 +28,9 @@ from alma_schedule.stores.sql import SqlStore, migrate_store
 from alma_schedule.stores.sql.errors import mapped_errors
 from alma_schedule.stores.sql.schema import runs
 from alma_schedule.testing.builders import SCOPE, T0, TIMERS, fire_due_long, register, run_in
-from tests.stores.sql_support import fast_dir, libpq_url, opened, pg_database
+from tests.stores.sql_support import fast_dir, libpq_url, opened, pg_database, table_name
+
+_CURSOR_UPDATE = re.compile(r"UPDATE alma[._]routines SET last_fire")
 
 PASSWORD = "hunter2-secret"
 
@@ -146,12 +149,13 @@ def test_constraint_violations_are_conflicts(backend: str, request: pytest.Fixtu
         run = run_in(store, "running", f"conflict-{backend}")
     engine = _engine_for(url)
     version_cols = "org, uid, routine_id, version, config_revision, kind, schedule, definition, created_at"
-    dup_key = f"INSERT INTO routine_versions ({version_cols}) SELECT {version_cols} FROM routine_versions"
+    versions, runs_t, routines_t = (table_name(url, t) for t in ("routine_versions", "runs", "routines"))
+    dup_key = f"INSERT INTO {versions} ({version_cols}) SELECT {version_cols} FROM {versions}"
     run_cols = [c.name for c in runs.c]
     copied = ", ".join("'another'" if c == "run_id" else c for c in run_cols)
-    second_open_run = f"INSERT INTO runs SELECT {copied} FROM runs WHERE run_id = '{run.run_id}'"
-    bad_state = f"UPDATE runs SET state = 'exploded' WHERE run_id = '{run.run_id}'"
-    null_kind = "UPDATE routines SET kind = NULL"
+    second_open_run = f"INSERT INTO {runs_t} SELECT {copied} FROM {runs_t} WHERE run_id = '{run.run_id}'"
+    bad_state = f"UPDATE {runs_t} SET state = 'exploded' WHERE run_id = '{run.run_id}'"
+    null_kind = f"UPDATE {routines_t} SET kind = NULL"
     try:
         for sql in (dup_key, second_open_run, bad_state, null_kind):
 
@@ -179,10 +183,10 @@ def test_a_deadlock_is_a_conflict(pg_url: str) -> None:
         try:
             with mapped_errors(pg_url), engine.begin() as conn:
                 conn.exec_driver_sql("SET LOCAL deadlock_timeout = '50ms'")
-                conn.exec_driver_sql(f"SELECT 1 FROM routines WHERE routine_id = '{order[0]}' FOR UPDATE")
+                conn.exec_driver_sql(f"SELECT 1 FROM alma.routines WHERE routine_id = '{order[0]}' FOR UPDATE")
                 first_locked[i].set()
                 first_locked[1 - i].wait(10)
-                conn.exec_driver_sql(f"SELECT 1 FROM routines WHERE routine_id = '{order[1]}' FOR UPDATE")
+                conn.exec_driver_sql(f"SELECT 1 FROM alma.routines WHERE routine_id = '{order[1]}' FOR UPDATE")
         except BaseException as exc:
             errors.append(exc)
 
@@ -204,11 +208,11 @@ def test_lock_not_available_is_a_conflict(pg_url: str) -> None:
     engine = sa.create_engine(pg_url, pool_size=2)
     try:
         with engine.begin() as holder:
-            holder.exec_driver_sql("SELECT 1 FROM routines WHERE routine_id = 'nowait' FOR UPDATE")
+            holder.exec_driver_sql("SELECT 1 FROM alma.routines WHERE routine_id = 'nowait' FOR UPDATE")
 
             def grab() -> None:
                 with engine.begin() as conn:
-                    conn.exec_driver_sql("SELECT 1 FROM routines WHERE routine_id = 'nowait' FOR UPDATE NOWAIT")
+                    conn.exec_driver_sql("SELECT 1 FROM alma.routines WHERE routine_id = 'nowait' FOR UPDATE NOWAIT")
 
             _raises(StoreConflict, pg_url, grab)
     finally:
@@ -229,7 +233,7 @@ def test_a_missing_table_is_a_schema_mismatch(backend: str) -> None:
             migrate_store(url)
             engine = sa.create_engine(url)
             with engine.begin() as conn:
-                conn.exec_driver_sql("DROP TABLE runs")
+                conn.exec_driver_sql(f"DROP TABLE {table_name(url, 'runs')}")
             engine.dispose()
             with opened(url) as store, pytest.raises(SchemaMismatch, match="not migrated") as info:
                 store.get(RunKey.of(SCOPE, "r1", "x"))
@@ -294,7 +298,7 @@ def test_a_connection_killed_inside_claim_due_leaves_nothing_half_written(pg_url
             if (
                 when == "after_the_cursor_update"
                 and not killed
-                and statement.startswith("UPDATE routines SET last_fire")
+                and _CURSOR_UPDATE.match(statement)
             ):
                 assert cursor.rowcount == 5  # the cursors moved, uncommitted
                 pid = conn.connection.dbapi_connection.info.backend_pid
@@ -323,7 +327,7 @@ def _claim_and_die(url: str) -> None:
     store = SqlStore(url)
 
     def after(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
-        if statement.startswith("UPDATE routines SET last_fire"):
+        if _CURSOR_UPDATE.match(statement):
             os._exit(17)
 
     sa.event.listen(store.engine, "after_cursor_execute", after)

@@ -4,7 +4,6 @@ two processes at once; an unmigrated store is refused with SchemaMismatch; the C
 from __future__ import annotations
 
 import multiprocessing
-import re
 import threading
 import time
 from collections.abc import Iterator
@@ -21,11 +20,19 @@ from click.testing import CliRunner
 from alma_schedule.cli import cli
 from alma_schedule.errors import SchemaMismatch, StoreError
 from alma_schedule.stores.sql import SqlStore, migrate_store
-from alma_schedule.stores.sql.engine import check_sqlite_version
+from alma_schedule.stores.sql.engine import check_sqlite_version, make_engine
 from alma_schedule.stores.sql.migrate import head_revision
 from alma_schedule.stores.sql.schema import HEAD_REVISION, metadata
 from alma_schedule.testing.builders import SCOPE, register
-from tests.stores.sql_support import fast_dir, libpq_url, opened, pg_database
+from tests.stores.sql_support import (
+    fast_dir,
+    index_ddl,
+    libpq_url,
+    namespaced_metadata,
+    opened,
+    pg_database,
+    table_name,
+)
 
 
 @pytest.fixture
@@ -44,30 +51,40 @@ def empty_url(request: pytest.FixtureRequest, scratch: Path) -> Iterator[str]:
             yield url
 
 
-def _diffs(url: str) -> list[Any]:
+def _diffs(url: str, schema: str = "alma") -> list[Any]:
+    """Alembic's comparison of the store's namespace with the declared metadata (under its real names)."""
+    real = namespaced_metadata(url, schema)
+    ours = {t.name for t in real.sorted_tables}
+    postgres = url.startswith("postgresql")
+
+    def include(name: str | None, type_: str, parent: Any) -> bool:
+        if type_ == "schema":
+            return name == schema if postgres else True
+        return type_ != "table" or name in ours
+
     engine = sa.create_engine(url)
     try:
         with engine.connect() as conn:
-            ctx = MigrationContext.configure(conn, opts={"compare_type": True, "target_metadata": metadata})
-            return list(compare_metadata(ctx, metadata))
+            opts = {
+                "compare_type": True,
+                "target_metadata": real,
+                "include_schemas": postgres,
+                "include_name": include,
+            }
+            ctx = MigrationContext.configure(conn, opts=opts)
+            return list(compare_metadata(ctx, real))
     finally:
         engine.dispose()
 
 
-def _index_ddl(url: str) -> dict[str, str]:
-    """Each index's definition as the database reports it (partial predicates included)."""
-    engine = sa.create_engine(url)
-    try:
-        with engine.connect() as conn:
-            if engine.dialect.name == "postgresql":
-                rows = conn.exec_driver_sql("SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public'")
-            else:
-                rows = conn.exec_driver_sql(
-                    "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL"
-                )
-            return {name: re.sub(r"\s+", " ", ddl or "") for name, ddl in rows if name != "alembic_version_pkc"}
-    finally:
-        engine.dispose()
+def _declared(url: str) -> None:
+    """``create_all`` of the declared metadata into an empty database, through our engine."""
+    engine = make_engine(url)
+    with engine.begin() as conn:
+        if engine.dialect.name == "postgresql":
+            conn.exec_driver_sql("CREATE SCHEMA alma")
+        metadata.create_all(conn, checkfirst=False)
+    engine.dispose()
 
 
 def test_the_code_expects_the_head_revision() -> None:
@@ -80,18 +97,17 @@ def test_migrated_schema_equals_the_declared_metadata(empty_url: str, scratch: P
     # Alembic does not compare partial-index predicates: compare the DDL with create_all's.
     if empty_url.startswith("sqlite"):
         declared_url = f"sqlite:///{scratch}/declared.sqlite3"
-        engine = sa.create_engine(declared_url)
-        metadata.create_all(engine)
-        engine.dispose()
-        assert _index_ddl(empty_url) == _index_ddl(declared_url)
+        _declared(declared_url)
+        migrated = index_ddl(empty_url)
+        assert migrated == index_ddl(declared_url)
+        assert "ON alma_runs (resend_at) WHERE state = 'claimed'" in migrated["alma_ix_runs_resend"]
         return
     with pg_database(migrated=False) as declared_url:
-        engine = sa.create_engine(declared_url)
-        metadata.create_all(engine)
-        engine.dispose()
-        migrated = _index_ddl(empty_url)
-        assert migrated == _index_ddl(declared_url)
+        _declared(declared_url)
+        migrated = index_ddl(empty_url)
+        assert migrated == index_ddl(declared_url)
         assert "WHERE ((state)::text = 'claimed'::text)" in migrated["ix_runs_resend"]
+        assert "ON alma.runs" in migrated["ix_runs_resend"]
 
 
 def test_a_changed_schema_is_detected(empty_url: str) -> None:
@@ -99,8 +115,8 @@ def test_a_changed_schema_is_detected(empty_url: str) -> None:
     migrate_store(empty_url)
     engine = sa.create_engine(empty_url)
     with engine.begin() as conn:
-        conn.exec_driver_sql("DROP INDEX ix_runs_poll")
-        conn.exec_driver_sql("ALTER TABLE runs DROP COLUMN turn_id")
+        conn.exec_driver_sql(f"DROP INDEX {table_name(empty_url, 'ix_runs_poll')}")
+        conn.exec_driver_sql(f"ALTER TABLE {table_name(empty_url, 'runs')} DROP COLUMN turn_id")
     engine.dispose()
     kinds = {d[0] if isinstance(d, tuple) else d[0][0] for d in _diffs(empty_url)}
     assert {"add_index", "add_column"} <= kinds
@@ -165,6 +181,7 @@ def test_postgres_migrations_wait_for_the_advisory_lock() -> None:
                 done.wait(0.05)
             assert not done.is_set()
             tables = holder.execute("SELECT count(*) FROM pg_tables WHERE tablename = 'routines'").fetchone()
+            assert holder.execute("SELECT to_regnamespace('alma')").fetchone() == (None,)
             assert tables == (0,)
         finally:
             holder.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_KEY,))
@@ -182,7 +199,7 @@ def test_a_store_at_another_revision_is_refused(empty_url: str) -> None:
     migrate_store(empty_url)
     engine = sa.create_engine(empty_url)
     with engine.begin() as conn:
-        conn.exec_driver_sql("UPDATE alembic_version SET version_num = '0000_other'")
+        conn.exec_driver_sql(f"UPDATE {table_name(empty_url, 'schedule_version')} SET version_num = '0000_other'")
     engine.dispose()
     with opened(empty_url) as store, pytest.raises(SchemaMismatch, match="0000_other"):
         store.list_routines(SCOPE)

@@ -9,6 +9,10 @@ off so that WE emit ``BEGIN IMMEDIATE`` for every write transaction (the write l
 BEGIN: two writers never both read and then collide) and a plain deferred ``BEGIN`` for reads
 (connections with the ``alma_read`` execution option). ``RETURNING`` needs SQLite >= 3.35: checked
 here, at start-up.
+
+The namespace (``schema``, default ``alma``; :mod:`.namespace`): PostgreSQL connections carry a
+``schema_translate_map`` from the placeholder schema to it; SQLite statements get the table prefix
+as they are sent.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from sqlalchemy.engine import URL, Engine, make_url
 
 from alma_schedule.errors import ConfigurationError, StoreError, missing_extra
 from alma_schedule.stores.sql.errors import safe_url
+from alma_schedule.stores.sql.namespace import SCHEMA_TOKEN, Namespace, sqlite_rewrite
 
 SQLITE_MIN = (3, 35, 0)
 SQLITE_BUSY_MS = 30_000
@@ -62,11 +67,16 @@ def check_sqlite_version(version: tuple[int, ...] = sqlite3.sqlite_version_info)
         raise StoreError(f"SQLite {have} is too old: alma-schedule needs >= 3.35 (UPDATE/INSERT ... RETURNING)")
 
 
-def make_engine(url: str | URL, *, pool_size: int = 2, max_overflow: int = 2) -> Engine:
-    """A configured engine for ``url`` (no connection is opened here)."""
+def make_engine(
+    url: str | URL, *, schema: str | None = None, pool_size: int = 2, max_overflow: int = 2
+) -> Engine:
+    """A configured engine for ``url`` whose statements reach the namespace ``schema`` (None: the
+    default, ``alma``; validated as ``ALMA_DATABASE_SCHEMA``). No connection is opened here."""
     parsed = normalize_url(url)
     if parsed.get_backend_name() == "sqlite":
-        return _sqlite_engine(parsed, pool_size=max(pool_size, 5), max_overflow=max(max_overflow, 20))
+        space = Namespace.of(schema, "sqlite")
+        return _sqlite_engine(parsed, space, pool_size=max(pool_size, 5), max_overflow=max(max_overflow, 20))
+    space = Namespace.of(schema, "postgresql")
     try:
         import psycopg  # noqa: F401  (SQLAlchemy's psycopg dialect imports it in create_engine)
     except ModuleNotFoundError as exc:
@@ -79,6 +89,7 @@ def make_engine(url: str | URL, *, pool_size: int = 2, max_overflow: int = 2) ->
         pool_pre_ping=True,
         pool_timeout=30,
         connect_args={"connect_timeout": 10, "application_name": "alma-schedule", "options": PG_SESSION},
+        execution_options={"schema_translate_map": {SCHEMA_TOKEN: space.name}},
     )
 
     @event.listens_for(engine, "connect")
@@ -92,7 +103,7 @@ def make_engine(url: str | URL, *, pool_size: int = 2, max_overflow: int = 2) ->
     return engine
 
 
-def _sqlite_engine(url: URL, *, pool_size: int, max_overflow: int) -> Engine:
+def _sqlite_engine(url: URL, space: Namespace, *, pool_size: int, max_overflow: int) -> Engine:
     check_sqlite_version()
     engine = sa.create_engine(
         url,
@@ -117,6 +128,12 @@ def _sqlite_engine(url: URL, *, pool_size: int, max_overflow: int) -> Engine:
     def _on_begin(conn: sa.Connection) -> None:
         read_only = conn.get_execution_options().get("alma_read", False)
         conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
+
+    @event.listens_for(engine, "before_cursor_execute", retval=True)
+    def _prefix(
+        _conn: Any, _cursor: Any, statement: str, parameters: Any, _context: Any, _many: bool
+    ) -> tuple[str, Any]:
+        return sqlite_rewrite(statement, space.name), parameters
 
     return engine
 

@@ -1,76 +1,187 @@
-"""``migrate_store(url)``: bring a SQL store to this code's schema with Alembic.
+"""``migrate_store(url)``: bring a SQL store to this code's schema with Alembic, in its namespace.
 
-The scripts live in the package (``migrations/``, one initial revision until the first release).
-Idempotent: a store already at head is left alone. Safe when several processes migrate at once:
+The scripts live in the package (``migrations/``, one revision per issue). The store's tables, and
+its own Alembic version table (``schedule_version``), live in its namespace (``schema``, default
+``alma``: a PostgreSQL schema, an SQLite table prefix; see :mod:`.namespace`), so migrating into a
+database that already holds a fleet's ``alembic_version``, ``routines`` or ``runs`` neither reads
+nor touches them. Idempotent: a store already at head is left alone. Safe when several processes
+migrate at once:
 
 * PostgreSQL: a session-level ``pg_advisory_lock`` is held around the whole upgrade, and the
   upgrade itself is one transaction (transactional DDL): the second migrator waits, then finds the
   store at head and does nothing.
 * SQLite: the upgrade runs in ONE ``BEGIN IMMEDIATE`` transaction (the engine's begin hook), which
   takes the database's write lock before Alembic reads the current revision.
+
+A 0.1.0 store (our five tables in the default schema beside an ``alembic_version`` at
+``0001_initial``, and no version table of ours) is refused with :class:`AdoptionRequired` unless
+``adopt=True``, which, in the same one transaction, moves the five tables into the namespace
+(:mod:`.queries.adopt`), stamps our version table at ``0001_initial``, removes 0.1.0's row from
+``alembic_version`` (dropping the table when nothing else is in it) and upgrades to head. Adoption
+is the one OFFLINE migration: stop workers and clocks first (a 0.1.0 process would lose its tables
+mid-flight), migrate, then start the new version.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from alembic.util.exc import CommandError
+from sqlalchemy.engine import Connection
 
+from alma_schedule.errors import AdoptionRequired, SchemaMismatch, StoreError
 from alma_schedule.stores.sql import queries as q
 from alma_schedule.stores.sql.engine import make_engine, normalize_url
-from alma_schedule.stores.sql.errors import mapped_errors
+from alma_schedule.stores.sql.errors import mapped_errors, safe_url
+from alma_schedule.stores.sql.namespace import LEGACY_REVISION, LEGACY_TABLES, Namespace
+from alma_schedule.stores.sql.queries import adopt as qa
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 
-__all__ = ["MIGRATIONS", "alembic_config", "current_revision", "head_revision", "migrate_store"]
+__all__ = ["MIGRATIONS", "Migration", "alembic_config", "current_revision", "head_revision", "migrate", "migrate_store"]
 
 
-def alembic_config() -> Config:
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """What :func:`migrate` did: the revision the store is at, and the tables adoption moved."""
+
+    revision: str
+    namespace: str
+    adopted: tuple[str, ...] = ()
+
+
+def alembic_config(space: Namespace | None = None) -> Config:
     """An Alembic config pointing at the package's scripts (no ini file needed)."""
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
+    if space is not None:
+        cfg.attributes["namespace"] = space
     return cfg
 
 
 def head_revision() -> str:
-    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
-    assert head is not None
-    return head
+    """The ONE head of the scripts (several heads would be a fork of the schema: refused)."""
+    heads = ScriptDirectory.from_config(alembic_config()).get_heads()
+    if len(heads) != 1:
+        raise StoreError(f"the migrations have {len(heads)} heads ({', '.join(sorted(heads))}), not one")
+    return heads[0]
 
 
-def migrate_store(url: str) -> str:
-    """Upgrade the store at ``url`` to head (idempotent, concurrency-safe). Returns the revision.
+def migrate_store(url: str, *, adopt: bool = False, schema: str | None = None) -> str:
+    """Upgrade the store at ``url`` (namespace ``schema``, default ``alma``) to head (idempotent,
+    concurrency-safe). Returns the revision.
 
-    Raises :class:`~alma_schedule.errors.StoreUnavailable` (naming the URL without its password)
-    when the database cannot be reached.
+    ``adopt``: move a 0.1.0 store's tables into the namespace first (see the module docstring).
+    Raises :class:`~alma_schedule.errors.AdoptionRequired` for a 0.1.0 store without ``adopt``,
+    :class:`~alma_schedule.errors.StoreUnavailable` (naming the URL without its password) when the
+    database cannot be reached.
     """
+    return migrate(url, adopt=adopt, schema=schema).revision
+
+
+def migrate(url: str, *, adopt: bool = False, schema: str | None = None) -> Migration:
+    """:func:`migrate_store`, saying also which tables adoption moved (for the CLI)."""
     parsed = normalize_url(url)
-    engine = make_engine(parsed, pool_size=1, max_overflow=0)
-    postgres = engine.dialect.name == "postgresql"
+    engine = make_engine(parsed, schema=schema, pool_size=1, max_overflow=0)
+    space = Namespace.of(schema, engine.dialect.name)
     try:
         with mapped_errors(parsed), engine.connect() as conn:
-            if postgres:
+            if space.postgres:
                 conn.execute(q.advisory_lock())
                 conn.commit()
             try:
-                cfg = alembic_config()
+                adopted = _prepare(conn, space, adopt=adopt, where=safe_url(parsed))
+                cfg = alembic_config(space)
                 cfg.attributes["connection"] = conn
-                command.upgrade(cfg, "head")
+                try:
+                    if adopted:
+                        command.stamp(cfg, LEGACY_REVISION)
+                    command.upgrade(cfg, "head")
+                except CommandError as exc:
+                    raise SchemaMismatch(
+                        f"store {safe_url(parsed)} ({space.describe()}) cannot be migrated: "
+                        f"{str(exc).splitlines()[0]} (written by a newer alma-schedule?)"
+                    ) from None
                 conn.commit()
             finally:
-                if postgres:
-                    conn.rollback()
+                conn.rollback()
+                if space.postgres:
                     conn.execute(q.advisory_unlock())
                     conn.commit()
-            return current_revision(conn) or ""
+            return Migration(current_revision(conn, space) or "", space.name, adopted)
     finally:
         engine.dispose()
 
 
-def current_revision(conn: object) -> str | None:
-    """The revision a connection's database is at (None when never migrated)."""
-    ctx = MigrationContext.configure(conn)  # type: ignore[arg-type]
+def _prepare(conn: Connection, space: Namespace, *, adopt: bool, where: str) -> tuple[str, ...]:
+    """Open the migration's transaction: create the schema, find a 0.1.0 store and (``adopt``) move
+    its tables. Returns the tables moved."""
+    if space.postgres and not conn.execute(qa.schema_exists(space.name)).scalar():
+        conn.execute(qa.create_schema(conn, space.name))
+    if current_revision(conn, space) is not None:
+        return ()  # ours already: a 0.1.0 store beside it (if any) is someone else's business
+    source = conn.execute(qa.current_schema()).scalar() if space.postgres else None
+    found = set(conn.execute(qa.existing_tables(space.dialect, source, (*LEGACY_TABLES, "alembic_version"))).scalars())
+    if not set(LEGACY_TABLES) <= found or "alembic_version" not in found:
+        return ()
+    if LEGACY_REVISION not in conn.execute(qa.legacy_versions(source)).scalars().all():
+        return ()  # a fleet's own tables that happen to share our names: not ours to move
+    names = ", ".join(LEGACY_TABLES)
+    here = f"schema {source!r}" if source else "the file's main tables"
+    if not adopt:
+        raise AdoptionRequired(
+            f"store {where} holds alma-schedule 0.1.0's tables ({names}; alembic_version "
+            f"{LEGACY_REVISION}) in {here}: stop workers and clocks, then run "
+            f"`alma-schedule migrate --adopt` to move them into {space.describe()}"
+        )
+    if space.postgres and source == space.name:  # ALMA_DATABASE_SCHEMA names the default schema
+        _forget_legacy_version(conn, source)
+        return LEGACY_TABLES
+    targets = [space.table(t) for t in LEGACY_TABLES]
+    if space.postgres:
+        clash = conn.execute(qa.existing_tables(space.dialect, space.name, LEGACY_TABLES)).scalars().all()
+    else:
+        clash = conn.execute(qa.existing_tables(space.dialect, None, targets)).scalars().all()
+    if clash:
+        raise StoreError(
+            f"store {where}: cannot adopt the 0.1.0 tables, {space.describe()} already holds "
+            f"{', '.join(sorted(clash))}"
+        )
+    for table in LEGACY_TABLES:
+        _move(conn, space, table, source)
+    _forget_legacy_version(conn, source)
+    return LEGACY_TABLES
+
+
+def _forget_legacy_version(conn: Connection, source: str | None) -> None:
+    """Remove 0.1.0's row from ``alembic_version``; drop the table when nothing else is in it."""
+    conn.execute(qa.forget_legacy_version(source, LEGACY_REVISION))
+    if not conn.execute(qa.legacy_versions(source)).first():
+        conn.execute(qa.drop_legacy_version_table(conn, source))
+
+
+def _move(conn: Connection, space: Namespace, table: str, source: str | None) -> None:
+    if space.postgres:
+        conn.execute(qa.move_table(conn, table, source=source, target=space.name))
+        return
+    target = space.table(table)
+    conn.execute(qa.move_table(conn, table, source=None, target=target))
+    for name, create_sql in conn.execute(qa.sqlite_indexes(target)).all():
+        conn.execute(qa.drop_index(conn, name))
+        conn.execute(qa.renamed_index(conn, create_sql, space.index(name)))
+
+
+def current_revision(conn: object, space: Namespace | None = None) -> str | None:
+    """The revision a connection's store is at, from our version table (None when never migrated)."""
+    if space is None:
+        space = Namespace.of(None, conn.dialect.name)  # type: ignore[attr-defined]
+    ctx = MigrationContext.configure(
+        conn,  # type: ignore[arg-type]
+        opts={"version_table": space.version_table, "version_table_schema": space.version_table_schema},
+    )
     return ctx.get_current_revision()

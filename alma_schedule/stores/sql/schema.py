@@ -4,7 +4,12 @@ Tables: ``routines`` (one row per ``(org, uid, routine_id)``, the cursor and the
 ``routine_versions`` (immutable history), ``runs`` (one row per fire: the claim and the ledger),
 ``spend`` (reserved and settled micro-USD per ceiling per day) and ``heartbeat`` (one row).
 
-The migration in ``migrations/versions`` creates exactly this (a test compares them). Column order
+Every table lives in the store's namespace: declared in the placeholder schema
+:data:`~.namespace.SCHEMA_TOKEN`, which the engine turns into the PostgreSQL schema
+(``ALMA_DATABASE_SCHEMA``, default ``alma``) or the SQLite table prefix (``alma_runs``); see
+:mod:`.namespace`.
+
+The migrations in ``migrations/versions`` create exactly this (a test compares them). Column order
 of ``routines`` and ``runs`` is the field order of :class:`Routine` and :class:`RunRecord` (rows
 become records positionally; :mod:`.rows` checks it at import). Partial-index
 predicates are SQL literals so that generic plans (``plan_cache_mode=force_generic_plan``) can use
@@ -19,10 +24,11 @@ from typing import Any
 import sqlalchemy as sa
 
 from alma_schedule.model.run import ACTIVE, NON_TERMINAL, RunState
+from alma_schedule.stores.sql.namespace import SCHEMA_TOKEN
 from alma_schedule.stores.sql.types import Json, UtcDateTime
 
-#: The Alembic revision this code expects (the single initial revision until the first release).
-HEAD_REVISION = "0001_initial"
+#: The Alembic revision this code expects (one revision per issue; a test checks there is ONE head).
+HEAD_REVISION = "0002_own_namespace"
 
 ID = sa.String(200)
 
@@ -40,7 +46,7 @@ def _where(sql: str) -> dict[str, Any]:
     return {"postgresql_where": sa.text(sql), "sqlite_where": sa.text(sql)}
 
 
-metadata = sa.MetaData()
+metadata = sa.MetaData(schema=SCHEMA_TOKEN)
 
 routines = sa.Table(
     "routines",

@@ -6,9 +6,11 @@ The parts live in one mixin per concept: routines (:mod:`.store_routines`), the 
 (:mod:`.store_system`); transactions, the engine and the error boundary in :mod:`.store_base`. All SQL
 is in :mod:`.queries`; the schema in :mod:`.schema`; migrations via :func:`migrate_store`.
 
-Open it with ``SqlStore(url)`` (the database must be migrated: otherwise every call raises
-:class:`~alma_schedule.errors.SchemaMismatch`). A PostgreSQL store keeps a small pool per process
-(``pool_size=2, max_overflow=2`` by default); call :meth:`dispose` in a child after ``fork``.
+Open it with ``SqlStore(url)``, or ``SqlStore(url, schema="fleet2")`` for a namespace other than
+``alma`` (:mod:`.namespace`: a PostgreSQL schema, an SQLite table prefix). The database must be
+migrated (otherwise every call raises :class:`~alma_schedule.errors.SchemaMismatch`). A PostgreSQL
+store keeps a small pool per process (``pool_size=2, max_overflow=2`` by default); call
+:meth:`dispose` in a child after ``fork``.
 """
 
 from __future__ import annotations

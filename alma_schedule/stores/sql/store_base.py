@@ -21,6 +21,7 @@ from alma_schedule.errors import SchemaMismatch
 from alma_schedule.stores.sql import queries as q
 from alma_schedule.stores.sql.engine import READ, make_engine, normalize_url
 from alma_schedule.stores.sql.errors import mapped_errors, safe_url
+from alma_schedule.stores.sql.namespace import Namespace
 from alma_schedule.stores.sql.schema import HEAD_REVISION
 
 RKey = tuple[str, str, str]
@@ -37,10 +38,11 @@ class Abort(Exception):
 class SqlBase:
     """Engine, transactions and the schema check (see the module docstring)."""
 
-    def __init__(self, url: str, *, pool_size: int = 2, max_overflow: int = 2) -> None:
+    def __init__(self, url: str, *, schema: str | None = None, pool_size: int = 2, max_overflow: int = 2) -> None:
         self._url = normalize_url(url)
-        self._engine = make_engine(self._url, pool_size=pool_size, max_overflow=max_overflow)
+        self._engine = make_engine(self._url, schema=schema, pool_size=pool_size, max_overflow=max_overflow)
         self.dialect: str = self._engine.dialect.name
+        self.namespace = Namespace.of(schema, self.dialect)
         self._schema_ok = False
         self._schema_lock = threading.Lock()
 
@@ -53,8 +55,13 @@ class SqlBase:
     def engine(self) -> sa.Engine:
         return self._engine
 
+    @property
+    def schema(self) -> str:
+        """The store's namespace: its PostgreSQL schema, or its SQLite table prefix (without ``_``)."""
+        return self.namespace.name
+
     def __repr__(self) -> str:
-        return f"SqlStore({self.url!r})"
+        return f"SqlStore({self.url!r}, schema={self.schema!r})"
 
     @contextmanager
     def _tx(self, *, read: bool = False, single: bool = False) -> Iterator[Connection]:
@@ -87,8 +94,8 @@ class SqlBase:
                     version = conn.execute(q.select_schema_version()).scalar()
             if version != HEAD_REVISION:
                 raise SchemaMismatch(
-                    f"store {self.url} is at schema revision {version!r}, this version needs "
-                    f"{HEAD_REVISION!r}: run `alma-schedule migrate`"
+                    f"store {self.url} ({self.namespace.describe()}) is at schema revision {version!r}, "
+                    f"this version needs {HEAD_REVISION!r}: run `alma-schedule migrate`"
                 )
             self._schema_ok = True
 

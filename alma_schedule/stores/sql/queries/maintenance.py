@@ -8,6 +8,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from alma_schedule.stores.sql.namespace import SCHEMA_TOKEN, VERSION_TABLE
 from alma_schedule.stores.sql.queries.common import NON_TERMINAL, TERMINAL, Key3, Params, _insert, in_states
 from alma_schedule.stores.sql.queries.tick import ORDER_TAIL, _batch_update_routines, _pk_in
 from alma_schedule.stores.sql.schema import heartbeat, routines, runs
@@ -85,12 +86,17 @@ def reindex_batch(dialect: str, rows: Sequence[Mapping[str, Any]], tzdata_versio
     )
 
 
-_alembic_version = sa.table("alembic_version", sa.column("version_num", sa.String(32)))
+# A Table (a lightweight sa.table() is not schema-translated), in a MetaData of its own: Alembic
+# owns this table, it is not part of the declared schema.
+_schedule_version = sa.Table(
+    VERSION_TABLE, sa.MetaData(), sa.Column("version_num", sa.String(32)), schema=SCHEMA_TOKEN
+)
 
 
 def select_schema_version() -> sa.Select[Any]:
-    """The Alembic revision the database is at (a missing table means: not migrated)."""
-    return sa.select(_alembic_version.c.version_num).limit(1)
+    """The Alembic revision the store is at, from OUR version table in the namespace (a missing
+    table means: not migrated; a fleet's ``alembic_version`` is never read)."""
+    return sa.select(_schedule_version.c.version_num).limit(1)
 
 
 #: The key of the PostgreSQL advisory lock that serialises migrations (any constant bigint).

@@ -1,5 +1,11 @@
 """The initial schema: routines, routine_versions, runs, spend, heartbeat.
 
+In the store's namespace: every table and index is created in the placeholder schema ``SCHEMA``,
+which the migration connection translates (the PostgreSQL schema, or the SQLite table prefix; see
+``alma_schedule/stores/sql/migrations/env.py``). alma-schedule 0.1.0 ran this revision in the
+default schema with the shared ``alembic_version``; ``alma-schedule migrate --adopt`` moves such a
+store into the namespace and stamps it here.
+
 Revision ID: 0001_initial
 Revises:
 Create Date: 2026-03-01
@@ -18,6 +24,8 @@ down_revision = None
 branch_labels = None
 depends_on = None
 
+#: The placeholder schema (a literal: a script never imports the code it migrates).
+SCHEMA = "alma_schedule_schema"
 UTC_DATETIME = sa.DateTime(timezone=True)
 ID = sa.String(length=200)
 
@@ -27,7 +35,7 @@ def _json() -> sa.types.TypeEngine[Any]:
 
 
 def _where(sql: str) -> dict[str, Any]:
-    return {"postgresql_where": sa.text(sql), "sqlite_where": sa.text(sql)}
+    return {"postgresql_where": sa.text(sql), "sqlite_where": sa.text(sql), "schema": SCHEMA}
 
 
 NON_TERMINAL = "state IN ('claimed', 'running', 'submitted', 'collecting')"
@@ -62,6 +70,7 @@ def upgrade() -> None:
         sa.Column("created_at", UTC_DATETIME, nullable=False),
         sa.Column("updated_at", UTC_DATETIME, nullable=False),
         sa.PrimaryKeyConstraint("org", "uid", "routine_id"),
+        schema=SCHEMA,
     )
     op.create_index(
         "ix_routines_due", "routines", ["next_due_at", "org", "uid", "routine_id"], **_where("next_due_at IS NOT NULL")
@@ -86,6 +95,7 @@ def upgrade() -> None:
         sa.Column("definition", _json(), nullable=False),
         sa.Column("created_at", UTC_DATETIME, nullable=False),
         sa.PrimaryKeyConstraint("org", "uid", "routine_id", "version"),
+        schema=SCHEMA,
     )
 
     op.create_table(
@@ -126,6 +136,7 @@ def upgrade() -> None:
         sa.CheckConstraint(STATES, name="ck_runs_state"),
         sa.CheckConstraint("origin IN ('schedule', 'manual')", name="ck_runs_origin"),
         sa.PrimaryKeyConstraint("org", "uid", "routine_id", "run_id"),
+        schema=SCHEMA,
     )
     op.create_index("uq_runs_one_active", "runs", ["org", "uid", "routine_id"], unique=True, **_where(NON_TERMINAL))
     op.create_index("ix_runs_resend", "runs", ["resend_at"], **_where("state = 'claimed'"))
@@ -134,8 +145,8 @@ def upgrade() -> None:
     op.create_index("ix_runs_active_since", "runs", ["state_at"], **_where(ACTIVE))
     op.create_index("ix_runs_erase", "runs", ["erase_at"], **_where("erase_at IS NOT NULL"))
     op.create_index("ix_runs_finished", "runs", ["finished_at"], **_where("finished_at IS NOT NULL"))
-    op.create_index("ix_runs_scope_fire", "runs", ["org", "uid", "fire_at", "run_id"])
-    op.create_index("ix_runs_routine_fire", "runs", ["org", "uid", "routine_id", "fire_at"])
+    op.create_index("ix_runs_scope_fire", "runs", ["org", "uid", "fire_at", "run_id"], schema=SCHEMA)
+    op.create_index("ix_runs_routine_fire", "runs", ["org", "uid", "routine_id", "fire_at"], schema=SCHEMA)
 
     op.create_table(
         "spend",
@@ -144,6 +155,7 @@ def upgrade() -> None:
         sa.Column("reserved_micros", sa.BigInteger(), nullable=False),
         sa.Column("settled_micros", sa.BigInteger(), nullable=False),
         sa.PrimaryKeyConstraint("ceiling_key", "day"),
+        schema=SCHEMA,
     )
 
     op.create_table(
@@ -152,9 +164,10 @@ def upgrade() -> None:
         sa.Column("last_tick", UTC_DATETIME, nullable=False),
         sa.CheckConstraint("id = 1", name="ck_heartbeat_one_row"),
         sa.PrimaryKeyConstraint("id"),
+        schema=SCHEMA,
     )
 
 
 def downgrade() -> None:
     for table in ("heartbeat", "spend", "runs", "routine_versions", "routines"):
-        op.drop_table(table)
+        op.drop_table(table, schema=SCHEMA)

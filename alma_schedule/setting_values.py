@@ -1,5 +1,6 @@
-"""Durations as settings write them (``90``, ``90s``, ``15m``, ``2h``, ``1d``, ``1h30m``), and the
-derived tick expiry. Re-exported by :mod:`alma_schedule.settings`, which reads every setting."""
+"""Values of settings: durations as settings write them (``90``, ``90s``, ``15m``, ``2h``, ``1d``,
+``1h30m``), the derived tick expiry, and the store's schema name. Re-exported by
+:mod:`alma_schedule.settings`, which reads every setting."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from datetime import timedelta
 
 from alma_schedule.errors import ConfigurationError
 
-__all__ = ["derived_tick_expires", "parse_duration", "seconds_text"]
+__all__ = ["DEFAULT_DATABASE_SCHEMA", "check_database_schema", "derived_tick_expires", "parse_duration", "seconds_text"]
 
 _DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+(?:\.\d+)?)s)?$")
 
@@ -42,3 +43,19 @@ def derived_tick_expires(period: timedelta) -> timedelta:
 def seconds_text(value: timedelta) -> str:
     """``90s``: a duration as a setting's message shows it."""
     return f"{value.total_seconds():g}s"
+
+
+#: The store's own namespace in a shared database: a PostgreSQL schema, or a table prefix on SQLite.
+DEFAULT_DATABASE_SCHEMA = "alma"
+_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+
+def check_database_schema(value: str, label: str = "ALMA_DATABASE_SCHEMA") -> str:
+    """``value`` if it is a plain lower-case identifier (``^[a-z_][a-z0-9_]{0,62}$``, not ``pg_*``,
+    which PostgreSQL reserves), else a one-line :class:`ConfigurationError` naming ``label``."""
+    if not isinstance(value, str) or not _SCHEMA_NAME.match(value) or value.startswith("pg_"):
+        raise ConfigurationError(
+            f"{label}: {value!r} is not a schema name (lower-case letters, digits and _, "
+            "at most 63, not starting with a digit or pg_)"
+        )
+    return value
