@@ -29,7 +29,7 @@ from alma_schedule.settings import Settings
 
 SCOPE = Scope("demo", "alice")
 #: What a bare install without --no-celery is told it lacks.
-CELERY_PARTS = "the demo's Celery parts 1 and 3 (--no-celery skips them)"
+CELERY_PARTS = "the demo with Celery (parts 1 and 3; --no-celery skips them)"
 SIM_START = datetime(2026, 3, 28, 12, 0, tzinfo=UTC)  # London springs forward 2026-03-29 01:00Z
 
 
