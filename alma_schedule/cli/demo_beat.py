@@ -124,9 +124,9 @@ def _report(runs: list[RunRecord], ran: Counter[str], *, ticks: int, step: timed
     echo(
         f"refresh-cache is `every 30s` but ran {claimed['refresh-cache']} times in {ticks} ticks: a tick claims only "
         "a routine's LATEST\n"
-        f"due fire, so on a {_minutes(step)} tick it runs once per tick; the fires in between are not replayed "
-        "(guarantee 3,\n"
-        "and import-beat warned). Tick as often as your shortest entry (ALMA_TICK_PERIOD) to keep beat's rate."
+        f"due fire, so on a {_minutes(step)} tick it runs once per tick; the fires in between are not replayed\n"
+        "(guarantee 3; import-beat warned of it). Tick as often as your shortest entry (ALMA_TICK_PERIOD) to keep\n"
+        "beat's rate."
     )
     nightly = [r for r in runs if r.routine_id == "nightly-report"]
     if nightly:
