@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from alma_schedule.cli.context import CliContext, emit_json, handle_errors, json_option, print_table
+
+if TYPE_CHECKING:
+    from alma_schedule.beat.importer import Applied, ImportPlan
 
 
 def _load(app_path: str) -> Any:
@@ -62,7 +65,6 @@ def import_beat(
       alma-schedule --database-url postgresql+psycopg://... import-beat proj.celery:app acme/ops --apply
       alma-schedule import-beat proj.celery:app acme/ops --track --deadline 1h --apply
     """
-    from alma_schedule.beat.convert import ANCHOR_NOTE
     from alma_schedule.beat.importer import apply_import, plan_import, plan_warnings
     from alma_schedule.model import Scope
 
@@ -84,6 +86,14 @@ def import_beat(
         out["warnings"] = warnings
         emit_json(out)
         return
+    render_import(plan, warnings, applied, track=track)
+
+
+def render_import(plan: ImportPlan, warnings: list[str], applied: list[Applied] | None, *, track: bool) -> None:
+    """Print an import's table, its warnings and its closing line (``import-beat``, and the demo)."""
+    from alma_schedule.beat.convert import ANCHOR_NOTE
+
+    scope = plan.scope
     columns = ["entry", "task", "beat schedule", "becomes", "refused / notes"]
     if applied is not None:
         columns.append("applied")

@@ -1,12 +1,14 @@
-"""The embedded demo: the whole flow on one machine with no servers.
+"""The embedded demo's parts 2 and 3 (part 1, the operator's ``import-beat``, is
+:mod:`alma_schedule.cli.demo_beat`; :func:`alma_schedule.cli.demo.run_demo` runs them in order).
 
-Part 1 drives the ENGINE in-process over simulated time (a day across the Europe/London spring-forward
+Part 2 drives the ENGINE in-process over simulated time (a day across the Europe/London spring-forward
 change, ticking every few minutes, in seconds of real time) on a SQLite store in a temporary folder,
-with the scripted provider and a file sink. The settings clock IS the simulated clock, so the `now`
-clamp and message expiries see simulated time too: nothing in the ledger is invented.
+with the scripted provider and a file sink: the governed kinds ``turn`` and ``job``. The settings
+clock IS the simulated clock, so the `now` clamp and message expiries see simulated time too:
+nothing in the ledger is invented. No path into the temporary folder is printed (it is removed).
 
-Part 2 sends a few REAL Celery ticks through kombu's in-memory transport to an in-process worker,
-at real time (so the clamp and expiries are real), over the same store.
+Part 3 sends a few REAL Celery ticks through kombu's in-memory transport to an in-process worker,
+at real time (so the clamp and expiries are real), over a store of its own.
 
 The demo registers a demo-only kind ``echo`` (completes at once); it is not in the production registry.
 """
@@ -14,8 +16,6 @@ The demo registers a demo-only kind ``echo`` (completes at once); it is not in t
 from __future__ import annotations
 
 import json
-import logging
-import tempfile
 from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -28,6 +28,8 @@ from alma_schedule.model.time import SettableTime, system_time
 from alma_schedule.settings import Settings
 
 SCOPE = Scope("demo", "alice")
+#: What a bare install without --no-celery is told it lacks.
+CELERY_PARTS = "the demo with Celery (parts 1 and 3; --no-celery skips them)"
 SIM_START = datetime(2026, 3, 28, 12, 0, tzinfo=UTC)  # London springs forward 2026-03-29 01:00Z
 
 
@@ -100,7 +102,7 @@ def _plant_broken_routine(store: Any, at: datetime) -> None:
 def simulate(
     folder: Path, *, hours: int = 24, step: timedelta = timedelta(minutes=5), echo: Any = print
 ) -> dict[str, Any]:
-    """Part 1: a simulated day. Returns counts for tests."""
+    """Part 2: a simulated day of the governed kinds. Returns counts for tests."""
     from alma_schedule.engine import create_schedule
     from alma_schedule.stores import migrate_store, open_store
 
@@ -109,7 +111,16 @@ def simulate(
     migrate_store(settings.database_url, schema=settings.database_schema)
     store = open_store(settings.database_url, schema=settings.database_schema)
     schedule = create_schedule(store=store, runner=_registry(settings).resolve, settings=settings)
-    echo(f"store: {settings.database_url}\nsimulated: {SIM_START.isoformat()} + {hours} h, a tick every {step}\n")
+    echo(
+        "The governed kinds: `turn` (one model turn per fire, its text delivered once to a sink, its cost\n"
+        "capped before the call) and `job` (a background batch submitted once, collected on a later tick),\n"
+        "beside demo-only `echo` routines, over a day across London's spring-forward change (scripted\n"
+        "provider, file sink). One routine is a broken legacy row: it must not stop the others.\n"
+    )
+    echo(
+        f"store: SQLite in the demo's temporary folder (removed at the end)\n"
+        f"simulated: {SIM_START:%Y-%m-%d %H:%MZ} + {hours} h, a tick every {int(step.total_seconds() // 60)} min\n"
+    )
     for rid, kind, sched, definition in ROUTINES:
         receipt = schedule.register(RoutineSpec(SCOPE.org, SCOPE.uid, rid, kind, sched, definition))
         fires = ", ".join(f.strftime("%d %H:%M:%SZ") for f in receipt.next_fires)
@@ -143,10 +154,9 @@ def simulate(
             echo(f"  tick {r.at:%d %H:%M}Z error: {e.routine}: {e.error}")
     runs = store.list_runs(SCOPE, limit=100_000)
     _print_summary(runs, echo)
+    _explain(runs, ticks=len(reports), hours=hours, step=step, echo=echo)
     _print_ledger(runs, echo)
-    deliveries = folder / "deliveries.jsonl"
-    delivered = len(deliveries.read_text().splitlines()) if deliveries.exists() else 0
-    echo(f"\ndeliveries written to {deliveries}: {delivered}")
+    delivered = _print_deliveries(folder / "deliveries.jsonl", echo)
     store.close()
     states = Counter((r.routine_id, r.state, r.reason) for r in runs)
     return {"runs": len(runs), "errors": len(errors), "states": states, "delivered": delivered, "ticks": len(reports)}
@@ -159,6 +169,36 @@ def _print_summary(runs: list[RunRecord], echo: Any) -> None:
     rows = [(rid, state, reason, n) for (rid, state, reason), n in sorted(counts.items())]
     print_table("the ledger, summarised (one row per fire decided)", ["routine", "state", "reason", "runs"], rows)
     del echo
+
+
+def _explain(runs: list[RunRecord], *, ticks: int, hours: int, step: timedelta, echo: Any) -> None:
+    """What the summary shows, one sentence per routine a reader would ask about."""
+    count = Counter(r.routine_id for r in runs)
+    minutes = int(step.total_seconds() // 60)
+    echo(
+        f"london-minutely is `* * * * *` but ran {count['london-minutely']} times in {hours * 60} minutes: the "
+        f"simulated tick comes every {minutes} min\n"
+        f"({ticks} ticks) and claims only a routine's LATEST due fire, so a minutely routine runs once per tick; "
+        "the minutes\n"
+        "between ticks are not replayed (guarantee 3). heartbeat (`every 2s`) likewise, one run fewer: an `every` "
+        "first fires\n"
+        "one interval after its registration. digest's batch is first polled 90 min later (ALMA_POLL_FIRST), so "
+        "the next hourly\n"
+        "fire finds it still `submitted`: skipped(overlap), never in parallel (guarantee 2). broken is one error "
+        "entry, backed off;\n"
+        "every other routine ran (guarantee 7)."
+    )
+
+
+def _print_deliveries(path: Path, echo: Any) -> int:
+    """Count the file sink's deliveries and show the first (the file itself goes with the temp folder)."""
+    lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+    echo(f"\ndelivered to the file sink, at most once per fire: {len(lines)}")
+    if lines:
+        first = json.loads(lines[0])
+        text = " ".join(str(first.get("text", "")).split())
+        echo(f"  the first: {first.get('routine_id')} {first.get('run_id')}: {text[:90]!r}")
+    return len(lines)
 
 
 def _print_ledger(runs: list[RunRecord], echo: Any) -> None:
@@ -196,7 +236,7 @@ def _print_ledger(runs: list[RunRecord], echo: Any) -> None:
 
 
 def celery_ticks(folder: Path, *, count: int = 3, echo: Any = print) -> list[dict[str, Any]]:
-    """Part 2: real Celery ticks through the in-memory transport to an in-process worker (real time).
+    """Part 3: real Celery ticks through the in-memory transport to an in-process worker (real time).
 
     A store of its own, with routines registered at the real now: the tick task clamps ``now`` to the
     worker clock and run messages carry real expiries, so nothing here is simulated.
@@ -206,7 +246,7 @@ def celery_ticks(folder: Path, *, count: int = 3, echo: Any = print) -> list[dic
     try:
         from celery.contrib.testing.worker import start_worker
     except ModuleNotFoundError as exc:
-        raise missing_extra(exc, "celery", "the demo's part 2 (real Celery ticks; --no-celery skips it)") from None
+        raise missing_extra(exc, "celery", CELERY_PARTS) from None
 
     from alma_schedule.celery import create_app
     from alma_schedule.engine import create_schedule
@@ -219,6 +259,11 @@ def celery_ticks(folder: Path, *, count: int = 3, echo: Any = print) -> list[dic
     store = open_store(settings.database_url, schema=settings.database_schema)
     registry = _registry(settings)
     setup = create_schedule(store=store, runner=registry.resolve, settings=settings)
+    echo(
+        "The same engine behind real Celery tasks at real time: each `alma_schedule.tick` message claims\n"
+        "what is due and the worker runs each fire's `alma_schedule.run`; the live heartbeat (`every 1s`)\n"
+        "is claimed once per tick.\n"
+    )
     for rid, sched in (("heartbeat", {"every": "1s"}), ("minutely", {"cron": "* * * * *"})):
         setup.register(RoutineSpec(SCOPE.org, SCOPE.uid, rid, "echo", sched, {}))
         echo(f"registered {rid} {json.dumps(sched)} at {system_time():%H:%M:%S}Z")
@@ -255,17 +300,3 @@ def celery_ticks(folder: Path, *, count: int = 3, echo: Any = print) -> list[dic
     )
     store.close()
     return results
-
-
-def run_demo(*, hours: int = 24, step_minutes: int = 5, celery: bool = True, echo: Any = print) -> dict[str, Any]:
-    # The broken routine's planning error is shown from the tick report; keep its log traceback quiet.
-    logging.getLogger("alma_schedule").addHandler(logging.NullHandler())
-    logging.getLogger("alma_schedule").propagate = False
-    with tempfile.TemporaryDirectory(prefix="alma-demo-") as tmp:
-        folder = Path(tmp)
-        echo("== part 1: a simulated day, the engine in-process ==")
-        out = simulate(folder, hours=hours, step=timedelta(minutes=step_minutes), echo=echo)
-        if celery:
-            echo("\n== part 2: real Celery ticks (in-memory broker, in-process worker, real time) ==")
-            out["celery"] = celery_ticks(folder, echo=echo)
-        return out

@@ -4,7 +4,7 @@ run as subprocesses inside that venv.
 
 * bare ``alma-schedule``: no Celery (nor any other extra's module) is importable; ``import
   alma_schedule``, ``schedule next``, the CLI on SQLite (migrate, routines add, ``tick
-  --in-process``, runs list), the demo's part 1, and a programmatic in-process tick of a runner kind
+  --in-process``, runs list), the demo with --no-celery, and a programmatic in-process tick of a runner kind
   of this test on SQLite all work; each extra-only feature says, in one line, which extra to install.
 * ``[celery,postgres]``: a REAL send to Redis through kombu's Redis transport (a tick via ``clock
   send`` and a run message via Celery's producer), read back from Redis; the SQL store migrates and
@@ -233,9 +233,13 @@ def test_bare_programmatic_tick_on_sqlite(bare: Venv) -> None:
     }
 
 
-def test_bare_demo_part_one(bare: Venv) -> None:
+def test_bare_demo_without_celery(bare: Venv) -> None:
+    """The governed part runs on a bare install; the two Celery parts are skipped, one line each."""
     out = bare.ok("alma-schedule", "demo", "--no-celery", "--hours", "2")
-    assert "part 2" not in out
+    assert "skipped (--no-celery): the fleet's tasks run on a real Celery worker, which needs the celery extra" in out
+    assert "== part 2: the governed kinds" in out and "errors reported 1" in out
+    assert "skipped (--no-celery): real Celery ticks need the celery extra" in out
+    assert "import-beat" not in out.split("== part 2")[0] and "celery tick at" not in out
 
 
 @pytest.mark.parametrize(
@@ -282,10 +286,10 @@ def test_bare_python_names_the_missing_extra(
         (
             ("demo", "--hours", "1"),
             {},
-            "the demo's part 2 (real Celery ticks; --no-celery skips it) needs `pip install alma-schedule[celery]`",
+            "the demo with Celery (parts 1 and 3; --no-celery skips them) needs `pip install alma-schedule[celery]`",
         ),
     ],
-    ids=["clock-send", "postgres-store", "serve-http", "demo-part-2"],
+    ids=["clock-send", "postgres-store", "serve-http", "demo-celery-parts"],
 )
 def test_bare_cli_names_the_missing_extra(
     bare: Venv, args: tuple[str, ...], env: dict[str, str], message: str
