@@ -152,10 +152,14 @@ class Procs:
         self.tmp_path = tmp_path
         self.procs: list[tuple[str, subprocess.Popen[bytes]]] = []
 
-    def start(self, name: str, argv: list[str], env: Mapping[str, str]) -> subprocess.Popen[bytes]:
+    def start(
+        self, name: str, argv: list[str], env: Mapping[str, str], cwd: Path | None = None
+    ) -> subprocess.Popen[bytes]:
+        """Start ``argv`` in ``cwd`` (default: the test's tmp_path), its output in ``NAME.log``."""
         log = open(self.tmp_path / f"{name}.log", "wb")
         proc = subprocess.Popen(
-            argv, env=dict(env), stdout=log, stderr=subprocess.STDOUT, cwd=self.tmp_path, start_new_session=True
+            argv, env=dict(env), stdout=log, stderr=subprocess.STDOUT, cwd=cwd or self.tmp_path,
+            start_new_session=True,
         )
         log.close()
         self.procs.append((name, proc))
