@@ -1,15 +1,30 @@
-"""Values of settings: durations as settings write them (``90``, ``90s``, ``15m``, ``2h``, ``1d``,
-``1h30m``), the derived tick expiry, and the store's schema name. Re-exported by
+"""Values of settings: their conversion from text, durations as settings write them (``90``,
+``90s``, ``15m``, ``2h``, ``1d``, ``1h30m``), the derived tick expiry, the store's schema name and
+the refusal of a production store with the in-memory broker. Re-exported by
 :mod:`alma_schedule.settings`, which reads every setting."""
 
 from __future__ import annotations
 
 import re
 from datetime import timedelta
+from typing import TYPE_CHECKING, Any
 
 from alma_schedule.errors import ConfigurationError
+from alma_schedule.model.secret import Secret
 
-__all__ = ["DEFAULT_DATABASE_SCHEMA", "check_database_schema", "derived_tick_expires", "parse_duration", "seconds_text"]
+if TYPE_CHECKING:
+    from alma_schedule.settings import Settings
+
+__all__ = [
+    "DEFAULT_DATABASE_SCHEMA",
+    "check_database_schema",
+    "convert_value",
+    "derived_tick_expires",
+    "is_embedded_store",
+    "parse_duration",
+    "refuse_lost_sends",
+    "seconds_text",
+]
 
 _DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+(?:\.\d+)?)s)?$")
 
@@ -59,3 +74,55 @@ def check_database_schema(value: str, label: str = "ALMA_DATABASE_SCHEMA") -> st
             "at most 63, not starting with a digit or pg_)"
         )
     return value
+
+
+def convert_value(name: str, kind: str, default: Any, raw: Any, label: str) -> Any:
+    """One raw setting value (text from the environment, or a Python value from the app's
+    configuration or a flag) converted to its field's ``kind``; a malformed one is a
+    :class:`ConfigurationError` naming ``label``."""
+    if raw is None or (isinstance(raw, str) and raw == "" and default is None):
+        return None
+    if kind == "duration":
+        return parse_duration(label, raw)
+    if kind == "int":
+        if isinstance(raw, bool):
+            raise ConfigurationError(f"{label}: expected an integer, got {raw!r}")
+        try:
+            return int(raw)
+        except (TypeError, ValueError):
+            raise ConfigurationError(f"{label}: expected an integer, got {raw!r}") from None
+    if kind == "bool":
+        if isinstance(raw, bool):
+            return raw
+        text = str(raw).strip().lower()
+        if text in {"1", "true", "yes", "on"}:
+            return True
+        if text in {"0", "false", "no", "off"}:
+            return False
+        raise ConfigurationError(f"{label}: expected true/false, got {raw!r}")
+    if kind == "secret":
+        return raw if isinstance(raw, Secret) else Secret(str(raw))
+    if kind == "code":
+        if not callable(raw):
+            raise ConfigurationError(f"{name}: expected a callable")
+        return raw
+    if not isinstance(raw, str):
+        raise ConfigurationError(f"{label}: expected text, got {type(raw).__name__}")
+    return raw
+
+
+def is_embedded_store(database_url: str) -> bool:
+    """The embedded default: a SQLite or in-memory store (no servers). Everything else is production."""
+    return database_url.startswith(("sqlite", "memory"))
+
+
+def refuse_lost_sends(settings: Settings, broker_url: str | None = None, *, broker: str = "ALMA_BROKER_URL") -> None:
+    """Refuse to send from a production store to the ``memory://`` broker: every message would stay
+    in this process and nothing would ever run it (a tick lost silently). ``broker_url`` defaults to
+    ``settings.broker_url``; ``broker`` names where it came from."""
+    url = settings.broker_url if broker_url is None else broker_url
+    if not is_embedded_store(settings.database_url) and str(url).startswith("memory"):
+        raise ConfigurationError(
+            f"ALMA_DATABASE_URL is a production store but {broker} is {url}: messages sent there never "
+            f"leave this process and nothing would run them; set {broker} to the fleet's broker"
+        )

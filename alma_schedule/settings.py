@@ -31,9 +31,13 @@ from alma_schedule.model.secret import Secret as Secret  # re-exported: its home
 from alma_schedule.model.time import system_time
 from alma_schedule.setting_values import DEFAULT_DATABASE_SCHEMA as DEFAULT_DATABASE_SCHEMA
 from alma_schedule.setting_values import check_database_schema as check_database_schema
+from alma_schedule.setting_values import convert_value
 from alma_schedule.setting_values import derived_tick_expires as derived_tick_expires
+from alma_schedule.setting_values import is_embedded_store as is_embedded_store
 from alma_schedule.setting_values import parse_duration as parse_duration
+from alma_schedule.setting_values import refuse_lost_sends as refuse_lost_sends
 from alma_schedule.setting_values import seconds_text as _secs
+from alma_schedule.timers import Timers as Timers
 
 ENV_PREFIX = "ALMA_"
 CONF_PREFIX = "alma_"
@@ -221,37 +225,7 @@ def conf_name(name: str) -> str:
 
 def _convert(name: str, raw: Any, label: str | None = None) -> Any:
     f = FIELDS[name]
-    kind = f.metadata.get("kind", "")
-    label = label or env_name(name)
-    if raw is None or (isinstance(raw, str) and raw == "" and f.default is None):
-        return None
-    if kind == "duration":
-        return parse_duration(label, raw)
-    if kind == "int":
-        if isinstance(raw, bool):
-            raise ConfigurationError(f"{label}: expected an integer, got {raw!r}")
-        try:
-            return int(raw)
-        except (TypeError, ValueError):
-            raise ConfigurationError(f"{label}: expected an integer, got {raw!r}") from None
-    if kind == "bool":
-        if isinstance(raw, bool):
-            return raw
-        text = str(raw).strip().lower()
-        if text in {"1", "true", "yes", "on"}:
-            return True
-        if text in {"0", "false", "no", "off"}:
-            return False
-        raise ConfigurationError(f"{label}: expected true/false, got {raw!r}")
-    if kind == "secret":
-        return raw if isinstance(raw, Secret) else Secret(str(raw))
-    if kind == "code":
-        if not callable(raw):
-            raise ConfigurationError(f"{name}: expected a callable")
-        return raw
-    if not isinstance(raw, str):
-        raise ConfigurationError(f"{label}: expected text, got {type(raw).__name__}")
-    return raw
+    return convert_value(name, str(f.metadata.get("kind", "")), f.default, raw, label or env_name(name))
 
 
 def _known(name: str) -> bool:
@@ -330,23 +304,6 @@ def load_settings(
     return settings
 
 
-def is_embedded_store(database_url: str) -> bool:
-    """The embedded default: a SQLite or in-memory store (no servers). Everything else is production."""
-    return database_url.startswith(("sqlite", "memory"))
-
-
-def refuse_lost_sends(settings: Settings, broker_url: str | None = None, *, broker: str = "ALMA_BROKER_URL") -> None:
-    """Refuse to send from a production store to the ``memory://`` broker: every message would stay
-    in this process and nothing would ever run it (a tick lost silently). ``broker_url`` defaults to
-    ``settings.broker_url``; ``broker`` names where it came from."""
-    url = settings.broker_url if broker_url is None else broker_url
-    if not is_embedded_store(settings.database_url) and str(url).startswith("memory"):
-        raise ConfigurationError(
-            f"ALMA_DATABASE_URL is a production store but {broker} is {url}: messages sent there never "
-            f"leave this process and nothing would run them; set {broker} to the fleet's broker"
-        )
-
-
 def _check(s: Settings) -> None:
     # tick_period / tick_expires are checked by Settings itself (also when built in code)
     check_database_schema(s.database_schema)
@@ -359,42 +316,3 @@ def _check(s: Settings) -> None:
     ):
         if getattr(s, name) <= timedelta(0):
             raise ConfigurationError(f"{env_name(name)} must be positive")
-
-
-@dataclass(frozen=True, slots=True)
-class Timers:
-    """The timer family the engine hands to the store (the store holds no policy of its own)."""
-
-    resend_first: timedelta
-    resend_max: timedelta
-    poll_first: timedelta
-    poll_max: timedelta
-    defer_first: timedelta
-    defer_max: timedelta
-    one_shot_window: timedelta
-    run_time_limit: timedelta
-    failure_threshold: int
-    result_retention: timedelta
-
-    @classmethod
-    def from_settings(cls, s: Settings) -> Timers:
-        return cls(
-            resend_first=s.resend_first,
-            resend_max=s.resend_max,
-            poll_first=s.poll_first,
-            poll_max=s.poll_max,
-            defer_first=s.defer_first,
-            defer_max=s.defer_max,
-            one_shot_window=s.one_shot_window,
-            run_time_limit=s.run_time_limit,
-            failure_threshold=s.failure_threshold,
-            result_retention=s.result_retention,
-        )
-
-    @staticmethod
-    def backoff(first: timedelta, cap: timedelta, attempts: int) -> timedelta:
-        """``first * 2**attempts``, capped at ``cap`` (attempts counts sends already made)."""
-        if attempts >= 30:
-            return cap
-        grown: timedelta = first * (2**attempts)
-        return min(grown, cap)

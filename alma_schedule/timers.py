@@ -1,0 +1,50 @@
+"""The timer family the engine hands to the store, built from :class:`~alma_schedule.settings.Settings`
+(re-exported there, its home since 0.1.0)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from alma_schedule.settings import Settings
+
+
+@dataclass(frozen=True, slots=True)
+class Timers:
+    """The timer family the engine hands to the store (the store holds no policy of its own)."""
+
+    resend_first: timedelta
+    resend_max: timedelta
+    poll_first: timedelta
+    poll_max: timedelta
+    defer_first: timedelta
+    defer_max: timedelta
+    one_shot_window: timedelta
+    run_time_limit: timedelta
+    failure_threshold: int
+    result_retention: timedelta
+
+    @classmethod
+    def from_settings(cls, s: Settings) -> Timers:
+        return cls(
+            resend_first=s.resend_first,
+            resend_max=s.resend_max,
+            poll_first=s.poll_first,
+            poll_max=s.poll_max,
+            defer_first=s.defer_first,
+            defer_max=s.defer_max,
+            one_shot_window=s.one_shot_window,
+            run_time_limit=s.run_time_limit,
+            failure_threshold=s.failure_threshold,
+            result_retention=s.result_retention,
+        )
+
+    @staticmethod
+    def backoff(first: timedelta, cap: timedelta, attempts: int) -> timedelta:
+        """``first * 2**attempts``, capped at ``cap`` (attempts counts sends already made)."""
+        if attempts >= 30:
+            return cap
+        grown: timedelta = first * (2**attempts)
+        return min(grown, cap)
