@@ -30,6 +30,8 @@ from pathlib import Path
 
 import pytest
 
+from alma_schedule.stores.sql.schema import HEAD_REVISION
+
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -175,7 +177,7 @@ def test_bare_cli_on_sqlite_ticks_in_process(bare: Venv) -> None:
         "ALMA_PROVIDER": "scripted",
         "ALMA_SINK": f"file:{bare.work}/out.jsonl",
     }
-    assert "0002_own_namespace" in bare.ok("alma-schedule", "migrate", env=env)  # the migrations are in the wheel
+    assert HEAD_REVISION in bare.ok("alma-schedule", "migrate", env=env)  # the migrations are in the wheel
     bare.ok(
         "alma-schedule", "routines", "add", "acme/alice", "briefing", "--kind", "turn", "--schedule", SCHEDULE,
         "--definition", DEFINITION, "--at", "2026-03-01T12:00:00Z", env=env,
@@ -315,7 +317,7 @@ def test_celery_postgres_sends_to_redis_and_opens_postgres(
         "ALMA_PROVIDER": "scripted",
         "ALMA_SINK": f"file:{venv.work}/out.jsonl",
     }
-    assert "0002_own_namespace" in venv.ok("alma-schedule", "migrate", env=env)
+    assert HEAD_REVISION in venv.ok("alma-schedule", "migrate", env=env)
     assert json.loads(venv.ok("alma-schedule", "routines", "list", "acme/alice", "--json", env=env)) == []
     venv.ok(
         "alma-schedule", "routines", "add", "acme/alice", "briefing", "--kind", "turn", "--schedule", SCHEDULE,

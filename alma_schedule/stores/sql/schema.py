@@ -28,7 +28,7 @@ from alma_schedule.stores.sql.namespace import SCHEMA_TOKEN
 from alma_schedule.stores.sql.types import Json, UtcDateTime
 
 #: The Alembic revision this code expects (one revision per issue; a test checks there is ONE head).
-HEAD_REVISION = "0002_own_namespace"
+HEAD_REVISION = "0004_schedule_policies"
 
 ID = sa.String(200)
 
