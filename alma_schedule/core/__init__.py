@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from alma_schedule.core.fires import fire_id, latest_fire, next_fire, next_fires
 from alma_schedule.core.parse import parse_schedule, validate_schedule
+from alma_schedule.core.policy import SchedulePolicy, parse_policy, policy_of
 from alma_schedule.core.preview import FirePreview, preview_fires
 from alma_schedule.core.types import At, Cron, Every, ScheduleValue
 
@@ -16,12 +17,15 @@ __all__ = [
     "Cron",
     "Every",
     "FirePreview",
+    "SchedulePolicy",
     "ScheduleValue",
     "fire_id",
     "latest_fire",
     "next_fire",
     "next_fires",
+    "parse_policy",
     "parse_schedule",
+    "policy_of",
     "preview_fires",
     "validate_schedule",
 ]

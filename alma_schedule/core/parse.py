@@ -2,7 +2,9 @@
 
 Shapes: ``{"cron": "0 8 * * 1-5", "tz": "Europe/Lisbon"}`` (``tz`` optional, null = UTC),
 ``{"every": "15m"}`` (also ``"PT15M"``, ``"1h30m"``, ``"2s"``, ``"1d"`` or whole seconds as a
-number) and ``{"at": "2026-12-24T18:00:00+00:00"}``; or a JSON string holding one of those.
+number) and ``{"at": "2026-12-24T18:00:00+00:00"}``; or a JSON string holding one of those. The
+same object may carry the routine's policies (:mod:`.policy`); they are validated here and are not
+part of the timing value.
 Every refusal is an :class:`~alma_schedule.errors.InvalidSchedule` whose message names the field.
 """
 
@@ -13,6 +15,7 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from alma_schedule.core.interval import parse_interval
+from alma_schedule.core.policy import POLICY_KEYS, policy_of
 from alma_schedule.core.types import At, Cron, Every, ScheduleValue, to_epoch
 from alma_schedule.errors import InvalidSchedule
 
@@ -42,7 +45,7 @@ def _parse_at(value: object) -> At:
 def _from_mapping(obj: Mapping[object, object]) -> ScheduleValue:
     kinds = [k for k in _KINDS if k in obj]
     if not kinds:
-        unknown = [k for k in obj if k != "tz"]
+        unknown = [k for k in obj if k != "tz" and k not in POLICY_KEYS]
         if unknown:
             raise InvalidSchedule(
                 f"unknown key {_show(unknown[0])} in schedule (expected 'cron', 'every' or 'at')"
@@ -52,8 +55,9 @@ def _from_mapping(obj: Mapping[object, object]) -> ScheduleValue:
         raise InvalidSchedule(f"schedule has more than one of {', '.join(repr(k) for k in kinds)}")
     kind = kinds[0]
     for key in obj:
-        if key not in _ALLOWED[kind]:
+        if key not in _ALLOWED[kind] and key not in POLICY_KEYS:
             raise InvalidSchedule(f"unknown key {_show(key)} in {kind!r} schedule")
+    policy_of(obj)  # the policies beside the timing are refused here too (core.policy reads them)
     if kind == "cron":
         expr, tz = obj["cron"], obj.get("tz")
         if not isinstance(expr, str):

@@ -30,7 +30,15 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from alma_schedule.core import Every, ScheduleValue, next_fire, next_fires, parse_schedule, validate_schedule
+from alma_schedule.core import (
+    Every,
+    ScheduleValue,
+    next_fire,
+    next_fires,
+    parse_policy,
+    parse_schedule,
+    validate_schedule,
+)
 from alma_schedule.errors import InvalidInput, InvalidSchedule, NotFound, RegistrationRefused, StoreConflict
 from alma_schedule.model import Routine, RoutineKey, RoutineSpec, check_id
 
@@ -84,8 +92,9 @@ def _anchor_moves(old: Mapping[str, Any], new: ScheduleValue) -> bool:
     return not isinstance(before, Every) or before.interval != new.interval
 
 
-def _candidate(spec: RoutineSpec, schedule: ScheduleValue, live: Routine | None, at: datetime) -> Routine:
-    sched_json = schedule.to_json()
+def _candidate(
+    spec: RoutineSpec, schedule: ScheduleValue, sched_json: dict[str, Any], live: Routine | None, at: datetime
+) -> Routine:
     if live is None:
         anchor = at.replace(microsecond=0)
         return Routine(
@@ -99,7 +108,7 @@ def _candidate(spec: RoutineSpec, schedule: ScheduleValue, live: Routine | None,
             config_revision="",
             next_due_at=next_fire(schedule, anchor, anchor - SECOND),
         )
-    if _canonical_schedule(live.schedule) == canonical_json(sched_json):
+    if _canonical_schedule(live.schedule) == canonical_json(schedule.to_json()):  # same timing
         return dataclasses.replace(live, kind=spec.kind, schedule=sched_json, definition=dict(spec.definition))
     anchor = at.replace(microsecond=0) if _anchor_moves(live.schedule, schedule) else live.registered_at
     active = live.inactive_reason is None
@@ -141,6 +150,8 @@ def register(
     check_id("kind", spec.kind)
     try:
         schedule = validate_schedule(spec.schedule, now=at)
+        # the stored schedule: its timing, canonical, and the policies that differ from the defaults
+        sched_json = {**schedule.to_json(), **parse_policy(spec.schedule).to_json()}
     except InvalidSchedule as exc:
         raise RegistrationRefused(str(exc)) from exc
     if not isinstance(spec.definition, Mapping):
@@ -162,7 +173,7 @@ def register(
             raise RegistrationRefused(f"routine {spec.key} already exists")
         if mode == "update" and live is None:
             raise NotFound.of("routine", spec.key)
-        candidate = _candidate(spec, schedule, live, at)
+        candidate = _candidate(spec, schedule, sched_json, live, at)
         try:
             runner = rt.resolve(candidate)
         except UnknownKind as exc:
@@ -170,7 +181,7 @@ def register(
         inputs_of = getattr(runner, "config_revision_inputs", None)
         try:
             inputs = inputs_of(candidate) if callable(inputs_of) else None
-            revision = config_revision(spec.kind, schedule.to_json(), spec.definition, inputs)
+            revision = config_revision(spec.kind, sched_json, spec.definition, inputs)
             candidate = dataclasses.replace(candidate, config_revision=revision)
             runner.validate(candidate)
         except Exception as exc:
