@@ -102,6 +102,9 @@ class Settings:
     defer_first: timedelta = _f(timedelta(minutes=1), "Back-off of a routine that cannot be planned.", "duration")
     defer_max: timedelta = _f(timedelta(hours=1), "Planning back-off doubles up to this.", "duration")
     failure_threshold: int = _f(5, "Consecutive failures that latch an automatic pause (0 = never).", "int")
+    streak_counts_refused: bool = _f(
+        True, "refused(not_admitted) and refused(routing_unavailable) count for the failure streak.", "bool"
+    )
     result_retention: timedelta = _f(timedelta(days=30), "Result text is erased this long after a run.", "duration")
     heartbeat_max_age: timedelta = _f(
         timedelta(minutes=5), "GET /healthz fails when no tick ran for this long.", "duration"

@@ -25,6 +25,8 @@ class Timers:
     run_time_limit: timedelta
     failure_threshold: int
     result_retention: timedelta
+    #: ``refused(not_admitted)`` and ``refused(routing_unavailable)`` count for the streak.
+    streak_counts_refused: bool = True
 
     @classmethod
     def from_settings(cls, s: Settings) -> Timers:
@@ -39,6 +41,7 @@ class Timers:
             run_time_limit=s.run_time_limit,
             failure_threshold=s.failure_threshold,
             result_retention=s.result_retention,
+            streak_counts_refused=s.streak_counts_refused,
         )
 
     @staticmethod

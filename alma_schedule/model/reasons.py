@@ -39,6 +39,7 @@ class Reason(enum.StrEnum):
     ROUTING_UNAVAILABLE = "routing_unavailable"
     CAP_EXCEEDED = "cap_exceeded"
     CEILING_REACHED = "ceiling_reached"
+    NOT_ALLOWED = "not_allowed"  # a task routine's task or queue is outside task_allow / queue_allow
     # timed_out
     DEADLINE_PASSED = "deadline_passed"
     # operator

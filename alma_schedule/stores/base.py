@@ -186,8 +186,8 @@ class Store(Protocol):
         from_states: Collection[str] | None = None,
     ) -> ClaimResult:
         """The terminal CAS along :data:`EDGES`, in ONE transaction with: the failure streak
-        (``failed``/``timed_out`` +1 except ``failed(config_revision_changed)``; ``completed`` resets
-        except ``completed(sent)``; others untouched), the auto-pause latch at
+        (:func:`alma_schedule.policies.streak.streak_effect` of the outcome and reason, with
+        ``timers.streak_counts_refused``: +1, reset or untouched), the auto-pause latch at
         ``timers.failure_threshold`` (paused_reason ``failure_streak:<reason>`` unless already paused,
         ``next_due_at`` NULL), and the money settlement (spend rows moved from reserved to
         ``result.cost_micros`` or the recorded cost; the run's reservation cleared), and

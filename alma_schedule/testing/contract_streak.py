@@ -1,19 +1,25 @@
 """Contract: the failure streak ``finish`` moves and its auto-pause latch.
 
-The rule is :mod:`alma_schedule.policies.streak`; the example tests pin it, and the property test
-holds what a store did after a random sequence of finishes to :func:`~alma_schedule.policies.streak.fold`.
+The rule is :func:`alma_schedule.policies.streak.streak_effect`; the example tests pin it, one test
+walks every terminal ``(state, reason)`` (both values of ``streak_counts_refused``) through the store
+and compares each step with :func:`~alma_schedule.policies.streak.streak_effect`, and the property
+test holds what a store did after a random sequence of finishes to
+:func:`~alma_schedule.policies.streak.fold`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from alma_schedule.model import RunKey, RunResult
+from alma_schedule.model import REASONS, TERMINAL, RunKey, RunResult
 from alma_schedule.policies import streak
+from alma_schedule.policies.streak import StreakEffect, streak_effect
+from alma_schedule.settings import Timers
 from alma_schedule.stores.base import Store
 from alma_schedule.testing.builders import (
     HOUR,
@@ -41,17 +47,38 @@ _EXAMPLES = itertools.count()
 OUTCOMES = [
     RunResult.failed("runner_error"),
     RunResult.failed("config_revision_changed"),
+    RunResult.failed("provider_gone"),
     RunResult.timed_out(),
     RunResult.completed("delivered"),
     RunResult.completed("sent"),
     RunResult.refused("not_admitted"),
+    RunResult.refused("routing_unavailable"),
+    RunResult.refused("ceiling_reached"),
+    RunResult.refused("cap_exceeded"),
+    RunResult.refused("not_allowed"),
     RunResult("skipped", "missed"),
 ]
+
+#: Every terminal ``(state, reason)`` a finish may write (a reason-less one too).
+EVERY_RESULT = [(state, reason) for state in sorted(TERMINAL) for reason in [None, *sorted(REASONS)]]
+
+
+def _timers(threshold: int, counts_refused: bool) -> Timers:
+    return dataclasses.replace(with_threshold(threshold), streak_counts_refused=counts_refused)
 
 PAUSES = (False, False, False, False, True)  # an operator pause before a finish: rare (it ends the run)
 
 
-def _finish_manual(store: Store, routine_id: str, i: int, result: RunResult, *, pause: bool, threshold: int) -> None:
+def _finish_manual(
+    store: Store,
+    routine_id: str,
+    i: int,
+    result: RunResult,
+    *,
+    pause: bool,
+    threshold: int,
+    counts_refused: bool = True,
+) -> None:
     """A manual run of ``routine_id`` driven to a state ``result`` may finish from, then finished;
     with ``pause`` the operator pauses the routine just before the finish."""
     now = T0 + i * MINUTE
@@ -63,7 +90,7 @@ def _finish_manual(store: Store, routine_id: str, i: int, result: RunResult, *, 
         assert store.submit(key, now=now, batch_id="b", deadline=now, next_poll_at=now + MINUTE).won
     if pause:
         store.set_paused(SCOPE, routine_id, "operator", now=now, next_due_at=None)
-    assert store.finish(key, result, now=now, timers=with_threshold(threshold)).won
+    assert store.finish(key, result, now=now, timers=_timers(threshold, counts_refused)).won
 
 
 class StreakContract:
@@ -76,9 +103,25 @@ class StreakContract:
             (RunResult.failed("config_revision_changed"), 2),
             (RunResult.completed("delivered"), 0),
             (RunResult.completed("sent"), 2),
-            (RunResult.refused("not_admitted"), 2),
+            (RunResult.failed("provider_gone"), 2),
+            (RunResult.refused("not_admitted"), 3),
+            (RunResult.refused("routing_unavailable"), 3),
+            (RunResult.refused("ceiling_reached"), 2),
+            (RunResult.refused("cap_exceeded"), 2),
+            (RunResult.refused("not_allowed"), 2),
         ],
-        ids=["failed", "config_revision_changed", "completed", "completed_sent", "refused"],
+        ids=[
+            "failed",
+            "config_revision_changed",
+            "completed",
+            "completed_sent",
+            "provider_gone",
+            "not_admitted",
+            "routing_unavailable",
+            "ceiling_reached",
+            "cap_exceeded",
+            "not_allowed",
+        ],
     )
     def test_streak_rules(self, store: Store, result: RunResult, expected: int) -> None:
         register(store)
@@ -138,13 +181,59 @@ class StreakContract:
         row = store.get_routine(SCOPE, "r1")
         assert row is not None and row.paused_reason is None and row.consecutive_failures == 3
 
+    def test_refusals_at_start_count_only_with_the_setting(self, store: Store) -> None:
+        register(store)
+        on, off = _timers(0, True), _timers(0, False)
+        cycle(store, RunResult.refused("not_admitted"), timers=on)
+        cycle(store, RunResult.refused("routing_unavailable"), timers=on)
+        cycle(store, RunResult.refused("not_admitted"), timers=off)
+        row = store.get_routine(SCOPE, "r1")
+        assert row is not None and row.consecutive_failures == 2
+
+    def test_refusals_at_start_latch_a_pause(self, store: Store) -> None:
+        register(store)
+        cycle(store, RunResult.refused("routing_unavailable"), timers=_timers(1, True))
+        row = store.get_routine(SCOPE, "r1")
+        assert row is not None and row.paused_reason == "failure_streak:routing_unavailable"
+        assert row.next_due_at is None
+
+    def test_a_routine_at_its_ceiling_never_pauses_itself(self, store: Store) -> None:
+        register(store)
+        for reason in ("ceiling_reached", "cap_exceeded", "not_allowed") * 2:
+            cycle(store, RunResult.refused(reason), timers=_timers(1, True))
+        row = store.get_routine(SCOPE, "r1")
+        assert row is not None and (row.consecutive_failures, row.paused_reason) == (0, None)
+
+    @pytest.mark.parametrize("counts_refused", [True, False], ids=["counts_refused", "refusals_never_count"])
+    def test_every_terminal_result_moves_the_streak_as_streak_effect_says(
+        self, store: Store, counts_refused: bool
+    ) -> None:
+        """Each terminal ``(state, reason)`` in turn, on a streak kept above 0 (a ``failed`` first
+        whenever it is 0, so a reset is seen): the store's streak moves by :func:`streak_effect`."""
+        routine_id = f"every-{counts_refused}"
+        register(store, routine_id)
+        results = EVERY_RESULT if counts_refused else [p for p in EVERY_RESULT if p[0] == "refused"]
+        current, i = 0, 0
+        for state, reason in results:
+            if current == 0:
+                _finish_manual(store, routine_id, i, RunResult.failed("runner_error"), pause=False, threshold=0)
+                current, i = 1, i + 1
+            result = RunResult(state, reason)
+            _finish_manual(store, routine_id, i, result, pause=False, threshold=0, counts_refused=counts_refused)
+            i += 1
+            effect = streak_effect(state, reason, counts_refused=counts_refused)
+            current = {StreakEffect.COUNT: current + 1, StreakEffect.RESET: 0, StreakEffect.NONE: current}[effect]
+            row = store.get_routine(SCOPE, routine_id)
+            assert row is not None and row.consecutive_failures == current, (state, reason, effect)
+
     @PROPERTY
     @given(
         steps=st.lists(st.tuples(st.sampled_from(OUTCOMES), st.sampled_from(PAUSES)), min_size=1, max_size=10),
         threshold=st.sampled_from([0, 2, 3, 5]),
+        counts_refused=st.booleans(),
     )
     def test_the_streak_is_the_fold_of_the_policy(
-        self, store: Store, steps: list[tuple[RunResult, bool]], threshold: int
+        self, store: Store, steps: list[tuple[RunResult, bool]], threshold: int, counts_refused: bool
     ) -> None:
         """After each finish of a random sequence (some just after an operator pause), the routine's
         streak and pause reason are :func:`streak.fold` of the outcomes so far; a paused routine
@@ -153,9 +242,13 @@ class StreakContract:
         register(store, routine_id)
         done: list[tuple[str, str | None]] = []
         for i, (result, pause) in enumerate(steps):
-            _finish_manual(store, routine_id, i, result, pause=pause, threshold=threshold)
+            _finish_manual(
+                store, routine_id, i, result, pause=pause, threshold=threshold, counts_refused=counts_refused
+            )
             done.append((result.outcome, result.reason))
-            expected = streak.fold(done, threshold, paused_reason="operator" if pause else None)
+            expected = streak.fold(
+                done, threshold, paused_reason="operator" if pause else None, counts_refused=counts_refused
+            )
             row = store.get_routine(SCOPE, routine_id)
             assert row is not None and (row.consecutive_failures, row.paused_reason) == expected, done
             if row.paused_reason is not None:

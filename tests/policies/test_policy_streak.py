@@ -6,16 +6,23 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from alma_schedule.model import NON_TERMINAL, REASONS, TERMINAL
 from alma_schedule.policies import streak
+from alma_schedule.policies.streak import StreakEffect, streak_effect
 
 OUTCOMES = [
     ("failed", "runner_error"),
     ("failed", "config_revision_changed"),
+    ("failed", "provider_gone"),
     ("timed_out", None),
     ("completed", "delivered"),
     ("completed", "sent"),
     ("completed", "ok"),
     ("refused", "not_admitted"),
+    ("refused", "routing_unavailable"),
+    ("refused", "ceiling_reached"),
+    ("refused", "cap_exceeded"),
+    ("refused", "not_allowed"),
     ("skipped", "missed"),
 ]
 
@@ -30,7 +37,12 @@ OUTCOMES = [
         ("completed", "delivered", False, True),
         ("completed", "ok", False, True),
         ("completed", "sent", False, False),
-        ("refused", "not_admitted", False, False),
+        ("failed", "provider_gone", False, False),
+        ("refused", "not_admitted", True, False),
+        ("refused", "routing_unavailable", True, False),
+        ("refused", "ceiling_reached", False, False),
+        ("refused", "cap_exceeded", False, False),
+        ("refused", "not_allowed", False, False),
         ("skipped", "missed", False, False),
     ],
 )
@@ -103,3 +115,57 @@ def test_a_step_never_goes_negative_nor_unlatches(
     assert s.changed == (s.streak != start or s.latch is not None)
     if paused is not None:
         assert s.latch is None
+
+
+# ---------------------------------------------------------------------- streak_effect: the table
+
+
+def _table(state: str, reason: str | None, counts_refused: bool) -> StreakEffect:
+    """The streak table of docs/architecture.md, written out independently of the module."""
+    if state == "timed_out":
+        return StreakEffect.COUNT
+    if state == "failed":
+        no_verdict = reason in ("config_revision_changed", "provider_gone")
+        return StreakEffect.NONE if no_verdict else StreakEffect.COUNT
+    if state == "completed":
+        return StreakEffect.NONE if reason == "sent" else StreakEffect.RESET
+    if state == "refused" and reason in ("not_admitted", "routing_unavailable"):
+        return StreakEffect.COUNT if counts_refused else StreakEffect.NONE
+    return StreakEffect.NONE
+
+
+@pytest.mark.parametrize("counts_refused", [True, False], ids=["counts_refused", "refusals_never_count"])
+@pytest.mark.parametrize("state", sorted(TERMINAL | NON_TERMINAL))
+def test_streak_effect_is_the_table_for_every_state_and_reason(state: str, counts_refused: bool) -> None:
+    for reason in [None, *sorted(REASONS)]:
+        got = streak_effect(state, reason, counts_refused=counts_refused)
+        assert got is _table(state, reason, counts_refused), (state, reason)
+        assert streak.counts(state, reason, counts_refused=counts_refused) == (got is StreakEffect.COUNT)
+        assert streak.touches(state, reason, counts_refused=counts_refused) == (got is not StreakEffect.NONE)
+
+
+def test_streak_effect_defaults_to_counting_refusals_at_start() -> None:
+    assert streak_effect("refused", "not_admitted") is StreakEffect.COUNT
+    assert streak_effect("refused", "routing_unavailable") is StreakEffect.COUNT
+    assert streak_effect("refused", "not_admitted", counts_refused=False) is StreakEffect.NONE
+    assert [str(e) for e in StreakEffect] == ["+1", "reset", "none"]
+
+
+def test_a_routine_at_its_ceiling_never_pauses_itself() -> None:
+    refusals = [("refused", r) for r in ("ceiling_reached", "cap_exceeded", "not_allowed")] * 10
+    assert streak.fold(refusals, 1) == (0, None)
+    assert streak.fold([("failed", "runner_error"), *refusals], 5, streak=3) == (4, None)
+
+
+def test_refusals_at_start_latch_unless_the_setting_is_off() -> None:
+    refusals = [("refused", "not_admitted"), ("refused", "routing_unavailable")]
+    assert streak.fold(refusals, 2) == (2, "failure_streak:routing_unavailable")
+    assert streak.fold(refusals, 2, counts_refused=False) == (0, None)
+    assert streak.step(1, None, "refused", "not_admitted", 2, counts_refused=False) == streak.StreakStep(
+        1, None, False
+    )
+
+
+def test_a_vanished_target_neither_counts_nor_resets() -> None:
+    assert streak.step(3, None, "failed", "provider_gone", 4) == streak.StreakStep(3, None, False)
+    assert streak.fold([("failed", "runner_error"), ("failed", "provider_gone")], 5) == (1, None)

@@ -104,8 +104,14 @@ class RunsMixin:
         row = self._routines.get(rk)
         if row is None:
             return
-        threshold = timers.failure_threshold
-        s = streak.step(row.consecutive_failures, row.paused_reason, result.outcome, result.reason, threshold)
+        s = streak.step(
+            row.consecutive_failures,
+            row.paused_reason,
+            result.outcome,
+            result.reason,
+            timers.failure_threshold,
+            counts_refused=timers.streak_counts_refused,
+        )
         if not s.changed:
             return
         row = dataclasses.replace(row, consecutive_failures=s.streak, updated_at=now)

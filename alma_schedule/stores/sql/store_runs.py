@@ -163,7 +163,8 @@ class RunsMixin(SqlBase):
         rk, now, allowed, cost_in, error_class = args.rk, args.now, args.allowed, args.cost, args.error_class
         with self._tx() as conn:
             routine = None
-            if streak.touches(result.outcome, result.reason):  # lock order: the routine row before the run row
+            if streak.touches(result.outcome, result.reason, counts_refused=timers.streak_counts_refused):
+                # lock order: the routine row before the run row
                 routine = conn.execute(q.select_routine(*rk, lock=True)).first()
             rec = self._current(conn, key, lock=True)
             if rec is None:
@@ -202,7 +203,12 @@ class RunsMixin(SqlBase):
     ) -> None:
         """Apply :func:`alma_schedule.policies.streak.step` to the locked routine row."""
         s = streak.step(
-            row["consecutive_failures"], row["paused_reason"], result.outcome, result.reason, timers.failure_threshold
+            row["consecutive_failures"],
+            row["paused_reason"],
+            result.outcome,
+            result.reason,
+            timers.failure_threshold,
+            counts_refused=timers.streak_counts_refused,
         )
         if not s.changed:
             return
