@@ -20,6 +20,7 @@ __all__ = [
     "check_database_schema",
     "convert_value",
     "derived_tick_expires",
+    "glob_list",
     "is_embedded_store",
     "parse_duration",
     "refuse_lost_sends",
@@ -100,6 +101,8 @@ def convert_value(name: str, kind: str, default: Any, raw: Any, label: str) -> A
         if text in {"0", "false", "no", "off"}:
             return False
         raise ConfigurationError(f"{label}: expected true/false, got {raw!r}")
+    if kind == "list":
+        return glob_list(label, raw)
     if kind == "secret":
         return raw if isinstance(raw, Secret) else Secret(str(raw))
     if kind == "code":
@@ -109,6 +112,23 @@ def convert_value(name: str, kind: str, default: Any, raw: Any, label: str) -> A
     if not isinstance(raw, str):
         raise ConfigurationError(f"{label}: expected text, got {type(raw).__name__}")
     return raw
+
+
+def glob_list(label: str, raw: Any) -> tuple[str, ...]:
+    """A list of globs: comma-separated text (``ALMA_TASK_ALLOW=reports.*,billing.close``), or a
+    list/tuple of texts from the app's configuration; blanks around commas dropped. A pattern with
+    whitespace inside, or a value of another type, is a :class:`ConfigurationError` naming ``label``."""
+    if isinstance(raw, str):
+        parts = [p.strip() for p in raw.split(",")]
+    elif isinstance(raw, (list, tuple)) and all(isinstance(p, str) for p in raw):
+        parts = [p.strip() for p in raw]
+    else:
+        raise ConfigurationError(f"{label}: expected comma-separated globs or a list of them, got {raw!r}")
+    out = tuple(p for p in parts if p)
+    for pattern in out:
+        if any(c.isspace() for c in pattern):
+            raise ConfigurationError(f"{label}: {pattern!r} is not a glob (no whitespace inside a pattern)")
+    return out
 
 
 def is_embedded_store(database_url: str) -> bool:

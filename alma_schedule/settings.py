@@ -136,6 +136,20 @@ class Settings:
     http_max_body: int = _f(4096, "Largest request body serve-http accepts, bytes.", "int")
     # --- Celery app
     celery_app: str | None = _f(None, "MODULE:APP of the fleet app for task routines (import path).")
+    task_allow: tuple[str, ...] = _f(
+        (),
+        "Globs (comma-separated) of the fleet tasks task routines may send; unset: every task the app registers "
+        "except alma_schedule.* and celery.*, which are never allowed.",
+        "list",
+        default_text="(every fleet task)",
+    )
+    queue_allow: tuple[str, ...] = _f(
+        (),
+        "Globs (comma-separated) of the queues task routines may send to; unset: any queue except alma.*, ours, "
+        "celeryev.* and *.pidbox, which are never allowed.",
+        "list",
+        default_text="(any but ours)",
+    )
     task_events: bool = _f(True, "Send task events (Flower) from the ready app.", "bool")
     tick_time_limit: timedelta = _f(
         timedelta(minutes=5), "Soft time limit of a tick task (hard limit = soft + 30 s).", "duration"

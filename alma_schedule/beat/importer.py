@@ -4,7 +4,8 @@
   and converts every entry (:mod:`alma_schedule.beat.convert`); it writes nothing. With
   ``track=True`` (and a ``deadline``) the routines are tracked ones, and an entry whose task the
   app cannot track (no stored result backend, ``ignore_result``, a deadline past
-  ``result_expires``) is refused in the plan already, with the reason.
+  ``result_expires``) is refused in the plan already, with the reason; so is an entry the
+  allow-list refuses (:mod:`alma_schedule.policies.allow`).
 * :func:`plan_warnings` lists what a user must know before applying, one line each: intervals
   shorter than the tick period, the anchoring of intervals, crontabs refused for AND-ing their days.
 * :func:`apply_import` registers each converted entry through the engine's ``register``. Each
@@ -34,6 +35,7 @@ from alma_schedule.beat.convert import (
 )
 from alma_schedule.errors import RegistrationRefused
 from alma_schedule.model import Scope
+from alma_schedule.policies.allow import TaskAllow
 from alma_schedule.runners.task import TaskDefinition, TaskRunner
 
 if TYPE_CHECKING:
@@ -114,14 +116,17 @@ def plan_import(
     local_zone: str | None = _AUTO,
     track: bool = False,
     deadline: str | None = None,
+    allow: TaskAllow | None = None,
 ) -> ImportPlan:
     """Convert ``app``'s ``beat_schedule`` for ``scope`` (imports the app's modules; writes nothing).
 
     ``local_zone`` is the system zone Celery would read crontabs in when ``enable_utc=False`` and no
     ``timezone`` is set (default: :func:`system_local_zone`). ``track`` / ``deadline``: tracked
-    routines (see :func:`alma_schedule.beat.convert.convert_entry`).
+    routines (see :func:`alma_schedule.beat.convert.convert_entry`). An entry whose task or queue
+    the allow-list refuses (``allow``: ``task_allow`` / ``queue_allow``; by default our tasks and
+    queues and Celery's) is refused in the plan already, with the reason.
     """
-    runner = TaskRunner(app)
+    runner = TaskRunner(app, allow=allow)
     known = set(runner.tasks())
     zone = app_zone(
         app.conf.timezone,
@@ -131,12 +136,12 @@ def plan_import(
     conversions = convert_beat_schedule(
         app.conf.beat_schedule, scope, zone, known_tasks=known, track=track, deadline=deadline
     )
-    if track:
-        conversions = [_trackable(runner, c) for c in conversions]
+    conversions = [_sendable(runner, c) for c in conversions]
     return ImportPlan(app.main or "?", scope, zone, tuple(conversions))
 
 
-def _trackable(runner: TaskRunner, conv: Conversion) -> Conversion:
+def _sendable(runner: TaskRunner, conv: Conversion) -> Conversion:
+    """``conv``, or refused with the runner's reason (the allow-list; tracking when tracked)."""
     if conv.spec is None:
         return conv
     found = runner.problem(TaskDefinition.parse(conv.spec.definition))

@@ -67,18 +67,20 @@ def import_beat(
     """
     from alma_schedule.beat.importer import apply_import, plan_import, plan_warnings
     from alma_schedule.model import Scope
+    from alma_schedule.policies.allow import TaskAllow
 
     scope = Scope.parse(scope_text)
     _check_tracking(track, deadline)
     app = _load(app_path)
-    plan = plan_import(app, scope, track=track, deadline=deadline)
+    allow = TaskAllow.from_settings(obj.settings)
+    plan = plan_import(app, scope, track=track, deadline=deadline, allow=allow)
     warnings = plan_warnings(plan, obj.settings.tick_period)
     applied = None
     if do_apply:
         from alma_schedule.engine import create_schedule
         from alma_schedule.runners.task import TaskRunner
 
-        schedule = create_schedule(store=obj.store(), runner=TaskRunner(app), settings=obj.settings)
+        schedule = create_schedule(store=obj.store(), runner=TaskRunner(app, allow=allow), settings=obj.settings)
         applied = apply_import(schedule, plan)
     if as_json:
         out = plan.to_dict()

@@ -50,6 +50,7 @@ def operator_part(folder: Path, *, hours: int = 24, step: timedelta = timedelta(
     from alma_schedule.cli import demo_fleet
     from alma_schedule.cli.beat_cmds import render_import
     from alma_schedule.engine import create_schedule
+    from alma_schedule.policies.allow import TaskAllow
     from alma_schedule.runners.task import TaskRunner
     from alma_schedule.stores import migrate_store, open_store
 
@@ -67,7 +68,8 @@ def operator_part(folder: Path, *, hours: int = 24, step: timedelta = timedelta(
     warnings = plan_warnings(plan, settings.tick_period)
     render_import(plan, warnings, None, track=False)
     echo(f"\n$ alma-schedule import-beat {FLEET_APP} {OPS} --apply")
-    schedule = create_schedule(store=store, runner=TaskRunner(demo_fleet.app), settings=settings)
+    runner = TaskRunner(demo_fleet.app, allow=TaskAllow.from_settings(settings))
+    schedule = create_schedule(store=store, runner=runner, settings=settings)
     render_import(plan, warnings, apply_import(schedule, plan, now=SIM_START), track=False)
     echo(
         "first-monday-report stays in beat: Celery ANDs its two day fields, cron ORs them, and no cron says\n"

@@ -20,18 +20,19 @@ Definition (JSON)::
 Registration refuses what a tick could not run: an unknown task name (after importing the app's
 modules), arguments that are not JSON, options other than queue/priority/expires, and tracking
 without a stored result backend or for a task that ignores its results (a PENDING that never ends
-must not hold a routine until every deadline).
+must not hold a routine until every deadline). It refuses what a routine may never send
+(:mod:`alma_schedule.policies.allow`: our tasks, Celery's, our queues and Celery's, or outside
+``task_allow`` / ``queue_allow``); a run of a routine stored before a narrowing ends
+``refused(not_allowed)``, nothing sent. A process without the fleet's app cannot check any of it:
+it cannot register ``task`` routines at all (refused, naming ``ALMA_CELERY_APP``).
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
 import math
-import os
 import re
-import sys
 import threading
 import uuid
 from collections.abc import Mapping
@@ -39,8 +40,11 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from alma_schedule.errors import ConfigurationError, InvalidInput, InvalidSchedule, missing_extra
+from alma_schedule.errors import ConfigurationError, InvalidInput, InvalidSchedule
 from alma_schedule.model import Reason, Routine, RunHandle, RunKey, RunResult, RunState
+from alma_schedule.policies.allow import TaskAllow
+from alma_schedule.runners import task_allow
+from alma_schedule.runners.celery_app import load_celery_app as load_celery_app  # re-exported (0.1.0 home)
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -201,8 +205,9 @@ class TaskRunner:
 
     kind = KIND
 
-    def __init__(self, app: Celery) -> None:
+    def __init__(self, app: Celery, *, allow: TaskAllow | None = None) -> None:
         self.app = app
+        self.allow = TaskAllow() if allow is None else allow
         self._loaded = False
         self._lock = threading.Lock()
 
@@ -226,6 +231,9 @@ class TaskRunner:
                 f"task {definition.task!r} is not registered in the Celery app {self.app.main!r} "
                 "(after importing its modules)"
             )
+        refused = self.not_allowed(definition)
+        if refused is not None:
+            return "NotAllowed", refused
         if not definition.track:
             return None
         backend = _backend_problem(self.app)
@@ -248,6 +256,11 @@ class TaskRunner:
                 )
         return None
 
+    def not_allowed(self, definition: TaskDefinition) -> str | None:
+        """Why the allow-list refuses ``definition``'s task or queue (one line), or None."""
+        d = definition
+        return task_allow.refusal(self.app, self.allow, d.task, d.options, d.args, d.kwargs)
+
     def check(self, definition: TaskDefinition) -> None:
         """Refuse (:class:`InvalidInput` with the reason) a definition this app cannot send or track."""
         found = self.problem(definition)
@@ -265,10 +278,15 @@ class TaskRunner:
         """Send the task once (the engine has won ``claimed -> running``).
 
         Tracked: ``submit`` (target id + deadline) first, then send; a lost submit CAS sends nothing.
+        A task or queue the allow-list refuses is ``refused(not_allowed)``, nothing sent.
         A task no longer registered or trackable (revalidated at fire time), or a send the broker
         refused, is ``failed(runner_error)`` with a class name (``NotRegistered``, ...).
         """
         definition = TaskDefinition.parse(routine.definition)
+        refused = self.not_allowed(definition)
+        if refused is not None:  # stored before a narrowing of task_allow / queue_allow
+            log.warning("task routine %s refused: %s", handle.key, refused)
+            return RunResult.refused(Reason.NOT_ALLOWED)
         found = self.problem(definition)
         if found:
             log.warning("task routine %s not sent: %s", handle.key, found[1])
@@ -331,48 +349,8 @@ def _class_name(value: Any) -> str | None:
 # ---------------------------------------------------------------------- the kind registry's factory
 
 
-def load_celery_app(path: str, *, setting: str = "ALMA_CELERY_APP") -> Celery:
-    """Import ``MODULE:APP`` (or ``MODULE``: its ``app`` or ``celery``, else ``MODULE.celery``'s) and
-    return the Celery app, as ``celery -A`` does: the working directory is put on ``sys.path`` first.
-
-    Raises :class:`ConfigurationError` naming ``setting`` and the import error when it cannot.
-    """
-    try:
-        from celery import Celery
-    except ModuleNotFoundError as exc:
-        raise missing_extra(exc, "celery", "a Celery fleet app") from None
-
-    module_name, sep, attr = path.strip().partition(":")
-    if not module_name or (sep and not attr):
-        raise ConfigurationError(f"{setting}: {path!r} is not MODULE:APP")
-    cwd = os.getcwd()
-    if cwd not in sys.path:  # like `celery -A`: the app module is found from the working directory
-        sys.path.insert(0, cwd)
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigurationError(f"{setting}: cannot import {module_name!r}: {exc}") from exc
-    candidates = [attr] if attr else ["app", "celery"]
-    if not attr and not any(isinstance(getattr(module, n, None), Celery) for n in candidates):
-        try:  # `celery -A proj` also finds proj.celery:app
-            module = importlib.import_module(f"{module_name}.celery")
-        except ImportError:
-            pass
-    for name in candidates:
-        value: Any = module
-        try:
-            for part in name.split("."):
-                value = getattr(value, part)
-        except AttributeError:
-            continue
-        if isinstance(value, Celery):
-            return value
-        raise ConfigurationError(f"{setting}: {path!r} is a {type(value).__name__}, not a Celery app")
-    raise ConfigurationError(f"{setting}: module {module_name!r} has no attribute {candidates[0]!r}")
-
-
 def from_settings(settings: Settings) -> TaskRunner:
     """The ``task`` runner of the kind registry: the fleet app named by ``ALMA_CELERY_APP``."""
     if not settings.celery_app:
         raise ConfigurationError("ALMA_CELERY_APP is not set: task routines need the fleet's Celery app (MODULE:APP)")
-    return TaskRunner(load_celery_app(settings.celery_app))
+    return TaskRunner(load_celery_app(settings.celery_app), allow=TaskAllow.from_settings(settings))

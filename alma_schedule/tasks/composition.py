@@ -128,11 +128,12 @@ class Composition:
 
     def _task_runner(self, settings: Settings) -> RoutineRunner:
         """The ``task`` kind on a fleet's app: that app, unless ``ALMA_CELERY_APP`` names another."""
+        from alma_schedule.policies.allow import TaskAllow
         from alma_schedule.runners.task import TaskRunner, from_settings
 
         if settings.celery_app:
             return from_settings(settings)
-        return TaskRunner(self.app)
+        return TaskRunner(self.app, allow=TaskAllow.from_settings(settings))
 
     def store(self) -> Store:
         """The store of ``settings.database_url``, opened once per process."""

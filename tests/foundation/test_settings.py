@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -77,3 +78,27 @@ def test_an_explicit_tick_expires_wins_and_one_at_or_above_the_period_is_refused
     for bad in ("1s", "0s"):
         with pytest.raises(ConfigurationError, match="ALMA_TICK_PERIOD"):
             load_settings(environ={"ALMA_TICK_PERIOD": bad})
+
+
+def test_glob_lists_from_the_environment_and_the_apps_configuration() -> None:
+    env = {"ALMA_TASK_ALLOW": " proj.reports.*,billing.close , ", "ALMA_QUEUE_ALLOW": ""}
+    s = load_settings(environ=env)
+    assert s.task_allow == ("proj.reports.*", "billing.close") and s.queue_allow == ()
+    assert load_settings(environ={}, conf={"alma_queue_allow": ["reports", "fleet.*"]}).queue_allow == (
+        "reports",
+        "fleet.*",
+    )
+    assert load_settings(environ={}).task_allow == ()
+
+
+@pytest.mark.parametrize(
+    ("environ", "conf", "named"),
+    [
+        ({"ALMA_TASK_ALLOW": "proj.a, proj b"}, {}, "ALMA_TASK_ALLOW: 'proj b' is not a glob"),
+        ({}, {"alma_queue_allow": 5}, "alma_queue_allow: expected comma-separated globs"),
+        ({}, {"alma_task_allow": ["ok", 3]}, "alma_task_allow: expected comma-separated globs"),
+    ],
+)
+def test_a_malformed_glob_list_is_named(environ: dict[str, str], conf: dict[str, object], named: str) -> None:
+    with pytest.raises(ConfigurationError, match=re.escape(named)):
+        load_settings(environ=environ, conf=conf)

@@ -161,9 +161,7 @@ def test_refusals_at_start_latch_unless_the_setting_is_off() -> None:
     refusals = [("refused", "not_admitted"), ("refused", "routing_unavailable")]
     assert streak.fold(refusals, 2) == (2, "failure_streak:routing_unavailable")
     assert streak.fold(refusals, 2, counts_refused=False) == (0, None)
-    assert streak.step(1, None, "refused", "not_admitted", 2, counts_refused=False) == streak.StreakStep(
-        1, None, False
-    )
+    assert streak.step(1, None, "refused", "not_admitted", 2, counts_refused=False) == streak.StreakStep(1, None, False)
 
 
 def test_a_vanished_target_neither_counts_nor_resets() -> None:
