@@ -24,6 +24,7 @@ import os
 import socket
 import threading
 import uuid
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -147,7 +148,28 @@ def next_boundary(now: datetime, every: timedelta) -> datetime:
     return epoch + timedelta(seconds=(int(elapsed // step) + 1) * step)
 
 
-def run_clock(settings: Settings, every: timedelta, stop_event: threading.Event, *, app: Any = None) -> int:
+Wake = Callable[[], "datetime | None"]
+
+
+def next_send(settings: Settings, every: timedelta, wake: Wake | None = None) -> datetime:
+    """When a clock sends its next tick: the next multiple of ``every``, or the wake-up hint when
+    ``wake`` (``Store.next_wake_at``) answers an instant between now and then. The hint is advisory:
+    a store that cannot answer only costs it (logged)."""
+    now = settings.clock()
+    at = next_boundary(now, every)
+    if wake is None:
+        return at
+    try:
+        hint = wake()
+    except Exception as exc:
+        log.warning("no wake-up hint (%s): the next tick is sent at the period", type(exc).__name__)
+        return at
+    return hint if hint is not None and now < hint < at else at
+
+
+def run_clock(
+    settings: Settings, every: timedelta, stop_event: threading.Event, *, app: Any = None, wake: Wake | None = None
+) -> int:
     """Send a tick now, then one at every multiple of ``every``, until ``stop_event`` is set.
 
     Each tick carries its scheduled instant as ``now`` and expires after ``tick_expires`` (below
@@ -155,7 +177,8 @@ def run_clock(settings: Settings, every: timedelta, stop_event: threading.Event,
     0.9 * every)``, so a tick never outlives the next one. A broker failure is logged and the next
     tick tried on a new connection; the clock never stops on its own. Returns how many ticks were sent.
     ``app``: send through a fleet's app that called ``install`` (its broker and routing) instead of
-    ``ALMA_BROKER_URL``.
+    ``ALMA_BROKER_URL``. ``wake`` (``clock run --follow``): also send at the wake-up hint the last
+    tick stored when it comes before the next multiple (:func:`next_send`).
     """
     if every <= timedelta(0):
         from alma_schedule.errors import ConfigurationError
@@ -163,7 +186,7 @@ def run_clock(settings: Settings, every: timedelta, stop_event: threading.Event,
         raise ConfigurationError(f"--every must be positive, got {every}")
     refuse_lost_ticks(settings, app)
     if app is not None:
-        return _run_via(app, settings, every, stop_event)
+        return _run_via(app, settings, every, stop_event, wake)
     kombu = _kombu()  # without the celery extra: refuse at once, not a warning per period
     expires_in = settings.tick_expires if every >= settings.tick_period else min(settings.tick_expires, every * 0.9)
     sent = 0
@@ -184,14 +207,14 @@ def run_clock(settings: Settings, every: timedelta, stop_event: threading.Event,
                 except Exception:  # an already broken connection
                     pass
             connection = None
-        at = next_boundary(settings.clock(), every)
+        at = next_send(settings, every, wake)
         stop_event.wait(max(0.0, (at - settings.clock()).total_seconds()))
     if connection is not None:
         connection.release()
     return sent
 
 
-def _run_via(app: Any, settings: Settings, every: timedelta, stop_event: threading.Event) -> int:
+def _run_via(app: Any, settings: Settings, every: timedelta, stop_event: threading.Event, wake: Wake | None) -> int:
     """:func:`run_clock` through a fleet's app (its connection pool retries and reconnects)."""
     expires_in = min(settings.tick_expires, every * 0.9)
     sent = 0
@@ -203,6 +226,6 @@ def _run_via(app: Any, settings: Settings, every: timedelta, stop_event: threadi
             log.info("tick sent: %s (now=%s)", task_id, at.isoformat() if at else "worker clock")
         except Exception as exc:
             log.warning("tick not sent (%s): the next one is tried at the next period", type(exc).__name__)
-        at = next_boundary(settings.clock(), every)
+        at = next_send(settings, every, wake)
         stop_event.wait(max(0.0, (at - settings.clock()).total_seconds()))
     return sent

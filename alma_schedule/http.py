@@ -1,7 +1,9 @@
 """``alma-schedule serve-http``: a tiny ASGI clock endpoint and the clock's own alarm.
 
 * ``POST /tick`` enqueues one tick (:func:`alma_schedule.clock.send_tick`) and answers
-  ``202 {"task_id": ...}``. The ``X-Alma-Secret`` header must equal ``ALMA_HTTP_SECRET``
+  ``202 {"task_id": ..., "next_wake_at": ...}``: the wake-up hint the LAST completed tick stored
+  (an ISO instant, or null), for a caller that schedules its own next call (Cloud Scheduler, a
+  host wake-up). The ``X-Alma-Secret`` header must equal ``ALMA_HTTP_SECRET``
   (constant-time comparison), else 401. Bodies above ``ALMA_HTTP_MAX_BODY`` bytes are refused with
   413 before they are read in full. An optional JSON body ``{"now": "<ISO instant>"}`` sets the
   tick's instant (the worker still takes ``min(now, its clock)``).
@@ -58,6 +60,16 @@ async def _read_capped(request: Request, cap: int) -> bytes:
         if len(body) > cap:
             raise _Body
     return bytes(body)
+
+
+def _next_wake(get_store: Callable[[], Store]) -> str | None:
+    """The wake-up hint the last tick stored (advisory; None when the store cannot say)."""
+    try:
+        wake = get_store().next_wake_at()
+    except AlmaScheduleError as exc:  # the tick is sent: a store that cannot answer costs the hint only
+        log.warning("POST /tick: no wake-up hint (%s)", type(exc).__name__)
+        return None
+    return None if wake is None else wake.isoformat()
 
 
 def _parse_now(body: bytes) -> datetime | None:
@@ -132,7 +144,8 @@ def create_http_app(
         except DispatchError as exc:
             log.warning("POST /tick: %s", exc)
             return JSONResponse({"error": "the broker did not take the tick"}, status_code=503)
-        return JSONResponse({"task_id": task_id}, status_code=202)
+        wake = await run_in_threadpool(_next_wake, get_store)
+        return JSONResponse({"task_id": task_id, "next_wake_at": wake}, status_code=202)
 
     async def healthz(request: Request) -> Response:
         try:

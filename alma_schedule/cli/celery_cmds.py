@@ -57,15 +57,25 @@ def clock_send(obj: CliContext, now: str | None) -> None:
 @click.option(
     "--every", "every", default=None, help="Tick period (90, 30s, 1m, ...) [default: ALMA_TICK_PERIOD, 60s]."
 )
+@click.option(
+    "--follow",
+    is_flag=True,
+    help="Also tick at the wake-up hint the last tick stored, when it comes before the next period "
+    "(reads the store at ALMA_DATABASE_URL).",
+)
 @click.pass_obj
 @handle_errors
-def clock_run(obj: CliContext, every: str | None) -> None:
+def clock_run(obj: CliContext, every: str | None, follow: bool) -> None:
     """Send a tick now and then at every multiple of the tick period, until SIGTERM or Ctrl-C.
 
     The period is ALMA_TICK_PERIOD (or --every); each tick expires after ALMA_TICK_EXPIRES
     (derived from the period when unset). A clock for fleets without `celery beat` (with beat, use
     install(app, beat_clock=True)) and for development: it only enqueues ticks (run as many as you
     like; claims make duplicate ticks harmless).
+
+    With --follow it sleeps until min(the wake-up hint, the next period): the hint is the earliest
+    instant the last tick saw something due (a fire, a re-send, an expiry, a poll); it is advisory
+    (a routine registered after that tick waits for the period).
 
     \b
     Example:
@@ -74,6 +84,11 @@ def clock_run(obj: CliContext, every: str | None) -> None:
     from alma_schedule.clock import run_clock
 
     period = obj.settings.tick_period if every is None else parse_duration("--every", every)
+    wake = None
+    if follow:
+        store = obj.store()
+        store.next_wake_at()  # an unreachable or unmigrated store is refused now, in one line
+        wake = store.next_wake_at
     logging.basicConfig(level=obj.settings.log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
     stop = threading.Event()
 
@@ -82,7 +97,7 @@ def clock_run(obj: CliContext, every: str | None) -> None:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    sent = run_clock(obj.settings, period, stop, app=obj.sender_app())
+    sent = run_clock(obj.settings, period, stop, app=obj.sender_app(), wake=wake)
     click.echo(f"clock stopped after {sent} tick(s)", err=True)
 
 

@@ -45,6 +45,12 @@ def plan(obj: CliContext, at: str | None, as_json: bool) -> None:
         "paused / disabled", ["routine", "why"], [(f"{s.org}/{s.uid}/{s.routine_id}", s.why) for s in p.inactive]
     )
     _section("blocked (stuck runs)", ["run"], [(str(k),) for k in p.blocked])
+    _section(
+        f"cannot be planned ({p.erroring_count} in all)" if p.erroring_count else "cannot be planned",
+        ["routine", "error", "next attempt"],
+        [(e.routine, e.error, e.until.isoformat() if e.until else "") for e in p.errors],
+    )
+    click.echo(f"next wake: {p.next_wake_at.isoformat() if p.next_wake_at else 'nothing is due'}")
 
 
 def _section(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
@@ -93,10 +99,12 @@ def tick(obj: CliContext, at: str | None, in_process: bool, as_json: bool) -> No
     d = report.to_dict()
     click.echo(
         f"tick at {d['at']}: claimed {d['claimed']}, resent {d['resent']}, collect {d['collect']}, "
-        f"skipped {d['skipped']}, blocked {d['blocked']}, errors {d['errors']}"
+        f"skipped {d['skipped']}, blocked {d['blocked']}, errors {d['errors']} "
+        f"({d['erroring']} routine(s) cannot be planned), next wake {d['next_wake_at'] or 'none'}"
     )
     for e in d["ids"]["errors"]:
-        click.echo(f"  error: {e['routine']}: {e['error']}")
+        attempt = f" (next attempt {e['until']})" if e.get("until") else ""
+        click.echo(f"  error: {e['routine']}: {e['error']}{attempt}")
 
 
 @click.command("reindex")

@@ -8,8 +8,11 @@
 2. ``take_resends``: its expiry sweep always runs; its sends pause while the dispatcher reports a run
    queue deeper than ``resend_pause_depth``;
 3. ``take_polls`` -> one collect message per submitted run (key = ``collect_run_id``);
-4. maintenance: expired result text erased, a few tombstoned routines purged, the heartbeat;
-5. ``blocked``, every tick, so a stuck run is never silent.
+4. maintenance: expired result text erased, a few tombstoned routines purged, the heartbeat (with
+   the wake-up hint ``next_wake_at``, in the same statement);
+5. ``blocked`` and the routines that cannot be planned (``errors``: at most ``ERRORING_LIMIT`` of
+   them, each with its error and next attempt, plus ``erroring_count``), EVERY tick while they
+   last, so neither a stuck run nor a failing routine is ever silent.
 
 The tick never raises for one routine (a planning error is one entry in ``errors``, deferred with
 back-off) nor for a dispatcher or a maintenance step that fails (logged, reported in ``errors``;
@@ -21,8 +24,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from typing import TypeVar
 
 from alma_schedule.model import (
+    Decision,
+    Deferral,
     Fire,
     NotDue,
     PlannedFire,
@@ -42,11 +48,14 @@ from .runtime import Runtime
 
 log = logging.getLogger("alma_schedule.engine")
 
-__all__ = ["PURGE_LIMIT", "plan", "tick"]
+__all__ = ["ERRORING_LIMIT", "PURGE_LIMIT", "plan", "tick"]
 
 PURGE_LIMIT = 100
+#: How many routines that cannot be planned a tick report (and ``plan``) lists; ``erroring_count`` has them all.
+ERRORING_LIMIT = 20
 ERASE_LIMIT = 1000
 DISPATCHER = "<dispatcher>"
+T = TypeVar("T")
 MAINTENANCE = "<maintenance>"
 
 
@@ -65,6 +74,20 @@ def _send(what: str, send: Callable[[Sequence[RunRecord]], None], runs: Sequence
         )
         return TickError(DISPATCHER, f"{what}: {type(exc).__name__} ({len(runs)} not sent; re-sends recover them)")
     return None
+
+
+def _maintain(name: str, step: Callable[[], T], errors: list[TickError]) -> T | None:
+    """Run one maintenance step; a failure is logged and reported, never raised."""
+    try:
+        return step()
+    except Exception as exc:
+        log.error("tick maintenance %s failed: %s", name, type(exc).__name__, exc_info=exc)
+        errors.append(TickError(MAINTENANCE, f"{name}: {type(exc).__name__}"))
+        return None
+
+
+def _erroring(deferrals: Sequence[Deferral]) -> list[TickError]:
+    return [TickError(f"{d.org}/{d.uid}/{d.routine_id}", d.error, d.until) for d in deferrals]
 
 
 def _queue_depth(rt: Runtime) -> int | None:
@@ -87,7 +110,6 @@ def tick(rt: Runtime, now: datetime | None = None) -> TickReport:
         batch = store.claim_due(at, s.claim_limit, planner, timers)
         claimed.extend(r.key for r in batch.claimed)
         skipped.extend(r.key for r in batch.skipped)
-        errors.extend(TickError(f"{d.org}/{d.uid}/{d.routine_id}", d.error) for d in batch.deferred if d.first)
         err = _send("run", dispatcher.send_runs, batch.claimed)
         if err:
             errors.append(err)
@@ -106,17 +128,12 @@ def tick(rt: Runtime, now: datetime | None = None) -> TickReport:
     if err:
         errors.append(err)
 
-    for name, step in (
-        ("erase_expired_results", lambda: store.erase_expired_results(at, ERASE_LIMIT)),
-        ("purge_deleted", lambda: store.purge_deleted(PURGE_LIMIT)),
-        ("heartbeat", lambda: store.heartbeat(at)),
-    ):
-        try:
-            step()
-        except Exception as exc:
-            log.error("tick maintenance %s failed: %s", name, type(exc).__name__, exc_info=exc)
-            errors.append(TickError(MAINTENANCE, f"{name}: {type(exc).__name__}"))
+    _maintain("erase_expired_results", lambda: store.erase_expired_results(at, ERASE_LIMIT), errors)
+    _maintain("purge_deleted", lambda: store.purge_deleted(PURGE_LIMIT), errors)
+    next_wake_at: datetime | None = _maintain("heartbeat", lambda: store.heartbeat(at), errors)
 
+    failing = store.erroring(ERRORING_LIMIT)
+    errors[:0] = _erroring(failing.routines)
     blocked = store.blocked(at, s.run_time_limit)
     report = TickReport(
         at=at,
@@ -128,7 +145,11 @@ def tick(rt: Runtime, now: datetime | None = None) -> TickReport:
         errors=tuple(errors),
         expired=tuple(r.key for r in resends.expired),
         sends_paused=not sends,
+        erroring_count=failing.count,
+        next_wake_at=next_wake_at,
     )
+    if failing.count:
+        log.warning("tick %s: %d routine(s) cannot be planned, e.g. %s", at.isoformat(), failing.count, errors[0])
     if blocked:
         log.warning("tick %s: %d blocked run(s), e.g. %s", at.isoformat(), len(blocked), blocked[0].key)
     return report
@@ -146,9 +167,23 @@ def _blocking_run(rt: Runtime, routine: Routine) -> RunRecord | None:
     return None
 
 
-def _plan_one(rt: Runtime, planner: Planner, routine: Routine) -> tuple[PlannedFire | None, PlannedRoutine | None]:
-    k = routine.key
+Planned = tuple[PlannedFire | None, PlannedRoutine | None, tuple[datetime | None, ...]]
+
+
+def _plan_one(rt: Runtime, planner: Planner, routine: Routine) -> Planned:
+    """What the tick would do with one due routine, and the instants it would leave for the
+    wake-up hint (the routine's next fire; a claimed fire's re-send and expiry)."""
     decision = planner(routine)
+    fire, skip = _plan_fire(rt, routine, decision)
+    if not isinstance(decision, Fire):
+        return fire, skip, ()
+    if fire is not None and fire.action == "claim":
+        return fire, skip, (decision.next_due_at, decision.expires_at, decision.resend_at)
+    return fire, skip, (decision.next_due_at,)
+
+
+def _plan_fire(rt: Runtime, routine: Routine, decision: Decision) -> tuple[PlannedFire | None, PlannedRoutine | None]:
+    k = routine.key
     if isinstance(decision, NotDue):
         nxt = decision.next_due_at.isoformat() if decision.next_due_at else "never"
         return None, PlannedRoutine(k.org, k.uid, k.routine_id, f"not due (stale index): next fire {nxt}")
@@ -179,12 +214,14 @@ def plan(rt: Runtime, now: datetime | None = None) -> TickPlan:
     planner = Planner(rt, at)
     due: list[PlannedFire] = []
     skipped: list[PlannedRoutine] = []
+    wakes: list[datetime | None] = [rt.store.peek_wake(at)]
     for routine in rt.store.peek_due(at, s.claim_limit):
-        fire, skip = _plan_one(rt, planner, routine)
+        fire, skip, woken = _plan_one(rt, planner, routine)
         if fire is not None:
             due.append(fire)
         if skip is not None:
             skipped.append(skip)
+        wakes.extend(woken)
     resends = rt.store.peek_resends(at, s.claim_limit)
     polls = tuple(
         {
@@ -199,6 +236,7 @@ def plan(rt: Runtime, now: datetime | None = None) -> TickPlan:
     inactive = tuple(
         PlannedRoutine(r.org, r.uid, r.routine_id, _inactive_why(r)) for r in rt.store.list_inactive(s.claim_limit)
     )
+    failing = rt.store.erroring(ERRORING_LIMIT)
     return TickPlan(
         at=at,
         due=tuple(due),
@@ -208,6 +246,9 @@ def plan(rt: Runtime, now: datetime | None = None) -> TickPlan:
         skipped=tuple(skipped),
         inactive=inactive,
         blocked=tuple(r.key for r in rt.store.blocked(at, s.run_time_limit)),
+        errors=tuple(_erroring(failing.routines)),
+        erroring_count=failing.count,
+        next_wake_at=min((w for w in wakes if w is not None and w > at), default=None),
     )
 
 

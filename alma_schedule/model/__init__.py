@@ -21,6 +21,7 @@ from alma_schedule.model.tick import (
     Decision,
     Defer,
     Deferral,
+    Erroring,
     Fire,
     NotDue,
     PlannedFire,
@@ -35,7 +36,7 @@ from alma_schedule.model.time import SettableTime, aware_utc, system_time, trust
 __all__ = [
     "ACTIVE", "ANNOTATABLE", "COLLECT_TASK", "EDGES", "MANUAL_PREFIX", "MAX_ID_LENGTH",
     "NON_TERMINAL", "OUR_TASKS", "REASONS", "RUN_MANY_TASK", "RUN_TASK", "TERMINAL", "TICK_TASK",
-    "Ceiling", "ClaimBatch", "ClaimResult", "Data", "Decision", "Defer", "Deferral", "Dispatcher", "Fire",
+    "Ceiling", "ClaimBatch", "ClaimResult", "Data", "Decision", "Defer", "Deferral", "Dispatcher", "Erroring", "Fire",
     "NotDue", "PlannedFire", "PlannedRoutine", "Reason", "Resends", "ReserveResult", "Routine", "RoutineKey",
     "RoutineRunner", "RoutineSpec", "RoutineVersion", "RunHandle", "RunKey", "RunRecord", "RunResult",
     "RunState", "Scope", "SettableTime", "TickError", "TickPlan", "TickReport", "aware_utc", "check_id",

@@ -11,7 +11,7 @@ from alma_schedule.model.keys import RunKey
 from alma_schedule.model.run import RunRecord
 
 __all__ = [
-    "ClaimBatch", "Decision", "Defer", "Deferral", "Fire", "NotDue", "PlannedFire", "PlannedRoutine",
+    "ClaimBatch", "Decision", "Defer", "Deferral", "Erroring", "Fire", "NotDue", "PlannedFire", "PlannedRoutine",
     "Resends", "TickError", "TickPlan", "TickReport",
 ]
 
@@ -63,6 +63,15 @@ class Deferral(Data):
 
 
 @dataclass(frozen=True, slots=True)
+class Erroring(Data):
+    """The routines that carry a planning error: a few of them, earliest next attempt
+    (``Deferral.until``) first, and how many there are in all."""
+
+    routines: tuple[Deferral, ...] = ()
+    count: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class ClaimBatch(Data):
     """What one ``claim_due`` transaction did."""
 
@@ -110,12 +119,19 @@ class TickPlan(Data):
     skipped: tuple[PlannedRoutine, ...] = ()
     inactive: tuple[PlannedRoutine, ...] = ()
     blocked: tuple[RunKey, ...] = ()
+    errors: tuple[TickError, ...] = ()
+    erroring_count: int = 0
+    next_wake_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class TickError(Data):
+    """One error of a tick: a routine that cannot be planned (``routine`` = its key, ``until`` =
+    its next attempt), or a step of the tick (``<dispatcher>``, ``<maintenance>``)."""
+
     routine: str
     error: str
+    until: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +147,8 @@ class TickReport(Data):
     errors: tuple[TickError, ...] = ()
     expired: tuple[RunKey, ...] = ()
     sends_paused: bool = False
+    erroring_count: int = 0
+    next_wake_at: datetime | None = None
 
     SAMPLE = 5
 
@@ -144,7 +162,9 @@ class TickReport(Data):
             "skipped": len(self.skipped) + len(self.expired),
             "blocked": len(self.blocked),
             "errors": len(self.errors),
+            "erroring": self.erroring_count,
             "sends_paused": self.sends_paused,
+            "next_wake_at": None if self.next_wake_at is None else self.next_wake_at.isoformat(),
             "ids": {
                 "claimed": [str(k) for k in self.claimed[:n]],
                 "skipped": [str(k) for k in (self.skipped + self.expired)[:n]],

@@ -29,6 +29,7 @@ from alma_schedule.model import (
     ClaimBatch,
     ClaimResult,
     Decision,
+    Erroring,
     Resends,
     ReserveResult,
     Routine,
@@ -280,12 +281,32 @@ class Store(Protocol):
 
     # ------------------------------------------------------------------ maintenance (system)
 
-    def heartbeat(self, now: datetime) -> None:
-        """Record the heartbeat: the last tick ran at ``now`` (never moves backwards)."""
+    def heartbeat(self, now: datetime) -> datetime | None:
+        """Record the heartbeat and the wake-up hint in ONE atomic statement, and return the hint.
+
+        ``last_tick`` = ``now`` unless it is already later (it never moves backwards). The hint
+        (``next_wake_at``) is the earliest instant strictly after ``now`` among the routines'
+        ``next_due_at`` (and ``defer_until`` of those that carry a planning error), the claimed
+        runs' ``resend_at`` and ``expires_at`` and the submitted runs' ``next_poll_at``; None when
+        nothing is ever due. Advisory: it misses registrations made after it was computed."""
         ...
 
     def last_tick(self) -> datetime | None:
         """The heartbeat."""
+        ...
+
+    def next_wake_at(self) -> datetime | None:
+        """System: the wake-up hint the last :meth:`heartbeat` stored."""
+        ...
+
+    def peek_wake(self, now: datetime) -> datetime | None:
+        """System, read-only: the hint :meth:`heartbeat` would store at ``now`` (for ``plan``)."""
+        ...
+
+    def erroring(self, limit: int = 20) -> Erroring:
+        """System, read-only: up to ``limit`` live routines that carry a planning error (their
+        error, and ``until`` = their next attempt), earliest next attempt first, and how many there
+        are in all; one statement, through the partial index of those routines."""
         ...
 
     def prune(self, before: datetime) -> int:

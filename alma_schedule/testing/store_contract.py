@@ -16,6 +16,7 @@ from alma_schedule.testing.contract_routines import RoutineContract
 from alma_schedule.testing.contract_runs import RunContract
 from alma_schedule.testing.contract_settlement import SettlementContract
 from alma_schedule.testing.contract_streak import StreakContract
+from alma_schedule.testing.contract_wake import WakeContract
 
 __all__ = [
     "BackoffContract",
@@ -28,6 +29,7 @@ __all__ = [
     "SettlementContract",
     "StoreContract",
     "StreakContract",
+    "WakeContract",
 ]
 
 
@@ -41,5 +43,6 @@ class StoreContract(
     SettlementContract,
     ReadContract,
     InputContract,
+    WakeContract,
 ):
     """Everything a backend must do, single-threaded. Provide a ``store`` fixture."""

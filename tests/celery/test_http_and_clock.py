@@ -23,6 +23,7 @@ from alma_schedule.http import SECRET_HEADER, create_http_app
 from alma_schedule.model import TICK_TASK
 from alma_schedule.settings import Secret, Settings
 from alma_schedule.stores import migrate_store, open_store
+from alma_schedule.testing.builders import make_routine
 
 pytestmark = pytest.mark.redis
 
@@ -173,7 +174,7 @@ def test_post_tick_and_healthz_through_a_real_server(sqlite_url: str, redis_url:
             assert r.llen("alma.tick") == 0  # nothing refused was enqueued
 
             ok = client.post("/tick", headers={SECRET_HEADER: "s3cret"})
-            assert ok.status_code == 202
+            assert ok.status_code == 202 and ok.json()["next_wake_at"] is None  # no tick has stored a hint
             at = "2026-01-01T00:00:00+00:00"
             with_now = client.post("/tick", headers={SECRET_HEADER: "s3cret"}, content=json.dumps({"now": at}))
             assert with_now.status_code == 202
@@ -191,5 +192,11 @@ def test_post_tick_and_healthz_through_a_real_server(sqlite_url: str, redis_url:
             stale = client.get("/healthz")
             assert stale.status_code == 503 and stale.json()["ok"] is False
             assert client.get("/tick").status_code == 405
+
+            wake = clock["now"] + timedelta(minutes=3)
+            store.put_routine(make_routine("wakes", next_due_at=wake), now=clock["now"])
+            store.heartbeat(clock["now"])  # what the last tick stored is what POST /tick answers
+            hinted = client.post("/tick", headers={SECRET_HEADER: "s3cret"})
+            assert hinted.status_code == 202 and hinted.json()["next_wake_at"] == wake.isoformat()
     finally:
         store.close()

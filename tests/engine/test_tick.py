@@ -55,7 +55,9 @@ def test_at_runs_once(make, clock, runner) -> None:
 
 
 @every_store
-def test_one_broken_routine_is_one_error_with_back_off_and_the_others_run(make, clock, runner, store) -> None:
+def test_one_broken_routine_is_one_error_on_every_tick_with_back_off_and_the_others_run(
+    make, clock, runner, store
+) -> None:
     def resolver(routine: Routine):
         if routine.routine_id == "broken":
             raise LookupError("no tenant runner")
@@ -73,16 +75,21 @@ def test_one_broken_routine_is_one_error_with_back_off_and_the_others_run(make, 
     clock.set(T0 + MINUTE)
     first = sched.tick()
     assert [e.routine for e in first.errors] == ["org-a/user-1/broken"]
-    assert first.errors[0].error == "UnknownKind: no runner for kind 'script': LookupError"
+    error = "UnknownKind: no runner for kind 'script': LookupError"
+    assert (first.errors[0].error, first.errors[0].until, first.erroring_count) == (error, T0 + 3 * MINUTE, 1)
     assert sorted(k.routine_id for k in first.claimed) == ["a", "c"]
     deferred = store.get_routine(SCOPE, "broken")
     assert (deferred.defer_until, deferred.error_count) == (T0 + 3 * MINUTE, 1)
     clock.set(T0 + 2 * MINUTE)
-    assert sched.tick().errors == ()  # backed off: not even looked at
+    backed_off = sched.tick()  # not even looked at, and still reported: its error, its next attempt
+    assert [(e.routine, e.error, e.until) for e in backed_off.errors] == [
+        ("org-a/user-1/broken", error, T0 + 3 * MINUTE)
+    ]
     clock.set(T0 + 3 * MINUTE)
     again = sched.tick()
-    assert again.errors == ()  # reported once per streak
-    assert store.get_routine(SCOPE, "broken").defer_until == T0 + 7 * MINUTE  # doubled
+    assert [(e.routine, e.until) for e in again.errors] == [("org-a/user-1/broken", T0 + 7 * MINUTE)]  # doubled
+    assert again.erroring_count == 1 and again.to_dict()["erroring"] == 1
+    assert store.get_routine(SCOPE, "broken").defer_until == T0 + 7 * MINUTE
     assert sorted(k.routine_id for k in again.claimed) == ["a", "c"]
     assert ok.routine_id == "a"
 
@@ -293,3 +300,20 @@ def test_every_fire_decided_leaves_one_row(make, clock, runner) -> None:
     assert len(rows) == 7 + 7 + 5  # "bad" latched its pause after 5 failures
     assert sched.get(SCOPE, "bad").paused_reason == "failure_streak:provider_error"
     assert all(r.reason is not None for r in sched.runs(SCOPE, limit=1000) if r.terminal)
+
+
+@every_store
+def test_the_tick_report_and_the_plan_carry_the_wake_up_hint(make, clock, store) -> None:
+    sched = make()
+    sched.register(spec("quarter", {"cron": "*/15 * * * *"}))
+    sched.register(spec("nine", {"cron": "0 9 * * *"}))
+    clock.set(T0 + MINUTE)
+    # the plan: the fire it would claim leaves a re-send at +resend_first (2 min) before anything else
+    assert sched.plan().next_wake_at == T0 + 3 * MINUTE
+    report = sched.tick()  # the run completed in process: the next instant is the next quarter
+    assert report.next_wake_at == T0 + 15 * MINUTE == store.next_wake_at()
+    assert report.to_dict()["next_wake_at"] == "2026-03-02T08:15:00+00:00"
+    clock.set(T0 + 2 * MINUTE)
+    assert sched.plan().next_wake_at == T0 + 15 * MINUTE
+    sched.pause(SCOPE, "quarter", "operator")
+    assert sched.tick().next_wake_at == T0 + HOUR

@@ -32,6 +32,7 @@ from alma_schedule.stores.arguments import put_routine_args, set_enabled_args, s
 from alma_schedule.stores.base import RenamedMethods
 from alma_schedule.stores.memory.reads import ReadsMixin
 from alma_schedule.stores.memory.tick import TickMixin
+from alma_schedule.stores.memory.wake import WakeMixin
 from alma_schedule.stores.validation import check_routine_key, check_text, check_utc
 from alma_schedule.stores.validation import require_utc as _utc
 
@@ -40,7 +41,7 @@ RKey = tuple[str, str, str]
 __all__ = ["MemoryStore"]
 
 
-class MemoryStore(TickMixin, ReadsMixin, RenamedMethods):
+class MemoryStore(TickMixin, ReadsMixin, WakeMixin, RenamedMethods):
     """The reference backend: thread-safe (one RLock), instance-scoped, exact."""
 
     def __init__(self) -> None:
@@ -53,6 +54,7 @@ class MemoryStore(TickMixin, ReadsMixin, RenamedMethods):
         self._active: dict[RKey, str] = {}  # routine -> run_id of its one non-terminal run
         self._spend: dict[tuple[str, str], int] = {}
         self._heartbeat: datetime | None = None
+        self._next_wake: datetime | None = None
 
     # ------------------------------------------------------------------ internals
 
@@ -229,16 +231,6 @@ class MemoryStore(TickMixin, ReadsMixin, RenamedMethods):
             if len(keys) < size:
                 return
             after = keys[-1]
-
-    def heartbeat(self, now: datetime) -> None:
-        now = _utc("now", now)
-        with self._lock:
-            if self._heartbeat is None or now > self._heartbeat:
-                self._heartbeat = now
-
-    def last_tick(self) -> datetime | None:
-        with self._lock:
-            return self._heartbeat
 
     def purge_deleted(self, limit: int = 1000) -> int:
         with self._lock:

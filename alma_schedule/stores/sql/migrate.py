@@ -7,9 +7,11 @@ database that already holds a fleet's ``alembic_version``, ``routines`` or ``run
 nor touches them. Idempotent: a store already at head is left alone. Safe when several processes
 migrate at once:
 
-* PostgreSQL: a session-level ``pg_advisory_lock`` is held around the whole upgrade, and the
-  upgrade itself is one transaction (transactional DDL): the second migrator waits, then finds the
-  store at head and does nothing.
+* PostgreSQL: a session-level advisory lock is held around the whole upgrade, and the upgrade
+  itself is one transaction (transactional DDL) except where a revision builds an index
+  ``CONCURRENTLY`` (it commits first, and its steps are idempotent): the second migrator waits
+  (polling ``pg_try_advisory_lock`` between short sleeps, holding no snapshot, for at most
+  ``LOCK_WAIT``), then finds the store at head and does nothing.
 * SQLite: the upgrade runs in ONE ``BEGIN IMMEDIATE`` transaction (the engine's begin hook), which
   takes the database's write lock before Alembic reads the current revision.
 
@@ -24,24 +26,30 @@ mid-flight), migrate, then start the new version.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from alembic.util.exc import CommandError
+from sqlalchemy import event
 from sqlalchemy.engine import Connection
 
 from alma_schedule.errors import AdoptionRequired, SchemaMismatch, StoreError
 from alma_schedule.stores.sql import queries as q
 from alma_schedule.stores.sql.engine import make_engine, normalize_url
 from alma_schedule.stores.sql.errors import mapped_errors, safe_url
-from alma_schedule.stores.sql.namespace import LEGACY_REVISION, LEGACY_TABLES, Namespace
+from alma_schedule.stores.sql.namespace import LEGACY_REVISION, LEGACY_TABLES, Namespace, postgres_rewrite
 from alma_schedule.stores.sql.queries import adopt as qa
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+#: How long a migrator waits for another one holding the migration lock, and how often it looks (s).
+LOCK_WAIT = 600.0
+LOCK_POLL = 0.25
 
 __all__ = ["MIGRATIONS", "Migration", "alembic_config", "current_revision", "head_revision", "migrate", "migrate_store"]
 
@@ -84,6 +92,28 @@ def migrate_store(url: str, *, adopt: bool = False, schema: str | None = None) -
     return migrate(url, adopt=adopt, schema=schema).revision
 
 
+def _take_lock(conn: Connection, where: str) -> None:
+    """The migration lock, polled (see the module docstring); :class:`StoreError` after ``LOCK_WAIT``."""
+    deadline = time.monotonic() + LOCK_WAIT
+    while True:
+        taken = bool(conn.execute(q.advisory_lock()).scalar())
+        conn.commit()
+        if taken:
+            return
+        if time.monotonic() > deadline:
+            raise StoreError(f"store {where}: another migration has held the migration lock for {LOCK_WAIT:g}s")
+        time.sleep(LOCK_POLL)
+
+
+def _translate_alembic_text(conn: Connection, quoted_schema: str) -> None:
+    """Alembic's ALTER statements on this connection get the real schema too (:func:`postgres_rewrite`)."""
+
+    def rewrite(_c: Any, _cur: Any, statement: str, params: Any, _ctx: Any, _many: bool) -> tuple[str, Any]:
+        return postgres_rewrite(statement, quoted_schema), params
+
+    event.listen(conn, "before_cursor_execute", rewrite, retval=True)
+
+
 def migrate(url: str, *, adopt: bool = False, schema: str | None = None) -> Migration:
     """:func:`migrate_store`, saying also which tables adoption moved (for the CLI)."""
     parsed = normalize_url(url)
@@ -92,8 +122,8 @@ def migrate(url: str, *, adopt: bool = False, schema: str | None = None) -> Migr
     try:
         with mapped_errors(parsed), engine.connect() as conn:
             if space.postgres:
-                conn.execute(q.advisory_lock())
-                conn.commit()
+                _translate_alembic_text(conn, engine.dialect.identifier_preparer.quote_schema(space.name))
+                _take_lock(conn, safe_url(parsed))
             try:
                 adopted = _prepare(conn, space, adopt=adopt, where=safe_url(parsed))
                 cfg = alembic_config(space)

@@ -47,6 +47,7 @@ __all__ = [
     "SCHEMA_TOKEN",
     "VERSION_TABLE",
     "Namespace",
+    "postgres_rewrite",
     "sqlite_rewrite",
 ]
 
@@ -67,6 +68,16 @@ def sqlite_rewrite(statement: str, prefix: str) -> str:
     statement = _CREATE_INDEX.sub(rf"\1{prefix}_\2 ON {prefix}_\3", statement, count=1)
     statement = _RENAME.sub(rf"\1{prefix}_\2", statement, count=1)
     return _QUALIFIED.sub(f"{prefix}_", statement)
+
+
+def postgres_rewrite(statement: str, quoted_schema: str) -> str:
+    """``statement`` with the placeholder schema turned into the real one, for the migration
+    connection only: Alembic's ALTER statements (``add_column``, ``create_check_constraint``, ...)
+    name the schema as text, which ``schema_translate_map`` never sees. Everything else was already
+    translated and has no placeholder left."""
+    if SCHEMA_TOKEN not in statement:
+        return statement
+    return _QUALIFIED.sub(f"{quoted_schema}.", statement)
 
 
 @dataclass(frozen=True, slots=True)

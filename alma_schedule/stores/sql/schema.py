@@ -89,6 +89,15 @@ sa.Index(
     **_where("deleted_at IS NULL AND (enabled = false OR paused_reason IS NOT NULL)"),
 )
 sa.Index("ix_routines_deleted", routines.c.deleted_at, **_where("deleted_at IS NOT NULL"))
+# The routines that carry a planning error (reported on every tick while they fail), by next attempt.
+sa.Index(
+    "ix_routines_erroring",
+    routines.c.defer_until,
+    routines.c.org,
+    routines.c.uid,
+    routines.c.routine_id,
+    **_where("last_error IS NOT NULL"),
+)
 
 routine_versions = sa.Table(
     "routine_versions",
@@ -178,5 +187,6 @@ heartbeat = sa.Table(
     metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
     sa.Column("last_tick", UtcDateTime, nullable=False),
+    sa.Column("next_wake_at", UtcDateTime, nullable=True),  # the wake-up hint of the last tick
     sa.CheckConstraint("id = 1", name="ck_heartbeat_one_row"),
 )

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 
-from alma_schedule.model import Routine, RunRecord, Scope, check_scope
+from alma_schedule.model import Deferral, Erroring, Routine, RunRecord, Scope, check_scope
 from alma_schedule.stores.sql import queries as q
 from alma_schedule.stores.sql.rows import routine_from_row, run_from_row
 from alma_schedule.stores.sql.schema import routine_versions, routines, runs
@@ -56,11 +56,33 @@ class SystemMixin(SqlBase):
 
     # ------------------------------------------------------------------ heartbeat and back-off
 
-    def heartbeat(self, now: datetime) -> None:
-        """Record the heartbeat (ONE upsert of the one row; it never moves backwards)."""
+    def heartbeat(self, now: datetime) -> datetime | None:
+        """Record the heartbeat and the wake-up hint (ONE upsert of the one row, the hint a scalar
+        subquery of index probes in it; ``last_tick`` never moves backwards). Returns the hint."""
         now = require_utc("now", now)
         with self._tx(single=True) as conn:
-            conn.execute(q.record_heartbeat(self.dialect, now))
+            hint: datetime | None = conn.execute(q.record_heartbeat(self.dialect, now)).scalar()
+            return hint
+
+    def next_wake_at(self) -> datetime | None:
+        with self._tx(read=True) as conn:
+            value: datetime | None = conn.execute(q.select_next_wake()).scalar()
+            return value
+
+    def peek_wake(self, now: datetime) -> datetime | None:
+        now = require_utc("now", now)
+        with self._tx(read=True) as conn:
+            value: datetime | None = conn.execute(q.select_wake_hint(now)).scalar()
+            return value
+
+    def erroring(self, limit: int = 20) -> Erroring:
+        """System: routines that carry a planning error (ONE read through ``ix_routines_erroring``)."""
+        with self._tx(read=True) as conn:
+            rows = conn.execute(q.erroring(max(limit, 1))).all()
+        if not rows:
+            return Erroring()
+        found = (Deferral(r.org, r.uid, r.routine_id, r.defer_until, r.last_error, first=False) for r in rows)
+        return Erroring(tuple(found)[: max(limit, 0)], int(rows[0].erroring))
 
     def last_tick(self) -> datetime | None:
         with self._tx(read=True) as conn:

@@ -33,7 +33,6 @@ from alma_schedule.stores.sql.queries.maintenance import (
     erase_results,
     prune,
     purge_candidates,
-    record_heartbeat,
     reindex_batch,
     select_last_tick,
     select_schema_version,
@@ -75,6 +74,13 @@ from alma_schedule.stores.sql.queries.tick import (
     supersede,
     take_polls,
     take_resends,
+)
+from alma_schedule.stores.sql.queries.wake import (
+    erroring,
+    record_heartbeat,
+    select_next_wake,
+    select_wake_hint,
+    wake_hint,
 )
 
 __all__ = [
@@ -119,6 +125,10 @@ __all__ = [
     "prune",
     "purge_candidates",
     "record_heartbeat",
+    "erroring",
+    "select_next_wake",
+    "select_wake_hint",
+    "wake_hint",
     "reindex_batch",
     "reserve_upsert",
     "routine_pk",

@@ -1,4 +1,4 @@
-"""SQL statements of the store, maintenance: heartbeat, prune, purge, erasure, reindex, schema version, lock."""
+"""SQL statements of the store, maintenance: last tick, prune, purge, erasure, reindex, schema version, lock."""
 
 from __future__ import annotations
 
@@ -9,20 +9,10 @@ from typing import Any
 import sqlalchemy as sa
 
 from alma_schedule.stores.sql.namespace import SCHEMA_TOKEN, VERSION_TABLE
-from alma_schedule.stores.sql.queries.common import NON_TERMINAL, TERMINAL, Key3, Params, _insert, in_states
+from alma_schedule.stores.sql.queries.common import NON_TERMINAL, TERMINAL, Key3, Params, in_states
 from alma_schedule.stores.sql.queries.tick import ORDER_TAIL, _batch_update_routines, _pk_in
 from alma_schedule.stores.sql.schema import heartbeat, routines, runs
 from alma_schedule.stores.sql.types import UtcDateTime
-
-
-def record_heartbeat(dialect: str, now: datetime) -> Any:
-    """Upsert the one heartbeat row; it never moves backwards."""
-    ins = _insert(dialect, heartbeat).values(id=1, last_tick=now)
-    return ins.on_conflict_do_update(
-        index_elements=[heartbeat.c.id],
-        set_={"last_tick": ins.excluded.last_tick},
-        where=heartbeat.c.last_tick < ins.excluded.last_tick,
-    )
 
 
 def select_last_tick() -> sa.Select[Any]:
@@ -104,7 +94,9 @@ MIGRATION_LOCK_KEY = 0x616C6D615F6D6967  # "alma_mig"
 
 
 def advisory_lock() -> Any:
-    return sa.select(sa.func.pg_advisory_lock(sa.literal(MIGRATION_LOCK_KEY, sa.BigInteger)))
+    """Try the migration lock (never waits: a waiting statement holds a snapshot, which a concurrent
+    ``CREATE INDEX CONCURRENTLY`` of the lock holder would wait for: a deadlock)."""
+    return sa.select(sa.func.pg_try_advisory_lock(sa.literal(MIGRATION_LOCK_KEY, sa.BigInteger)))
 
 
 def advisory_unlock() -> Any:
