@@ -27,6 +27,8 @@ class Timers:
     result_retention: timedelta
     #: ``refused(not_admitted)`` and ``refused(routing_unavailable)`` count for the streak.
     streak_counts_refused: bool = True
+    #: How far a caller's ``now`` may lead: a deadline is enforced at ``deadline + clock_tolerance``.
+    clock_tolerance: timedelta = timedelta(seconds=2)
 
     @classmethod
     def from_settings(cls, s: Settings) -> Timers:
@@ -42,6 +44,7 @@ class Timers:
             failure_threshold=s.failure_threshold,
             result_retention=s.result_retention,
             streak_counts_refused=s.streak_counts_refused,
+            clock_tolerance=s.clock_tolerance,
         )
 
     @staticmethod

@@ -1,4 +1,12 @@
-"""Time zones: validation with suggestions, and constant-offset segments of real time.
+"""Time zones: which zone data is read, validation with suggestions, and constant-offset segments.
+
+Zone data: the rules come from the ``tzdata`` package (a dependency, pinned by pip like any other:
+``pip install 'tzdata==2026.6'``), NOT from the system's ``/usr/share/zoneinfo``, which
+``zoneinfo.ZoneInfo`` would read first: two hosts of one fleet with different OS images would
+otherwise compute different fire instants. Only when the package is missing (or lacks a zone) does
+:func:`get_zone` fall back to the system's copy. :func:`zone_data` names what is read
+(``"tzdata 2026f"`` or ``"system"``); the store records it, and the first tick of a worker that
+reads other zone data re-derives every routine's next fire (``Scheduler.reconcile_zone_data``).
 
 A *segment* is a half-open UTC interval ``[start, end)`` (epoch seconds) over which a zone's UTC
 offset is constant. Segment boundaries are the zone's transitions plus every 1 January 00:00 UTC
@@ -11,6 +19,7 @@ does that after 1970).
 from __future__ import annotations
 
 import difflib
+import importlib.resources
 import zoneinfo
 from bisect import bisect_right
 from datetime import date, datetime, timedelta
@@ -46,8 +55,26 @@ def check_zone(tz: object) -> str:
     raise InvalidSchedule(f"unknown time zone {shown!r}{hint}")
 
 
+@lru_cache(maxsize=1)
+def zone_data() -> str:
+    """The zone data :func:`get_zone` reads: ``"tzdata <IANA version>"`` or ``"system"``."""
+    try:
+        import tzdata
+    except ModuleNotFoundError:
+        return "system"
+    return f"tzdata {tzdata.IANA_VERSION}"
+
+
 @lru_cache(maxsize=1024)
 def get_zone(key: str) -> zoneinfo.ZoneInfo:
+    """The zone ``key`` from the ``tzdata`` package (the pinned rules), else from the system."""
+    if zone_data() != "system" and key != "UTC" and key in available_zones():  # a known name, never a path
+        try:
+            resource = importlib.resources.files("tzdata.zoneinfo").joinpath(*key.split("/"))
+            with resource.open("rb") as fh:
+                return zoneinfo.ZoneInfo.from_file(fh, key=key)
+        except (OSError, ValueError):  # not in the package (or not a zone file): the system's copy
+            pass
     return zoneinfo.ZoneInfo(key)
 
 

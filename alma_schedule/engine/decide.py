@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
 from alma_schedule.core import ScheduleValue, fire_id, latest_fire, next_fire, parse_schedule
-from alma_schedule.errors import AlmaScheduleError
+from alma_schedule.errors import AlmaScheduleError, InvalidSchedule
 from alma_schedule.model import Decision, Defer, Fire, NotDue, Routine
 from alma_schedule.policies import backoff
 from alma_schedule.settings import Settings
@@ -33,7 +33,7 @@ from .runtime import Runtime
 
 log = logging.getLogger("alma_schedule.engine")
 
-__all__ = ["Planner", "decide", "describe_error", "schedule_of"]
+__all__ = ["Planner", "decide", "describe_error", "rederived_due", "restart_due", "schedule_of"]
 
 MAX_ERROR = 300
 
@@ -77,6 +77,23 @@ def decide(routine: Routine, now: datetime, settings: Settings) -> Fire | NotDue
         resend_at=now + settings.resend_first,
         missed=now >= expires_at,
     )
+
+
+def restart_due(routine: Routine, at: datetime) -> datetime | None:
+    """``next_due_at`` for a cursor restarted at ``at`` (a bad row: ``at``, so the tick reports it)."""
+    try:
+        return next_fire(parse_schedule(routine.schedule), routine.registered_at, at)
+    except InvalidSchedule:
+        return at
+
+
+def rederived_due(routine: Routine) -> datetime | None:
+    """``next_due_at`` derived again from the routine's cursor under today's rules and zone data
+    (``reindex``, the zone data reconciliation): the first fire after the cursor, or, before the
+    first fire, at or after ``registered_at`` (as registration derives it)."""
+    if routine.last_fire is not None:
+        return restart_due(routine, routine.last_fire)
+    return restart_due(routine, routine.registered_at - timedelta(seconds=1))
 
 
 def describe_error(exc: BaseException) -> str:

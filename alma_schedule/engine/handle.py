@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
-from zoneinfo import ZoneInfo
 
+from alma_schedule.core.zones import get_zone
 from alma_schedule.errors import InvalidInput, NotFound
 from alma_schedule.model import Ceiling, ClaimResult, ReserveResult, Routine, RunKey, RunRecord, RunState
 from alma_schedule.model.time import aware_utc
+from alma_schedule.policies import backoff
 
 from .runtime import Runtime
 
@@ -23,7 +24,7 @@ __all__ = ["StoreRunHandle", "money_day"]
 
 def money_day(now: datetime, tz: str) -> str:
     """The ISO calendar day (``YYYY-MM-DD``) of ``now`` in zone ``tz``: the day ceilings count in."""
-    return now.astimezone(ZoneInfo(tz)).date().isoformat()
+    return now.astimezone(get_zone(tz)).date().isoformat()
 
 
 class StoreRunHandle:
@@ -108,13 +109,14 @@ class StoreRunHandle:
         target_task_id: str | None = None,
         next_poll_at: datetime | None = None,
     ) -> ClaimResult:
-        """CAS ``running -> submitted``; first poll at ``next_poll_at`` (default ``now + poll_first``)."""
+        """CAS ``running -> submitted``; first poll at ``next_poll_at`` (default ``now + poll_first``),
+        or at ``deadline + clock_tolerance`` when that comes first (:func:`backoff.next_poll`)."""
         if deadline is None:
             raise InvalidInput("every submission needs a deadline")
         deadline = aware_utc("deadline", deadline)
-        first_poll = (
-            self._now + self._rt.timers.poll_first if next_poll_at is None else aware_utc("next_poll_at", next_poll_at)
-        )
+        timers = self._rt.timers
+        scheduled = self._now + timers.poll_first if next_poll_at is None else aware_utc("next_poll_at", next_poll_at)
+        first_poll = backoff.next_poll(scheduled, self._now, deadline, timers.clock_tolerance)
         res = self._rt.store.submit(
             self._key,
             now=self._now,

@@ -16,8 +16,9 @@ every entry point applies before anything else:
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, cast
 
@@ -28,6 +29,14 @@ from alma_schedule.settings import Settings, Timers
 from alma_schedule.stores.base import Store
 
 log = logging.getLogger("alma_schedule.engine")
+
+
+@dataclass
+class ZoneCheck:
+    """Whether this process has seen the store record its zone data (then it never asks again)."""
+
+    done: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
 Resolver = Callable[[Routine], RoutineRunner]
 RunnerSource = RoutineRunner | Resolver
@@ -63,6 +72,8 @@ class Runtime:
     timers: Timers
     resolver: Resolver
     dispatcher: Dispatcher
+    #: This process's zone data check (the one mutable part: a flag set once; engine/zones.py).
+    zones: ZoneCheck = field(default_factory=lambda: ZoneCheck(), compare=False)
 
     def now(self, now: datetime | None) -> datetime:
         """The instant a WRITING call acts at: :func:`trusted_now` with ``clock_tolerance``."""

@@ -23,8 +23,8 @@ import builtins
 import logging
 from datetime import datetime
 
-from alma_schedule.core import next_fire, parse_schedule
-from alma_schedule.errors import InvalidSchedule, NotFound, Overlap, Refused
+from alma_schedule.core.zones import zone_data
+from alma_schedule.errors import NotFound, Overlap, Refused
 from alma_schedule.model import (
     ClaimResult,
     Dispatcher,
@@ -48,6 +48,7 @@ from alma_schedule.stores.base import Store
 from . import execute as _execute
 from . import tick as _tick
 from .decide import decide as _decide
+from .decide import rederived_due, restart_due
 from .dispatch import InProcessDispatcher
 from .register import RegisterMode, RegistrationReceipt, register
 from .runtime import RunnerSource, Runtime, as_resolver
@@ -85,14 +86,6 @@ def create_schedule(
     if isinstance(disp, InProcessDispatcher) and not disp.bound:
         disp.bind(schedule)
     return schedule
-
-
-def _restart_due(routine: Routine, at: datetime) -> datetime | None:
-    """``next_due_at`` for a cursor restarted at ``at`` (a bad row: ``at``, so the tick reports it)."""
-    try:
-        return next_fire(parse_schedule(routine.schedule), routine.registered_at, at)
-    except InvalidSchedule:
-        return at
 
 
 class Scheduler:
@@ -147,7 +140,7 @@ class Scheduler:
         """Switch back on: the cursor restarts at now and the streak resets (nothing missed fires)."""
         at = self._rt.now(now)
         routine = self._live(scope, routine_id)
-        return self._rt.store.set_enabled(scope, routine_id, True, now=at, next_due_at=_restart_due(routine, at))
+        return self._rt.store.set_enabled(scope, routine_id, True, now=at, next_due_at=restart_due(routine, at))
 
     def pause(self, scope: Scope, routine_id: str, reason: str = "manual", *, now: datetime | None = None) -> Routine:
         """Latch a pause (the first reason is kept); ``next_due_at`` NULL."""
@@ -158,7 +151,7 @@ class Scheduler:
         """Clear the pause: the cursor restarts at now and the streak resets (nothing missed fires)."""
         at = self._rt.now(now)
         routine = self._live(scope, routine_id)
-        return self._rt.store.set_paused(scope, routine_id, None, now=at, next_due_at=_restart_due(routine, at))
+        return self._rt.store.set_paused(scope, routine_id, None, now=at, next_due_at=restart_due(routine, at))
 
     def delete(self, scope: Scope, routine_id: str, *, now: datetime | None = None) -> Routine:
         """Tombstone the routine (idempotent); its runs stay in the ledger until purged."""
@@ -283,16 +276,4 @@ class Scheduler:
         """Re-derive every active routine's ``next_due_at`` from its cursor and schedule (system), e.g.
         after a tzdata update. Streams in batches; returns how many changed. A routine whose schedule
         no longer parses is made due now, so the next tick reports it (and backs it off)."""
-        import zoneinfo
-
-        version = getattr(zoneinfo, "TZDATA_VERSION", None) or _tzdata_version()
-        return self._rt.store.reindex(lambda r: _restart_due(r, r.last_fire or r.registered_at), tzdata_version=version)
-
-
-def _tzdata_version() -> str | None:
-    try:
-        from importlib.metadata import version
-
-        return version("tzdata")
-    except Exception:  # pragma: no cover - tzdata is a dependency
-        return None
+        return self._rt.store.reindex(rederived_due, tzdata_version=zone_data())

@@ -2,6 +2,8 @@
 
 :func:`tick`, at one clamped ``now``:
 
+0. once per process until the store records this process's zone data: one page of the zone data
+   reconciliation (:mod:`.zones`);
 1. ``claim_due`` in batches of ``claim_limit`` (each batch ONE store transaction, with the pure
    ``decide``), the claimed fires sent after each batch's commit, until a batch comes back short
    (at most ``tick_max_batches``);
@@ -45,6 +47,7 @@ from alma_schedule.policies import supersession
 
 from .decide import Planner
 from .runtime import Runtime
+from .zones import reconcile_zones
 
 log = logging.getLogger("alma_schedule.engine")
 
@@ -106,6 +109,7 @@ def tick(rt: Runtime, now: datetime | None = None) -> TickReport:
     claimed: list[RunKey] = []
     skipped: list[RunKey] = []
     errors: list[TickError] = []
+    _maintain("reconcile_zone_data", lambda: reconcile_zones(rt), errors)  # once per process, then no-op
     for _ in range(s.tick_max_batches):
         batch = store.claim_due(at, s.claim_limit, planner, timers)
         claimed.extend(r.key for r in batch.claimed)

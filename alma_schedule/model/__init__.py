@@ -30,6 +30,7 @@ from alma_schedule.model.tick import (
     TickError,
     TickPlan,
     TickReport,
+    ZoneReconciliation,
 )
 from alma_schedule.model.time import SettableTime, aware_utc, system_time, trusted_now
 
@@ -39,6 +40,6 @@ __all__ = [
     "Ceiling", "ClaimBatch", "ClaimResult", "Data", "Decision", "Defer", "Deferral", "Dispatcher", "Erroring", "Fire",
     "NotDue", "PlannedFire", "PlannedRoutine", "Reason", "Resends", "ReserveResult", "Routine", "RoutineKey",
     "RoutineRunner", "RoutineSpec", "RoutineVersion", "RunHandle", "RunKey", "RunRecord", "RunResult",
-    "RunState", "Scope", "SettableTime", "TickError", "TickPlan", "TickReport", "aware_utc", "check_id",
-    "check_scope", "governed_key", "manual_run_id", "new_ulid", "system_time", "trusted_now",
+    "RunState", "Scope", "SettableTime", "TickError", "TickPlan", "TickReport", "ZoneReconciliation",
+    "aware_utc", "check_id", "check_scope", "governed_key", "manual_run_id", "new_ulid", "system_time", "trusted_now",
 ]

@@ -12,7 +12,7 @@ from alma_schedule.model.run import RunRecord
 
 __all__ = [
     "ClaimBatch", "Decision", "Defer", "Deferral", "Erroring", "Fire", "NotDue", "PlannedFire", "PlannedRoutine",
-    "Resends", "TickError", "TickPlan", "TickReport",
+    "Resends", "TickError", "TickPlan", "TickReport", "ZoneReconciliation",
 ]
 
 
@@ -172,3 +172,16 @@ class TickReport(Data):
                 "errors": [e.to_dict() for e in self.errors[:n]],
             },
         }
+
+
+@dataclass(frozen=True, slots=True)
+class ZoneReconciliation(Data):
+    """What one page of ``Store.reconcile_zone_data`` did: the zone data recorded before it
+    (``previous``), how many routines' next fire moved, and whether the store now records
+    ``zone_data`` (``done``: nothing is left to re-derive)."""
+
+    zone_data: str
+    previous: str | None
+    changed: int = 0
+    done: bool = True
+

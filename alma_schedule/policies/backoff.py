@@ -17,7 +17,9 @@ from typing import Any
 
 from alma_schedule.settings import Timers
 
-__all__ = ["CLEAR", "ERROR_STEP", "PlanningBackoff", "deferred", "first_deferral", "held_back", "retry_at"]
+__all__ = [
+    "CLEAR", "ERROR_STEP", "PlanningBackoff", "deferred", "first_deferral", "held_back", "next_poll", "retry_at",
+]
 
 #: How much one deferral adds to ``error_count``.
 ERROR_STEP = 1
@@ -59,3 +61,15 @@ def first_deferral(error_count: int) -> bool:
 def held_back(defer_until: datetime | None, now: datetime) -> bool:
     """Whether the back-off keeps the routine out of the due scan at ``now``."""
     return defer_until is not None and defer_until > now
+
+
+def next_poll(scheduled: datetime, now: datetime, deadline: datetime | None, tolerance: timedelta) -> datetime:
+    """When a submitted job is polled next: its back-off step ``scheduled``, unless its deadline
+    comes first: then at ``deadline + tolerance``, the first instant ``timed_out`` may be recorded
+    (a clock may lead by ``tolerance``), so a deadline is enforced on time, never a back-off step
+    late. A deadline already enforceable at ``now`` changes nothing (this poll records it)."""
+    if deadline is None:
+        return scheduled
+    due = deadline + tolerance
+    return due if now < due < scheduled else scheduled
+

@@ -38,6 +38,7 @@ from alma_schedule.model import (
     RunRecord,
     RunResult,
     Scope,
+    ZoneReconciliation,
 )
 from alma_schedule.settings import Timers
 
@@ -323,6 +324,17 @@ class Store(Protocol):
 
     def erase_expired_results(self, now: datetime, limit: int = 1000) -> int:
         """Erase result text whose ``erase_at <= now`` (system)."""
+        ...
+
+    def reconcile_zone_data(self, derive: Derive, zone_data: str, *, limit: int = 1000) -> ZoneReconciliation:
+        """System, ONE transaction holding the one ``zone_state`` row (one reconciler at a time).
+
+        When the store already records ``zone_data`` (what every routine's next fire was derived
+        under): nothing (``done``). Otherwise the next page of at most ``limit`` routines after the
+        recorded cursor, in key order: each active one gets ``next_due_at = derive(routine)``, each
+        ``tzdata_version = zone_data``; the cursor moves to the page's last key; the page that ends
+        the walk records ``zone_data`` and clears the cursor (``done``). Bounded work per call, so a
+        tick can take one page and the walk survives restarts."""
         ...
 
     def reindex(self, derive: Derive, *, tzdata_version: str | None = None, batch: int = 1000) -> int:

@@ -1,10 +1,25 @@
-"""Contract: the heartbeat's wake-up hint and the routines that carry a planning error."""
+"""Contract: the heartbeat's wake-up hint, the routines that carry a planning error, and the zone
+data walk, and a deadline's poll on time."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from alma_schedule.model import Defer, Routine
 from alma_schedule.stores.base import Store
-from alma_schedule.testing.builders import HOUR, MINUTE, SCOPE, T0, TIMERS, fire_due, register, run_in
+from alma_schedule.testing.builders import (
+    HOUR,
+    MINUTE,
+    SCOPE,
+    SECOND,
+    T0,
+    TIMERS,
+    claim,
+    everything,
+    fire_due,
+    register,
+    run_in,
+)
 
 
 def _off(store: Store, routine_id: str = "r1") -> None:
@@ -85,3 +100,53 @@ class WakeContract:
         assert store.erroring().count == 1
         assert len(store.claim_due(T0 + MINUTE, 10, fire_due, TIMERS).claimed) == 1
         assert store.erroring().count == 0
+
+
+class ZoneDataContract:
+    def test_the_zone_data_walk_takes_one_page_per_call_and_then_records_the_zone_data(self, store: Store) -> None:
+        for rid in ("a", "b", "c", "d"):
+            register(store, rid, next_due_at=T0)
+        store.set_paused(SCOPE, "c", "operator", now=T0, next_due_at=None)
+
+        def derive(routine: Routine) -> datetime:
+            return T0 + HOUR
+
+        first = store.reconcile_zone_data(derive, "tzdata 2099a", limit=2)
+        assert (first.previous, first.changed, first.done) == (None, 2, False)
+        second = store.reconcile_zone_data(derive, "tzdata 2099a", limit=2)
+        assert (second.changed, second.done) == (1, False)  # c is paused: no next fire to derive
+        last = store.reconcile_zone_data(derive, "tzdata 2099a", limit=2)
+        assert (last.previous, last.changed, last.done) == (None, 0, True)
+        rows = {r.routine_id: r for r in store.iter_routines()}
+        assert {rid: r.next_due_at for rid, r in rows.items()} == {
+            "a": T0 + HOUR, "b": T0 + HOUR, "c": None, "d": T0 + HOUR,
+        }
+        assert {r.tzdata_version for rid, r in rows.items() if rid != "c"} == {"tzdata 2099a"}
+        before = everything(store)
+        again = store.reconcile_zone_data(derive, "tzdata 2099a", limit=2)
+        assert (again.previous, again.changed, again.done) == ("tzdata 2099a", 0, True)
+        assert everything(store) == before  # recorded: nothing walked again
+        newer = store.reconcile_zone_data(lambda r: T0 + 2 * HOUR, "tzdata 2100a", limit=10)
+        assert (newer.previous, newer.changed, newer.done) == ("tzdata 2099a", 3, True)
+
+
+class DeadlinePollContract:
+    def test_a_poll_is_due_at_deadline_plus_tolerance_not_a_back_off_step_later(self, store: Store) -> None:
+        register(store, next_due_at=T0)
+        rec = claim(store, now=T0)
+        assert store.start(rec.key, now=T0).won
+        deadline = T0 + 50 * SECOND  # the first poll at +30 s, the back-off would push the next to +90 s
+        assert store.submit(rec.key, now=T0, batch_id="b", deadline=deadline, next_poll_at=T0 + 30 * SECOND).won
+        [polled] = store.take_polls(T0 + 30 * SECOND, 10, TIMERS)
+        assert polled.next_poll_at == deadline + TIMERS.clock_tolerance
+        got = store.get(rec.key)
+        assert got is not None and got.next_poll_at == deadline + TIMERS.clock_tolerance
+        assert store.take_polls(deadline + TIMERS.clock_tolerance - SECOND, 10, TIMERS) == []
+        [late] = store.take_polls(deadline + TIMERS.clock_tolerance, 10, TIMERS)  # when timed_out may be recorded
+        assert late.next_poll_at is not None and late.next_poll_at > deadline + TIMERS.clock_tolerance
+
+    def test_a_far_deadline_leaves_the_back_off_alone(self, store: Store) -> None:
+        rec = run_in(store, "submitted", now=T0)  # deadline T0 + 1 hour
+        [polled] = store.take_polls(T0 + 30 * SECOND, 10, TIMERS)
+        assert polled.next_poll_at == T0 + 30 * SECOND + TIMERS.poll_first * 2
+        assert rec.deadline == T0 + HOUR

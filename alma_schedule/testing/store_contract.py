@@ -16,10 +16,11 @@ from alma_schedule.testing.contract_routines import RoutineContract
 from alma_schedule.testing.contract_runs import RunContract
 from alma_schedule.testing.contract_settlement import SettlementContract
 from alma_schedule.testing.contract_streak import StreakContract
-from alma_schedule.testing.contract_wake import WakeContract
+from alma_schedule.testing.contract_wake import DeadlinePollContract, WakeContract, ZoneDataContract
 
 __all__ = [
     "BackoffContract",
+    "DeadlinePollContract",
     "ClaimContract",
     "InputContract",
     "MoneyContract",
@@ -30,6 +31,7 @@ __all__ = [
     "StoreContract",
     "StreakContract",
     "WakeContract",
+    "ZoneDataContract",
 ]
 
 
@@ -44,5 +46,7 @@ class StoreContract(
     ReadContract,
     InputContract,
     WakeContract,
+    ZoneDataContract,
+    DeadlinePollContract,
 ):
     """Everything a backend must do, single-threaded. Provide a ``store`` fixture."""

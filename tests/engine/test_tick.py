@@ -7,6 +7,7 @@ from datetime import timedelta
 
 from engine_support import DAY, HOUR, MINUTE, SCOPE, T0, RecordingDispatcher, every_store, spec
 
+from alma_schedule.core.zones import zone_data
 from alma_schedule.model import Routine, TickReport
 
 
@@ -317,3 +318,18 @@ def test_the_tick_report_and_the_plan_carry_the_wake_up_hint(make, clock, store)
     assert sched.plan().next_wake_at == T0 + 15 * MINUTE
     sched.pause(SCOPE, "quarter", "operator")
     assert sched.tick().next_wake_at == T0 + HOUR
+
+
+@every_store
+def test_the_first_tick_under_new_zone_data_rederives_every_next_fire_once(make, clock, store) -> None:
+    sched = make(claim_limit=2)
+    for rid in ("a", "b", "c"):
+        sched.register(spec(rid, {"cron": "0 9 * * *", "tz": "Europe/Lisbon"}))
+    store.reconcile_zone_data(lambda r: T0 + DAY * 30, "tzdata 1999a", limit=10)  # "computed under old rules"
+    assert {r.next_due_at for r in store.iter_routines()} == {T0 + DAY * 30}
+    clock.set(T0 + MINUTE)
+    sched.tick()  # one page (claim_limit = 2) ...
+    sched.tick()  # ... and the rest: the store now records this process's zone data
+    assert {r.next_due_at for r in store.iter_routines()} == {T0.replace(hour=9)}  # 09:00 Lisbon = 09:00 UTC
+    assert store.reconcile_zone_data(lambda r: None, zone_data(), limit=10).previous == zone_data()
+    assert {r.tzdata_version for r in store.iter_routines()} == {zone_data()}

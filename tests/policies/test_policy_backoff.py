@@ -41,3 +41,15 @@ def test_clear_and_held_back() -> None:
     assert not backoff.held_back(None, T0)
     assert backoff.held_back(T0 + timedelta(seconds=1), T0)
     assert not backoff.held_back(T0, T0), "due again AT defer_until"
+
+
+def test_next_poll_is_the_deadline_plus_tolerance_when_it_comes_before_the_back_off_step() -> None:
+    from alma_schedule.policies.backoff import next_poll
+
+    now = datetime(2026, 3, 2, 8, 0, tzinfo=UTC)
+    step = now + timedelta(minutes=10)
+    tol = timedelta(seconds=2)
+    assert next_poll(step, now, None, tol) == step  # no deadline
+    assert next_poll(step, now, now + timedelta(minutes=3), tol) == now + timedelta(minutes=3, seconds=2)
+    assert next_poll(step, now, now + timedelta(hours=1), tol) == step  # far: the back-off
+    assert next_poll(step, now, now - timedelta(seconds=5), tol) == step  # already enforceable now

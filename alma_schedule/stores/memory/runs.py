@@ -29,7 +29,7 @@ from alma_schedule.model import (
     RunState,
     Scope,
 )
-from alma_schedule.policies import settlement, streak, supersession
+from alma_schedule.policies import backoff, settlement, streak, supersession
 from alma_schedule.settings import Timers
 from alma_schedule.stores.arguments import (
     annotate_args,
@@ -186,7 +186,12 @@ class RunsMixin:
                 again = dataclasses.replace(
                     rec,
                     poll_attempts=n,
-                    next_poll_at=now + Timers.backoff(timers.poll_first, timers.poll_max, n),
+                    next_poll_at=backoff.next_poll(
+                        now + Timers.backoff(timers.poll_first, timers.poll_max, n),
+                        now,
+                        rec.deadline,
+                        timers.clock_tolerance,
+                    ),
                 )
                 self._put_run(again)
                 out.append(again)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
@@ -31,9 +31,10 @@ from alma_schedule.policies import backoff
 from alma_schedule.stores.arguments import put_routine_args, set_enabled_args, set_paused_args
 from alma_schedule.stores.base import RenamedMethods
 from alma_schedule.stores.memory.reads import ReadsMixin
+from alma_schedule.stores.memory.rederive import RederiveMixin
 from alma_schedule.stores.memory.tick import TickMixin
 from alma_schedule.stores.memory.wake import WakeMixin
-from alma_schedule.stores.validation import check_routine_key, check_text, check_utc
+from alma_schedule.stores.validation import check_routine_key
 from alma_schedule.stores.validation import require_utc as _utc
 
 RKey = tuple[str, str, str]
@@ -41,7 +42,7 @@ RKey = tuple[str, str, str]
 __all__ = ["MemoryStore"]
 
 
-class MemoryStore(TickMixin, ReadsMixin, WakeMixin, RenamedMethods):
+class MemoryStore(TickMixin, ReadsMixin, WakeMixin, RederiveMixin, RenamedMethods):
     """The reference backend: thread-safe (one RLock), instance-scoped, exact."""
 
     def __init__(self) -> None:
@@ -55,6 +56,8 @@ class MemoryStore(TickMixin, ReadsMixin, WakeMixin, RenamedMethods):
         self._spend: dict[tuple[str, str], int] = {}
         self._heartbeat: datetime | None = None
         self._next_wake: datetime | None = None
+        self._zone_data: str | None = None
+        self._zone_cursor: RKey | None = None
 
     # ------------------------------------------------------------------ internals
 
@@ -242,39 +245,6 @@ class MemoryStore(TickMixin, ReadsMixin, WakeMixin, RenamedMethods):
                 self._versions.pop(k, None)
                 self._runs.pop(k, None)
             return len(keys)
-
-    def reindex(
-        self,
-        derive: Callable[[Routine], datetime | None],
-        *,
-        tzdata_version: str | None = None,
-        batch: int = 1000,
-    ) -> int:
-        check_text("tzdata_version", tzdata_version)
-        changed = 0
-        after: RKey | None = None
-        size = max(batch, 1)
-        while True:
-            with self._lock:
-                keys = sorted(k for k in self._routines if after is None or k > after)[:size]
-                updates: list[Routine] = []
-                for k in keys:
-                    row = self._routines[k]
-                    if row.inactive_reason is not None:
-                        continue
-                    due = check_utc("derived next_due_at", derive(self._out(k)), optional=True)
-                    if due != row.next_due_at:
-                        changed += 1
-                    updates.append(
-                        dataclasses.replace(
-                            row, next_due_at=due, tzdata_version=tzdata_version or row.tzdata_version
-                        )
-                    )
-                for row in updates:
-                    self._write(row)
-            if len(keys) < size:
-                return changed
-            after = keys[-1]
 
     def close(self) -> None:
         """Nothing to release: the state lives as long as the instance."""

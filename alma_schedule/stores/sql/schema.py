@@ -182,6 +182,19 @@ spend = sa.Table(
     sa.Column("settled_micros", sa.BigInteger, nullable=False),
 )
 
+#: The zone data (``core.zones.zone_data``) every routine's next fire was last derived under, and
+#: the key a reconciliation in progress has reached (one row).
+zone_state = sa.Table(
+    "zone_state",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("zone_data", sa.String(64), nullable=True),
+    sa.Column("cursor_org", ID, nullable=True),
+    sa.Column("cursor_uid", ID, nullable=True),
+    sa.Column("cursor_routine_id", ID, nullable=True),
+    sa.CheckConstraint("id = 1", name="ck_zone_state_one_row"),
+)
+
 heartbeat = sa.Table(
     "heartbeat",
     metadata,

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
+from typing import Any
 
-from alma_schedule.model import Deferral, Erroring, Routine, RunRecord, Scope, check_scope
+from alma_schedule.model import Deferral, Erroring, Routine, RunRecord, Scope, ZoneReconciliation, check_scope
 from alma_schedule.stores.sql import queries as q
 from alma_schedule.stores.sql.rows import routine_from_row, run_from_row
 from alma_schedule.stores.sql.schema import routine_versions, routines, runs
@@ -137,20 +138,47 @@ class SystemMixin(SqlBase):
         while True:
             with self._tx() as conn:
                 page = [routine_from_row(r) for r in conn.execute(q.iter_routines_page(after, size, lock=True)).all()]
-                updates = []
-                for row in page:
-                    if row.inactive_reason is not None:
-                        continue
-                    due = check_utc("derived next_due_at", derive(row), optional=True)
-                    if due != row.next_due_at:
-                        changed += 1
-                    if due != row.next_due_at or (tzdata_version and tzdata_version != row.tzdata_version):
-                        updates.append(
-                            {"org": row.org, "uid": row.uid, "routine_id": row.routine_id, "next_due_at": due}
-                        )
-                if updates:
-                    conn.execute(*q.reindex_batch(self.dialect, updates, tzdata_version))
+                changed += self._rederive(conn, page, derive, tzdata_version)
             if len(page) < size:
                 return changed
             last = page[-1]
             after = (last.org, last.uid, last.routine_id)
+
+    def reconcile_zone_data(
+        self, derive: Callable[[Routine], datetime | None], zone_data: str, *, limit: int = 1000
+    ) -> ZoneReconciliation:
+        """System: one page of the zone data walk (ONE transaction holding the zone_state row)."""
+        check_text("zone_data", zone_data)
+        size = max(limit, 1)
+        with self._tx() as conn:
+            state = conn.execute(q.select_zone_state(lock=True)).first()
+            previous = None if state is None else state.zone_data
+            if previous == zone_data:
+                return ZoneReconciliation(zone_data, previous)
+            after = None if state is None or state.cursor_org is None else tuple(state[1:4])
+            rows = conn.execute(q.iter_routines_page(after, size, lock=True)).all()  # type: ignore[arg-type]
+            page = [routine_from_row(r) for r in rows]
+            changed = self._rederive(conn, page, derive, zone_data)
+            done = len(page) < size
+            cursor = None if done else (page[-1].org, page[-1].uid, page[-1].routine_id)
+            conn.execute(q.save_zone_state(self.dialect, zone_data if done else previous, cursor))
+            return ZoneReconciliation(zone_data, previous, changed, done)
+
+    def _rederive(
+        self, conn: Any, page: list[Routine], derive: Callable[[Routine], datetime | None], version: str | None
+    ) -> int:
+        """``next_due_at = derive(row)`` for the active rows of a locked page (ONE batched UPDATE);
+        ``tzdata_version`` too when given. Returns how many next fires moved."""
+        changed = 0
+        updates = []
+        for row in page:
+            if row.inactive_reason is not None:
+                continue
+            due = check_utc("derived next_due_at", derive(row), optional=True)
+            if due != row.next_due_at:
+                changed += 1
+            if due != row.next_due_at or (version and version != row.tzdata_version):
+                updates.append({"org": row.org, "uid": row.uid, "routine_id": row.routine_id, "next_due_at": due})
+        if updates:
+            conn.execute(*q.reindex_batch(self.dialect, updates, version))
+        return changed

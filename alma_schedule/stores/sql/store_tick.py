@@ -284,9 +284,21 @@ class TickMixin(SqlBase):
         """System, ONE statement: take due polls and push ``next_poll_at`` back, skip-locked."""
         now = require_utc("now", now)
         pushes, cap = _pushes(now, timers.poll_first, timers.poll_max)
-        with self._tx(single=True) as conn:
-            rows = conn.execute(q.take_polls(now, max(limit, 0), pushes, cap)).all()
-            return sorted((run_from_row(r) for r in rows), key=_by_fire)
+        with self._tx() as conn:
+            taken = [run_from_row(r) for r in conn.execute(q.take_polls(now, max(limit, 0), pushes, cap)).all()]
+            # a deadline before the pushed poll: poll at deadline + tolerance (one more statement,
+            # only when such a row was taken)
+            early: dict[RunKey, datetime] = {}
+            for r in taken:
+                at = None if r.next_poll_at is None else backoff.next_poll(
+                    r.next_poll_at, now, r.deadline, timers.clock_tolerance
+                )
+                if at is not None and at != r.next_poll_at:
+                    early[r.key] = at
+            if early:
+                conn.execute(*q.set_next_polls(early))
+                taken = [dataclasses.replace(r, next_poll_at=early.get(r.key, r.next_poll_at)) for r in taken]
+            return sorted(taken, key=_by_fire)
 
     def peek_due(self, now: datetime, limit: int) -> list[Routine]:
         now = require_utc("now", now)

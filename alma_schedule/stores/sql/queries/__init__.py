@@ -71,6 +71,7 @@ from alma_schedule.stores.sql.queries.tick import (
     move_due,
     peek_runs,
     select_due,
+    set_next_polls,
     supersede,
     take_polls,
     take_resends,
@@ -82,6 +83,7 @@ from alma_schedule.stores.sql.queries.wake import (
     select_wake_hint,
     wake_hint,
 )
+from alma_schedule.stores.sql.queries.zones import save_zone_state, select_zone_state
 
 __all__ = [
     "ACTIVE",
@@ -125,8 +127,11 @@ __all__ = [
     "prune",
     "purge_candidates",
     "record_heartbeat",
+    "save_zone_state",
+    "select_zone_state",
     "erroring",
     "select_next_wake",
+    "set_next_polls",
     "select_wake_hint",
     "wake_hint",
     "reindex_batch",

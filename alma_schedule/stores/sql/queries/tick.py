@@ -268,6 +268,26 @@ def take_polls(now: datetime, limit: int, pushes: Sequence[datetime], cap: datet
     )
 
 
+def set_next_polls(polls: Mapping[Any, datetime]) -> tuple[Any, list[dict[str, Any]]]:
+    """``next_poll_at`` of a few submitted runs (keyed by ``RunKey``), one executemany."""
+    stmt = (
+        sa.update(runs)
+        .where(
+            runs.c.org == sa.bindparam("k_org"),
+            runs.c.uid == sa.bindparam("k_uid"),
+            runs.c.routine_id == sa.bindparam("k_routine_id"),
+            runs.c.run_id == sa.bindparam("k_run_id"),
+            runs.c.state == lit(RunState.SUBMITTED),
+        )
+        .values(next_poll_at=sa.bindparam("k_next_poll_at", type_=UtcDateTime()))
+    )
+    params = [
+        {"k_org": k.org, "k_uid": k.uid, "k_routine_id": k.routine_id, "k_run_id": k.run_id, "k_next_poll_at": at}
+        for k, at in polls.items()
+    ]
+    return stmt, params
+
+
 def peek_runs(column: sa.Column[Any], state: str, now: datetime, limit: int, *, live: bool = False) -> sa.Select[Any]:
     """Read-only: what the matching take would take (same predicate, same order)."""
     stmt = sa.select(runs).where(runs.c.state == lit(state), column <= now)

@@ -79,10 +79,27 @@ def upgrade() -> None:
         "ix_routines_erroring", "routines", ["defer_until", "org", "uid", "routine_id"], "last_error IS NOT NULL"
     )
     # --- end wake-up hint and erroring routines ---
+    # --- zone data reconciliation: zone_state (the zone data the index was derived under) ---
+    op.create_table(
+        "zone_state",
+        sa.Column("id", sa.Integer(), autoincrement=False, nullable=False),
+        sa.Column("zone_data", sa.String(length=64), nullable=True),
+        sa.Column("cursor_org", sa.String(length=200), nullable=True),
+        sa.Column("cursor_uid", sa.String(length=200), nullable=True),
+        sa.Column("cursor_routine_id", sa.String(length=200), nullable=True),
+        sa.PrimaryKeyConstraint("id"),
+        sa.CheckConstraint("id = 1", name="ck_zone_state_one_row"),
+        schema=SCHEMA,
+        if_not_exists=True,
+    )
+    # --- end zone data reconciliation ---
 
 
 def downgrade() -> None:
     """The blocks of :func:`upgrade` undone, in reverse order."""
+    # --- zone data reconciliation ---
+    op.drop_table("zone_state", schema=SCHEMA)
+    # --- end zone data reconciliation ---
     # --- wake-up hint and erroring routines ---
     _drop_index("ix_routines_erroring", "routines")
     _drop_column("heartbeat", "next_wake_at")
