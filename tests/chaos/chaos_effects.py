@@ -9,6 +9,10 @@ timeout). Tables:
   and ended (``ended`` stays NULL when the process died mid-run).
 * ``ticks``: one row per tick that completed: its report's ``at`` and when it completed (recorded
   by a ``task_success`` receiver in the worker, see ``chaos_fleet``).
+* ``sends``: one row per fleet task message published (an ``after_task_publish`` receiver in the
+  sending process): what a ``task`` run promises is one SEND per fire.
+* ``takes``: one row per fire a run / run_many / collect task began (a ``task_prerun`` receiver):
+  which process held the fire, so a run left ``running`` is traced to the fault that stranded it.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ CREATE TABLE IF NOT EXISTS effects (
     pid INTEGER NOT NULL, started REAL NOT NULL, ended REAL
 );
 CREATE TABLE IF NOT EXISTS ticks (at TEXT NOT NULL, done REAL NOT NULL, claimed INTEGER NOT NULL, pid INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS sends (key TEXT NOT NULL, task TEXT NOT NULL, pid INTEGER NOT NULL, at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS takes (key TEXT NOT NULL, task TEXT NOT NULL, pid INTEGER NOT NULL, at REAL NOT NULL);
 """
 
 _conn: sqlite3.Connection | None = None
@@ -73,6 +79,24 @@ def tick_done(at: str, claimed: int) -> None:
     )
 
 
+def sent(task_id: str, task: str) -> None:
+    _mine().execute(
+        "INSERT INTO sends (key, task, pid, at) VALUES (?, ?, ?, ?)", (task_id, task, os.getpid(), time.time())
+    )
+
+
+def read_sends(path: Path) -> list[str]:
+    """The task id of every fleet task message published (one per publish call)."""
+    with closing(connect(path)) as conn:
+        return [str(k) for (k,) in conn.execute("SELECT key FROM sends")]
+
+
+def took(keys: list[str], task: str) -> None:
+    now, pid = time.time(), os.getpid()
+    rows = [(k, task, pid, now) for k in keys]
+    _mine().executemany("INSERT INTO takes (key, task, pid, at) VALUES (?, ?, ?, ?)", rows)
+
+
 @dataclass(frozen=True, slots=True)
 class Effect:
     kind: str
@@ -100,3 +124,9 @@ def running_pids(path: Path, kind: str) -> list[int]:
     with closing(connect(path)) as conn:
         rows = conn.execute("SELECT DISTINCT pid FROM effects WHERE kind = ? AND ended IS NULL", (kind,))
         return sorted(int(pid) for (pid,) in rows)
+
+
+def last_takers(path: Path) -> dict[str, int]:
+    """The process that last began each fire (run key -> pid)."""
+    with closing(connect(path)) as conn:
+        return {str(k): int(p) for k, p in conn.execute("SELECT key, pid FROM takes ORDER BY at")}

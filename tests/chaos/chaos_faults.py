@@ -35,7 +35,7 @@ class Injected:
     started: float  # wall clock (time.time())
     ended: float
     target: str
-    killed: tuple[int, ...] = ()  # pids that died by it (a parent, its orphaned children are not)
+    killed: tuple[int, ...] = ()  # pids that died by it (a parent and its pool children: billiard's pdeathsig)
 
 
 def plan(seed: int, window: float) -> list[Fault]:
@@ -80,7 +80,7 @@ class Injector:
         pid, children = self.procs.kill_parent(name)
         time.sleep(1.0)  # the supervisor's restart delay
         self.procs.revive()
-        return f"parent {pid} of {name} (children {children} orphaned)", [pid]
+        return f"parent {pid} of {name} (its children {children} die with it)", [pid, *children]
 
     def _redis(self) -> tuple[str, list[int]]:
         self.redis.restart(down=2.0)

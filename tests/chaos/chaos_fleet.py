@@ -8,7 +8,8 @@ tasks and ``install(app)``, configured from the environment (``ALMA_BROKER_URL``
 
 Both are ``acks_late=False`` (acked when they start): an ``acks_late`` message is redelivered after
 Redis's visibility timeout and would run twice. A ``task_success`` receiver records each completed
-tick's report (``at``, claimed count) in the suite's own table.
+tick's report (``at``, claimed count) in the suite's own table, an ``after_task_publish`` receiver
+each fleet task message sent, a ``task_prerun`` receiver which process began each fire.
 """
 
 from __future__ import annotations
@@ -19,10 +20,10 @@ from typing import Any
 
 import chaos_effects
 from celery import Celery
-from celery.signals import task_success
+from celery.signals import after_task_publish, task_prerun, task_success
 
 from alma_schedule.celery import install
-from alma_schedule.model import TICK_TASK
+from alma_schedule.model import COLLECT_TASK, RUN_MANY_TASK, RUN_TASK, TICK_TASK
 
 app = Celery("chaos_fleet", broker=os.environ.get("ALMA_BROKER_URL"), backend=os.environ.get("ALMA_RESULT_BACKEND"))
 app.conf.update(
@@ -52,6 +53,22 @@ def tracked(self: Any, routine_id: str, seconds: float) -> str:
 def _tick_done(sender: Any = None, result: Any = None, **_: Any) -> None:
     if getattr(sender, "name", None) == TICK_TASK and isinstance(result, dict) and "at" in result:
         chaos_effects.tick_done(str(result["at"]), int(result.get("claimed", 0)))
+
+
+@after_task_publish.connect(weak=False)
+def _sent(sender: Any = None, headers: Any = None, **_: Any) -> None:
+    if isinstance(sender, str) and sender.startswith("chaos.") and isinstance(headers, dict):
+        chaos_effects.sent(str(headers.get("id")), sender)
+
+
+@task_prerun.connect(weak=False)
+def _took(sender: Any = None, args: Any = None, kwargs: Any = None, **_: Any) -> None:
+    name = getattr(sender, "name", None)
+    values = list(args or ()) + list((kwargs or {}).values())
+    if name in (RUN_TASK, COLLECT_TASK) and len(values) == 4:
+        chaos_effects.took(["/".join(map(str, values))], str(name))
+    elif name == RUN_MANY_TASK and values:
+        chaos_effects.took(["/".join(map(str, fire[:4])) for fire in values[0]], str(name))  # key, expires
 
 
 install(app)

@@ -59,9 +59,9 @@ def quiesce(pg: PgCluster, procs: Procs, timeout: float) -> None:
     raise RuntimeError(f"the fleet did not quiesce in {timeout}s: {sorted(last or ())[:10]}")
 
 
-def runs_stuck(env: dict[str, str]) -> set[RunKey]:
-    """What ``alma-schedule runs stuck`` lists, with its defaults (the operator's view)."""
-    done = subprocess.run([ALMA, "runs", "stuck", "--json", "--limit", "10000"], env=env,
+def runs_stuck(env: dict[str, str], *options: str) -> set[RunKey]:
+    """What ``alma-schedule runs stuck`` lists (the operator's view), with its defaults unless ``options``."""
+    done = subprocess.run([ALMA, "runs", "stuck", "--json", "--limit", "10000", *options], env=env,
                           capture_output=True, text=True, timeout=120)
     if done.returncode != 0:
         raise RuntimeError(f"runs stuck failed:\n{done.stdout}{done.stderr}")
@@ -75,6 +75,7 @@ def observe(
     receiver: TimedReceiver,
     faults: list[Injected],
     stuck: set[RunKey],
+    stuck_by_age: set[RunKey],
     paused_at: float,
     price_per_mtok: int,
     ceiling_org: int,
@@ -90,16 +91,19 @@ def observe(
             LedgerRow(RunKey(org, uid, rid, run_id), kind, state, reason, state_at)
             for org, uid, rid, run_id, kind, state, reason, state_at in conn.execute(LEDGER)
         ]
-    deaths = {pid: f.started for f in faults for pid in f.killed}
+    deaths = {pid: (f.started, f.kind) for f in faults for pid in f.killed}
     return Observed(
         routines=routines,
         ledger=ledger,
         effects=chaos_effects.read_effects(root / "effects.db"),
+        sends=chaos_effects.read_sends(root / "effects.db"),
         ticks=chaos_effects.read_ticks(root / "effects.db"),
         model_calls=provider.model_calls(),
         billed_lines=provider.billed_lines(),
         deliveries=receiver.attempts(),
         stuck=stuck,
+        stuck_by_age=stuck_by_age,
+        takers=chaos_effects.last_takers(root / "effects.db"),
         deaths=deaths,
         paused_at=paused_at,
         prices=TokenPrices(price_per_mtok, price_per_mtok),

@@ -101,7 +101,8 @@ class Procs:
         return None
 
     def kill_parent(self, name: str) -> tuple[int, list[int]]:
-        """SIGKILL worker ``name``'s parent alone (its children are orphaned, as on an OOM kill)."""
+        """SIGKILL worker ``name``'s parent alone, as an OOM kill would (billiard's pool children
+        die with it: they are started with ``PR_SET_PDEATHSIG``). Returns its pid and its children's."""
         w = self.workers[name]
         assert w.proc is not None
         children = self.children(name)

@@ -164,9 +164,11 @@ def run(options: Options) -> Result:
         _admin(procs.env, "pause")
         chaos_gather.quiesce(pg, procs, timeout=120)
         stuck = chaos_gather.runs_stuck(procs.env)
+        stuck_by_age = chaos_gather.runs_stuck(procs.env, "--older-than", "1s")
         procs.stop_all()
         observed = chaos_gather.observe(
-            root, pg, provider, receiver, faults, stuck, paused_at, PRICE_PER_MTOK, CEILING_ORG, CAP_PER_RUN
+            root, pg, provider, receiver, faults, stuck, stuck_by_age, paused_at, PRICE_PER_MTOK, CEILING_ORG,
+            CAP_PER_RUN,
         )
         figures = count(observed)
         resume = chaos_gather.resume_times(faults, observed.ticks)

@@ -49,11 +49,14 @@ def clean() -> Observed:
         routines=[SLOW, TASK, TURN],
         ledger=ledger,
         effects=effects,
+        sends=[task_id_for(key(TASK, k)) for k in (1, 2)],
         ticks=[(at(s), BASE + s + 0.5) for s in (11, 21)],
         model_calls=[(BASE + 10 * k + 1, "chat", gkey(TURN, k), usage) for k in (1, 2)],
         billed_lines=[],
         deliveries=[(BASE + 10 * k + 2, gkey(TURN, k)) for k in (1, 2)],
         stuck=set(),
+        stuck_by_age=set(),
+        takers={},
         deaths={},
         paused_at=BASE + 30,
         prices=TokenPrices(1_000_000, 1_000_000),
@@ -70,9 +73,17 @@ def test_the_clean_observation_counts_zero() -> None:
 
 def test_a_fire_run_twice_is_counted() -> None:
     o = clean()
-    o.effects.append(replace(o.effects[2], pid=9))  # the first untracked fire's task ran again
+    o.effects.append(replace(o.effects[0], pid=9))  # the first slow fire ran again
+    o.sends.append(o.sends[0])  # the first task fire's message was sent twice
     o.model_calls.append((BASE + 12, "chat", gkey(TURN, 1), None))  # and the first turn called again
-    assert count(o).fires_run_twice == 2
+    assert count(o).fires_run_twice == 3
+
+
+def test_a_task_message_the_broker_delivered_twice_is_counted_apart() -> None:
+    o = clean()
+    o.effects.append(replace(o.effects[2], pid=9))  # one send, two executions
+    f = count(o)
+    assert f.fires_run_twice == 0 and f.info["task executions beyond their sends (broker redeliveries)"] == 1
 
 
 def test_a_slot_a_tick_ran_in_without_a_row_is_counted_but_not_one_a_later_tick_superseded() -> None:
@@ -92,7 +103,7 @@ def test_overlapping_runs_of_one_routine_are_counted_a_killed_one_ends_at_its_de
     o = clean()
     o.effects[0] = replace(o.effects[0], ended=None)  # never ended ...
     assert count(o).parallel_runs == 1
-    o.deaths = {7: BASE + 12}  # ... because the chaos killed its process at +12
+    o.deaths = {7: (BASE + 12, "child")}  # ... because the chaos killed its process at +12
     assert count(o).parallel_runs == 0
 
 
@@ -118,3 +129,15 @@ def test_a_run_left_running_is_counted_unless_runs_stuck_lists_it() -> None:
     assert count(o).running_not_stuck == 1
     o.stuck = {o.ledger[0].key}
     assert count(o).running_not_stuck == 0
+
+
+def test_a_run_whose_worker_parent_died_need_only_be_listed_by_age() -> None:
+    o = clean()
+    o.ledger[0] = replace(o.ledger[0], state="running", reason=None)
+    o.takers = {str(o.ledger[0].key): 7}
+    o.deaths = {7: (BASE + 12, "child")}
+    assert count(o).running_not_stuck == 1  # a pool child's death is reported: `runs stuck` must list it at once
+    o.deaths = {7: (BASE + 12, "parent")}
+    assert count(o).running_not_stuck == 1  # a parent's is not: listed once old enough ...
+    o.stuck_by_age = {o.ledger[0].key}
+    assert count(o).running_not_stuck == 0  # ... which it is
