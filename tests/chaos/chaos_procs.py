@@ -122,25 +122,6 @@ class Procs:
             self._spawn(w)
         return [w.name for w in dead]
 
-    def stop_clocks(self) -> None:
-        for proc in self.clocks:
-            self._stop(proc, 5)
-        self.clocks.clear()
-
-    @staticmethod
-    def _stop(proc: subprocess.Popen[bytes], timeout: float) -> None:
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                pass
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(10)
-
     def stop_all(self, timeout: float = 20.0) -> None:
         """Every session ever started: SIGTERM (warm) the live ones, then SIGKILL each group."""
         for proc in self.sessions:
