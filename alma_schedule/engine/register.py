@@ -12,6 +12,11 @@ Steps (the store write is ONE transaction, a compare-and-set on the current revi
    a SCHEDULE change restarts the cursor at now (``last_fire = now``, ``next_due_at`` re-derived);
    ``registered_at`` (the anchor of ``every``) moves only when the ``every`` interval changes (or the
    type becomes ``every``); a definition-only change keeps the cursor and the index;
+   the schedule policies (issue 15): a ``catch_up`` shorter than ``tick_period + clock_tolerance``
+   is refused naming both; ``next_due_at`` is the first fire inside ``not_before``/``not_after``
+   (None once ``max_runs`` is reached: the count ``schedule_claims`` is kept); a change of the
+   policies alone re-derives it from the kept cursor; the receipt previews fires in the bounds,
+   no more than ``max_runs`` still allows;
 5. ``store.put_routine(expected_revision=...)``; a concurrent writer (``StoreConflict``) -> re-read
    and try again (3 times). A tombstoned id whose old runs are non-terminal is refused by the store.
 
