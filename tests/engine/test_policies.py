@@ -188,6 +188,10 @@ def test_re_registration_raises_max_runs_and_keeps_the_count(make, clock) -> Non
     assert len([r for r in _runs(sched) if r.origin == "schedule"]) == 3
     sched.register(spec("r1", {"every": "1h", "max_runs": 2}))  # lowered below the count: stays finished
     assert sched.get(SCOPE, "r1").next_due_at is None
+    clock.set(T0 + 7 * HOUR + 10 * MINUTE)
+    unlimited = sched.register(spec("r1", {"every": "1h"})).routine  # the limit removed: due again,
+    assert unlimited.next_due_at == T0 + 4 * HOUR and unlimited.schedule_claims == 3  # from the cursor
+    assert [k.run_id for k in sched.tick().claimed] == ["2026-03-02T15:00:00Z"], "the latest fire only"
 
 
 def test_one_off_is_max_runs_one(make, clock) -> None:
