@@ -124,6 +124,13 @@ class Overlap(Refused):
         super().__init__(message, reason="overlap", record=record)
 
 
+class Finished(Refused):
+    """A trigger on a finished routine: ``reason`` is ``not_after`` (the bound it is past)."""
+
+    def __init__(self, message: str, *, reason: str = "not_after") -> None:
+        super().__init__(message, reason=reason)
+
+
 class StoreError(AlmaScheduleError):
     """The store failed; raised ``from`` the driver's error at one boundary."""
 

@@ -13,6 +13,7 @@ from alma_schedule.cli.routines_add import add, update
 from alma_schedule.cli.wiring import build_schedule
 from alma_schedule.errors import NotFound
 from alma_schedule.model import Routine, RunRecord, Scope
+from alma_schedule.policies import finished
 
 
 def last_scheduled_run(store: Any, sc: Scope, routine_id: str) -> RunRecord | None:
@@ -33,10 +34,24 @@ def _last_run_text(run: RunRecord | None) -> str:
     return f"{run.fire_at.isoformat()} {run.state}" if run is not None else "-"
 
 
-def _routine_row(r: Routine, last: RunRecord | None) -> list[Any]:
-    state = r.inactive_reason or "active"
-    if r.paused_reason:
-        state = f"paused ({r.paused_reason})"
+def state_text(r: Routine, now: datetime) -> str:
+    """The state column: ``active``, ``paused (<reason>)``, ``disabled``, ``deleted`` or
+    ``finished (<not_after | max_runs | exhausted>)`` (:mod:`alma_schedule.policies.finished`)."""
+    state = finished.routine_state(r, now)
+    if state == finished.FINISHED:
+        return f"finished ({finished.finished_reason(r, now)})"
+    if state == "paused":
+        return f"paused ({r.paused_reason})"
+    return state
+
+
+def routine_json(r: Routine, now: datetime) -> dict[str, Any]:
+    """A routine as ``--json`` shows it: its row, its ``state`` and its ``finished`` reason (or null)."""
+    return {**r.to_dict(), "state": finished.routine_state(r, now), "finished": finished.finished_reason(r, now)}
+
+
+def _routine_row(r: Routine, last: RunRecord | None, now: datetime) -> list[Any]:
+    state = state_text(r, now)
     return [
         r.routine_id,
         r.kind,
@@ -97,11 +112,12 @@ def list_(obj: CliContext, scope: str, deleted: bool, as_json: bool) -> None:
     """
     sc = Scope.parse(scope)
     rows = obj.store().list_routines(sc, include_deleted=deleted)
+    now = obj.settings.now()
     if as_json:
-        emit_json([r.to_dict() for r in rows])
+        emit_json([routine_json(r, now) for r in rows])
         return
     store = obj.store()
-    table = [_routine_row(r, last_scheduled_run(store, sc, r.routine_id)) for r in rows]
+    table = [_routine_row(r, last_scheduled_run(store, sc, r.routine_id), now) for r in rows]
     print_table(f"routines of {sc}", ROUTINE_COLUMNS, table)
 
 
@@ -126,10 +142,12 @@ def show(obj: CliContext, scope: str, routine_id: str, as_json: bool) -> None:
       alma-schedule routines show acme/alice briefing
     """
     r = _get(obj, Scope.parse(scope), routine_id)
+    now = obj.settings.now()
     if as_json:
-        emit_json(r.to_dict())
+        emit_json(routine_json(r, now))
         return
     rows = [(k, plain_value(v)) for k, v in r.to_dict().items()]
+    rows.append(("state", state_text(r, now)))
     rows.append(("last run (fire, state)", _last_run_text(last_scheduled_run(obj.store(), r.scope, r.routine_id))))
     print_table(f"routine {r.key}", ["field", "value"], rows)
 
@@ -180,17 +198,22 @@ for _name, _doc in (
 @click.pass_obj
 @handle_errors
 def next_(obj: CliContext, scope: str, routine_id: str, count: int, as_json: bool) -> None:
-    """Preview a routine's next fires in UTC and its zone, DST transitions marked.
+    """Preview a routine's next fires in UTC and its zone, DST transitions marked (inside its
+    not_before / not_after bounds, and no more than its max_runs still allows).
 
     \b
     Example:
       alma-schedule routines next acme/alice briefing -n 10
     """
-    from alma_schedule.core import parse_schedule, preview_fires
+    from alma_schedule.core import parse_schedule, policy_of, preview_fires
+    from alma_schedule.engine.decide import claims_left
 
     r = _get(obj, Scope.parse(scope), routine_id)
     start = max(obj.settings.now().replace(microsecond=0), r.last_fire or r.registered_at)
-    rows = preview_fires(parse_schedule(dict(r.schedule)), r.registered_at, start, count)
+    policy = policy_of(dict(r.schedule))
+    left = claims_left(r, policy)
+    shown = count if left is None else min(count, left)
+    rows = preview_fires(parse_schedule(dict(r.schedule)), r.registered_at, start, shown, policy=policy)
     if as_json:
         emit_json([{"utc": p.utc, "local": p.local, "zone": p.zone, "note": p.dst_note} for p in rows])
         return

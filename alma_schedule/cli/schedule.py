@@ -30,7 +30,7 @@ def schedule_next(obj: object, schedule: str, count: int, after: str | None, as_
     Example:
       alma-schedule schedule next '{"cron": "30 2 * * *", "tz": "America/New_York"}' -n 5
     """
-    from alma_schedule.core import preview_fires, validate_schedule
+    from alma_schedule.core import parse_policy, preview_fires, validate_schedule
     from alma_schedule.model.time import system_time
 
     try:
@@ -39,7 +39,7 @@ def schedule_next(obj: object, schedule: str, count: int, after: str | None, as_
         raise InvalidSchedule(f"schedule is not JSON: {exc.msg}") from None
     parsed = validate_schedule(value)
     start = _instant(after) if after else system_time().replace(microsecond=0)
-    rows = preview_fires(parsed, start, start, count)
+    rows = preview_fires(parsed, start, start, count, policy=parse_policy(value))
     if as_json:
         emit_json([{"utc": r.utc, "local": r.local, "zone": r.zone, "note": r.dst_note} for r in rows])
         return

@@ -6,6 +6,7 @@ DST policy (Vixie/cronie): see docs/dst-policy.md.
 
 from __future__ import annotations
 
+from alma_schedule.core.bounds import bounded_latest_fire, bounded_next_fire, bounded_next_fires
 from alma_schedule.core.fires import fire_id, latest_fire, next_fire, next_fires
 from alma_schedule.core.parse import parse_schedule, validate_schedule
 from alma_schedule.core.policy import SchedulePolicy, parse_policy, policy_of
@@ -19,6 +20,9 @@ __all__ = [
     "FirePreview",
     "SchedulePolicy",
     "ScheduleValue",
+    "bounded_latest_fire",
+    "bounded_next_fire",
+    "bounded_next_fires",
     "fire_id",
     "latest_fire",
     "next_fire",

@@ -10,7 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from alma_schedule.core.fires import as_schedule, gap_walls, latest_fire, next_fires
+from alma_schedule.core.bounds import bounded_next_fires
+from alma_schedule.core.fires import as_schedule, gap_walls, latest_fire
+from alma_schedule.core.policy import DEFAULT_POLICY, SchedulePolicy
 from alma_schedule.core.types import Cron, ScheduleValue, to_epoch
 from alma_schedule.core.zones import format_offset, get_zone
 
@@ -36,11 +38,17 @@ def _hhmm(wall: int) -> str:
 
 
 def preview_fires(
-    schedule: ScheduleValue, registered_at: datetime, after: datetime, n: int
+    schedule: ScheduleValue,
+    registered_at: datetime,
+    after: datetime,
+    n: int,
+    *,
+    policy: SchedulePolicy = DEFAULT_POLICY,
 ) -> list[FirePreview]:
-    """The next ``n`` fires after ``after`` as :class:`FirePreview` (zone ``UTC`` for every/at)."""
+    """The next ``n`` fires after ``after`` as :class:`FirePreview` (zone ``UTC`` for every/at),
+    inside ``policy``'s bounds (``not_before`` / ``not_after``: :mod:`.bounds`)."""
     sched = as_schedule(schedule)
-    fires = next_fires(sched, registered_at, after, n)
+    fires = bounded_next_fires(sched, registered_at, after, n, policy)
     if not isinstance(sched, Cron):
         return [FirePreview(f, f, "UTC", None) for f in fires]
     zone = get_zone(sched.zone)

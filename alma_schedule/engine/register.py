@@ -12,6 +12,11 @@ Steps (the store write is ONE transaction, a compare-and-set on the current revi
    a SCHEDULE change restarts the cursor at now (``last_fire = now``, ``next_due_at`` re-derived);
    ``registered_at`` (the anchor of ``every``) moves only when the ``every`` interval changes (or the
    type becomes ``every``); a definition-only change keeps the cursor and the index;
+   the schedule policies (issue 15): a ``catch_up`` shorter than ``tick_period + clock_tolerance``
+   is refused naming both; ``next_due_at`` is the first fire inside ``not_before``/``not_after``
+   (None once ``max_runs`` is reached: the count ``schedule_claims`` is kept); a change of the
+   policies alone re-derives it from the kept cursor; the receipt previews fires in the bounds,
+   no more than ``max_runs`` still allows;
 5. ``store.put_routine(expected_revision=...)``; a concurrent writer (``StoreConflict``) -> re-read
    and try again (3 times). A tombstoned id whose old runs are non-terminal is refused by the store.
 
@@ -32,16 +37,20 @@ from typing import Any, Literal
 
 from alma_schedule.core import (
     Every,
+    SchedulePolicy,
     ScheduleValue,
-    next_fire,
-    next_fires,
+    bounded_next_fire,
+    bounded_next_fires,
     parse_policy,
     parse_schedule,
+    policy_of,
     validate_schedule,
 )
+from alma_schedule.core.interval import format_interval
 from alma_schedule.errors import InvalidInput, InvalidSchedule, NotFound, RegistrationRefused, StoreConflict
 from alma_schedule.model import Routine, RoutineKey, RoutineSpec, check_id
 
+from .decide import claims_left
 from .revision import canonical_json, config_revision
 from .runtime import Runtime, UnknownKind
 
@@ -92,12 +101,52 @@ def _anchor_moves(old: Mapping[str, Any], new: ScheduleValue) -> bool:
     return not isinstance(before, Every) or before.interval != new.interval
 
 
+def _policy(schedule: Mapping[str, Any]) -> SchedulePolicy | None:
+    try:
+        return policy_of(schedule)
+    except InvalidSchedule:
+        return None
+
+
+def due_from(
+    routine: Routine, schedule: ScheduleValue, policy: SchedulePolicy, after: datetime
+) -> datetime | None:
+    """``next_due_at`` of a routine whose cursor restarts after ``after`` (were it active): the first
+    fire in the bounds, None once ``max_runs`` is reached (also used by resume, enable and reindex)."""
+    if claims_left(routine, policy) == 0:
+        return None
+    return bounded_next_fire(schedule, routine.registered_at, after, policy)
+
+
+def restart_due(routine: Routine, at: datetime) -> datetime | None:
+    """``next_due_at`` for a cursor restarted at ``at``, inside the routine's bounds and ``max_runs``
+    (a bad row: ``at``, so the tick reports it)."""
+    try:
+        return due_from(routine, parse_schedule(routine.schedule), policy_of(routine.schedule), at)
+    except InvalidSchedule:
+        return at
+
+
+def rederived_due(routine: Routine) -> datetime | None:
+    """``next_due_at`` derived again from the routine's cursor under today's rules and zone data
+    (``reindex``, the zone data reconciliation): the first fire after the cursor, or, before the
+    first fire, at or after ``registered_at`` (as registration derives it)."""
+    if routine.last_fire is not None:
+        return restart_due(routine, routine.last_fire)
+    return restart_due(routine, routine.registered_at - SECOND)
+
+
 def _candidate(
-    spec: RoutineSpec, schedule: ScheduleValue, sched_json: dict[str, Any], live: Routine | None, at: datetime
+    spec: RoutineSpec,
+    schedule: ScheduleValue,
+    policy: SchedulePolicy,
+    sched_json: dict[str, Any],
+    live: Routine | None,
+    at: datetime,
 ) -> Routine:
     if live is None:
         anchor = at.replace(microsecond=0)
-        return Routine(
+        new = Routine(
             org=spec.org,
             uid=spec.uid,
             routine_id=spec.routine_id,
@@ -106,31 +155,54 @@ def _candidate(
             definition=dict(spec.definition),
             registered_at=anchor,
             config_revision="",
-            next_due_at=next_fire(schedule, anchor, anchor - SECOND),
         )
+        return dataclasses.replace(new, next_due_at=due_from(new, schedule, policy, anchor - SECOND))
     if _canonical_schedule(live.schedule) == canonical_json(schedule.to_json()):  # same timing
-        return dataclasses.replace(live, kind=spec.kind, schedule=sched_json, definition=dict(spec.definition))
+        kept = dataclasses.replace(live, kind=spec.kind, schedule=sched_json, definition=dict(spec.definition))
+        if _policy(live.schedule) == policy or live.inactive_reason is not None:
+            return kept
+        # a policy changed (bounds, max_runs...): the index is re-derived from the kept cursor
+        after = live.last_fire if live.last_fire is not None else live.registered_at - SECOND
+        return dataclasses.replace(kept, next_due_at=due_from(kept, schedule, policy, after))
     anchor = at.replace(microsecond=0) if _anchor_moves(live.schedule, schedule) else live.registered_at
-    active = live.inactive_reason is None
-    return dataclasses.replace(
+    moved = dataclasses.replace(
         live,
         kind=spec.kind,
         schedule=sched_json,
         definition=dict(spec.definition),
         registered_at=anchor,
         last_fire=at,
-        next_due_at=next_fire(schedule, anchor, at) if active else None,
     )
+    active = live.inactive_reason is None
+    return dataclasses.replace(moved, next_due_at=due_from(moved, schedule, policy, at) if active else None)
 
 
 def _receipt(
-    routine: Routine, schedule: ScheduleValue, at: datetime, warnings: list[str], changed: bool
+    routine: Routine,
+    schedule: ScheduleValue,
+    policy: SchedulePolicy,
+    at: datetime,
+    warnings: list[str],
+    changed: bool,
 ) -> RegistrationReceipt:
     after = at
     if routine.next_due_at is not None and routine.next_due_at <= at:
         after = routine.next_due_at - SECOND
-    fires = tuple(next_fires(schedule, routine.registered_at, after, PREVIEW))
+    left = claims_left(routine, policy)
+    count = PREVIEW if left is None else min(PREVIEW, left)
+    fires = tuple(bounded_next_fires(schedule, routine.registered_at, after, count, policy))
     return RegistrationReceipt(routine, fires, tuple(warnings), changed)
+
+
+def check_catch_up(policy: SchedulePolicy, tick_period: timedelta, clock_tolerance: timedelta) -> None:
+    """``catch_up`` shorter than a tick period plus the clock's tolerance could miss every fire: refused."""
+    if policy.catch_up is None or policy.catch_up >= tick_period + clock_tolerance:
+        return
+    raise RegistrationRefused(
+        f"'catch_up' {format_interval(policy.catch_up)} is shorter than tick_period "
+        f"({format_interval(tick_period)}) + clock_tolerance ({format_interval(clock_tolerance)}): "
+        "a fire could close before any tick sees it (ALMA_TICK_PERIOD, ALMA_CLOCK_TOLERANCE)"
+    )
 
 
 def _refusal(exc: BaseException) -> str:
@@ -151,9 +223,11 @@ def register(
     try:
         schedule = validate_schedule(spec.schedule, now=at)
         # the stored schedule: its timing, canonical, and the policies that differ from the defaults
-        sched_json = {**schedule.to_json(), **parse_policy(spec.schedule).to_json()}
+        policy = parse_policy(spec.schedule)
+        sched_json = {**schedule.to_json(), **policy.to_json()}
     except InvalidSchedule as exc:
         raise RegistrationRefused(str(exc)) from exc
+    check_catch_up(policy, rt.settings.tick_period, rt.settings.clock_tolerance)
     if not isinstance(spec.definition, Mapping):
         raise RegistrationRefused("definition must be a JSON object")
     try:
@@ -173,7 +247,7 @@ def register(
             raise RegistrationRefused(f"routine {spec.key} already exists")
         if mode == "update" and live is None:
             raise NotFound.of("routine", spec.key)
-        candidate = _candidate(spec, schedule, sched_json, live, at)
+        candidate = _candidate(spec, schedule, policy, sched_json, live, at)
         try:
             runner = rt.resolve(candidate)
         except UnknownKind as exc:
@@ -187,12 +261,12 @@ def register(
         except Exception as exc:
             raise RegistrationRefused(_refusal(exc)) from exc
         if live is not None and live.config_revision == revision:
-            return _receipt(live, schedule, at, warnings, changed=False)
+            return _receipt(live, schedule, policy, at, warnings, changed=False)
         try:
             stored = rt.store.put_routine(
                 candidate, now=at, expected_revision=None if live is None else live.config_revision
             )
         except StoreConflict:
             continue
-        return _receipt(stored, schedule, at, warnings, changed=True)
+        return _receipt(stored, schedule, policy, at, warnings, changed=True)
     raise StoreConflict(f"routine {spec.key} was re-registered concurrently {ATTEMPTS} times; try again")

@@ -23,8 +23,9 @@ import builtins
 import logging
 from datetime import datetime
 
+from alma_schedule.core import policy_of
 from alma_schedule.core.zones import zone_data
-from alma_schedule.errors import NotFound, Overlap, Refused
+from alma_schedule.errors import Finished, NotFound, Overlap, Refused
 from alma_schedule.model import (
     ClaimResult,
     Dispatcher,
@@ -42,15 +43,15 @@ from alma_schedule.model import (
     check_scope,
     manual_run_id,
 )
+from alma_schedule.policies import finished
 from alma_schedule.settings import Settings, Timers
 from alma_schedule.stores.base import Store
 
 from . import execute as _execute
 from . import tick as _tick
 from .decide import decide as _decide
-from .decide import rederived_due, restart_due
 from .dispatch import InProcessDispatcher
-from .register import RegisterMode, RegistrationReceipt, register
+from .register import RegisterMode, RegistrationReceipt, rederived_due, register, restart_due
 from .runtime import RunnerSource, Runtime, as_resolver
 
 log = logging.getLogger("alma_schedule.engine")
@@ -162,6 +163,7 @@ class Scheduler:
         at = self._rt.now(now)
         s = self._rt.settings
         key = RunKey.of(check_scope(scope), routine_id, manual_run_id(int(at.timestamp() * 1000)))
+        self._refuse_finished(scope, routine_id, at)
         res = self._rt.store.claim_manual(
             key,
             now=at,
@@ -176,6 +178,15 @@ class Scheduler:
         except Exception as exc:  # the row stays claimed: a later tick re-sends it
             log.error("trigger %s: dispatch failed (%s); a tick will re-send", res.record.key, type(exc).__name__)
         return res.record
+
+    def _refuse_finished(self, scope: Scope, routine_id: str, at: datetime) -> None:
+        """A trigger past the routine's ``not_after`` is refused (:class:`Finished`); a routine that is
+        finished otherwise (``max_runs``, an exhausted schedule) may still be run by hand."""
+        routine = self._rt.store.get_routine(scope, routine_id)
+        if routine is not None and finished.finished_reason(routine, at) == finished.NOT_AFTER:
+            bound = policy_of(routine.schedule).not_after
+            when = bound.isoformat() if bound is not None else "?"
+            raise Finished(f"routine {scope}/{routine_id} is finished: past its not_after ({when})")
 
     @staticmethod
     def _refuse(scope: Scope, routine_id: str, res: ClaimResult) -> None:

@@ -18,7 +18,7 @@ import logging
 from alma_schedule.core.zones import zone_data
 from alma_schedule.model import ZoneReconciliation
 
-from .decide import rederived_due
+from .register import rederived_due
 from .runtime import Runtime, ZoneCheck
 
 log = logging.getLogger("alma_schedule.engine")

@@ -57,6 +57,9 @@ class Routine(Data):
     tzdata_version: str | None = None
     created_at: datetime | None = None
     updated_at: datetime | None = None
+    #: schedule fires claimed while the routine has ``max_runs`` (the claim transaction counts them;
+    #: manual runs, skipped fires and re-registration never change it).
+    schedule_claims: int = 0
 
     @property
     def key(self) -> RoutineKey:

@@ -21,7 +21,9 @@ class Fire(Data):
     """``decide``'s answer for a due routine: claim this fire and move the index.
 
     ``missed=True`` records the fire ``skipped(missed)`` instead of claiming it (past
-    ``max_catch_up``). ``resend_at`` is when the first re-send may happen.
+    ``max_catch_up``). ``resend_at`` is when the first re-send may happen. ``max_runs`` is the
+    routine's limit (issue 15), set when it has one: a claimed fire then counts in
+    ``routines.schedule_claims`` (:mod:`alma_schedule.policies.limits`).
     """
 
     run_id: str
@@ -30,6 +32,7 @@ class Fire(Data):
     next_due_at: datetime | None
     resend_at: datetime | None = None
     missed: bool = False
+    max_runs: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

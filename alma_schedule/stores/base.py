@@ -61,7 +61,8 @@ class Store(Protocol):
         A tombstoned id with a non-terminal run is refused with :class:`RegistrationRefused`
         naming the blocking run. ``tzdata_version`` is replaced too; ``next_due_at`` is stored NULL
         while the kept row is paused or disabled. A fresh row (new or tombstoned) takes every field
-        of ``routine`` with the planning back-off cleared.
+        of ``routine`` with the planning back-off cleared and ``schedule_claims`` 0; a kept row keeps
+        its ``schedule_claims`` (only ``claim_due`` writes it).
         """
         ...
 
@@ -120,6 +121,11 @@ class Store(Protocol):
         ``Defer`` sets ``defer_until``/``last_error`` and bumps ``error_count``. The returned
         :class:`ClaimBatch` lists claimed rows, skipped rows (overlap, missed and superseded) and
         deferrals (``first`` True when the routine's ``error_count`` was 0).
+
+        ``max_runs`` (issue 15): for each ``claimed`` row inserted from a ``Fire`` whose ``max_runs``
+        is set, the same transaction adds 1 to the routine's ``schedule_claims`` and, when that
+        reaches ``max_runs``, sets ``next_due_at`` NULL in the same statement (SQL: one batched
+        UPDATE after the insert, none for a batch without such fires). Skipped rows never count.
         """
         ...
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from alma_schedule.model import Fire, Routine, RunKey, RunRecord, RunResult, Scope
+from alma_schedule.model import Fire, NotDue, Routine, RunKey, RunRecord, RunResult, Scope
 from alma_schedule.settings import Settings, Timers
 from alma_schedule.stores.base import Store
 
@@ -96,6 +96,19 @@ def fire_next_due(
 
 fire_due = fire_next_due()
 fire_due_long = fire_next_due(window=HOUR)
+
+
+def max_runs_decide(max_runs: int, step: timedelta = MINUTE) -> Decide:
+    """:data:`fire_due_long` for a routine limited to ``max_runs`` schedule claims (the engine's
+    ``decide`` carries the limit on the ``Fire`` and answers nothing once it is reached)."""
+
+    def decide(routine: Routine) -> Fire | NotDue:
+        if routine.schedule_claims >= max_runs:
+            return NotDue(None)
+        fire: Fire = fire_next_due(step, window=HOUR)(routine)
+        return dataclasses.replace(fire, max_runs=max_runs)
+
+    return decide
 
 
 def raising(routine: Routine) -> Fire:

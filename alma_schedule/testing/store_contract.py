@@ -10,6 +10,7 @@ from __future__ import annotations
 from alma_schedule.testing.contract_backoff import BackoffContract
 from alma_schedule.testing.contract_claims import ClaimContract
 from alma_schedule.testing.contract_input import InputContract
+from alma_schedule.testing.contract_limits import LimitsContract
 from alma_schedule.testing.contract_money import MoneyContract
 from alma_schedule.testing.contract_reads import ReadContract
 from alma_schedule.testing.contract_routines import RoutineContract
@@ -23,6 +24,7 @@ __all__ = [
     "DeadlinePollContract",
     "ClaimContract",
     "InputContract",
+    "LimitsContract",
     "MoneyContract",
     "ReadContract",
     "RoutineContract",
@@ -48,5 +50,6 @@ class StoreContract(
     WakeContract,
     ZoneDataContract,
     DeadlinePollContract,
+    LimitsContract,
 ):
     """Everything a backend must do, single-threaded. Provide a ``store`` fixture."""

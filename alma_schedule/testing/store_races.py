@@ -25,6 +25,7 @@ from alma_schedule.testing.builders import (
     TIMERS,
     fire_due_long,
     fire_id,
+    max_runs_decide,
     register,
 )
 
@@ -169,6 +170,29 @@ class StoreRaceContract:
             else:
                 assert res.reason == "superseded", res
                 assert (old.state, old.reason, new.state) == ("skipped", "missed", "claimed")
+
+    def test_4_tickers_claim_exactly_max_runs(self, store: Store) -> None:
+        n, limit, minutes = self.scaled(100), 3, 8
+        for rid in _ids(n):
+            register(store, rid)
+
+        def ticker(i: int) -> list[RunKey]:
+            mine: list[RunKey] = []
+            for m in range(minutes):  # each ticker walks the same minutes; they race on every one
+                at = T0 + m * MINUTE
+                while True:
+                    batch = store.claim_due(at, 25, max_runs_decide(limit), TIMERS)
+                    mine += [r.key for r in batch.claimed]
+                    if len(batch.claimed) + len(batch.skipped) + len(batch.deferred) < 25:
+                        break
+            return mine
+
+        claimed = Counter(k for mine in race(4, ticker) for k in mine)
+        assert set(claimed.values()) == {1}, "each fire claimed once"
+        per_routine = Counter(k.routine_id for k in claimed)
+        assert per_routine == dict.fromkeys(_ids(n), limit), "exactly max_runs claims per routine"
+        for routine in store.iter_routines():
+            assert (routine.schedule_claims, routine.next_due_at) == (limit, None)
 
     def test_3_concurrent_take_resends_take_each_row_once(self, store: Store) -> None:
         n = self.scaled(1000)

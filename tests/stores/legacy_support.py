@@ -3,9 +3,9 @@
 ``0001_initial``, holding rows that today's store API wrote (so they are realistic: routines with
 cursors, runs in several states, versions, spend, the heartbeat).
 
-The rows are written into a scratch namespace by a current store, then copied column for column
-into the 0.1.0 tables (0.1.0's columns: today's layout has them first, in the same order, and
-later revisions' columns after them); the scratch namespace is dropped.
+The rows are written into a scratch namespace by a current store, then copied column by column
+(0.1.0's columns, by name; later revisions only add columns, with defaults) into the 0.1.0 tables;
+the scratch namespace is dropped.
 """
 
 from __future__ import annotations
@@ -67,10 +67,9 @@ def build_0_1_0_store(url: str) -> tuple[Any, ...]:
             conn.exec_driver_sql("INSERT INTO alembic_version (version_num) VALUES ('0001_initial')")
             for table in TABLES:
                 source = f"{SCRATCH}.{table}" if postgres else f"{SCRATCH}_{table}"
-                # 0.1.0's columns only: later revisions add columns last (their defaults are what
-                # adoption then finds in them)
-                columns = ", ".join(c["name"] for c in sa.inspect(conn).get_columns(table))
-                conn.exec_driver_sql(f"INSERT INTO {table} ({columns}) SELECT {columns} FROM {source}")
+                # 0.1.0's columns only, by name: later revisions add columns (with defaults) at the end
+                names = ", ".join(c["name"] for c in sa.inspect(conn).get_columns(table))
+                conn.exec_driver_sql(f"INSERT INTO {table} ({names}) SELECT {names} FROM {source}")
             if postgres:
                 conn.exec_driver_sql(f"DROP SCHEMA {SCRATCH} CASCADE")
             else:

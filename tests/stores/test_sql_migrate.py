@@ -154,7 +154,7 @@ def test_two_processes_migrating_at_once_both_succeed(empty_url: str) -> None:
 
 @pytest.mark.postgres
 def test_postgres_migrations_wait_for_the_advisory_lock() -> None:
-    """While another session holds the migration lock, migrate_store waits and writes nothing."""
+    """While another session holds the migration lock, migrate_store waits (polling) and writes nothing."""
     from alma_schedule.stores.sql.queries import MIGRATION_LOCK_KEY
 
     with pg_database(migrated=False) as url, psycopg.connect(libpq_url(url), autocommit=True) as holder:
@@ -163,22 +163,24 @@ def test_postgres_migrations_wait_for_the_advisory_lock() -> None:
         thread = threading.Thread(target=lambda: (migrate_store(url), done.set()))
         thread.start()
         try:
-            # pg_locks is the whole server's: count only this test database's waiters (another test
-            # run on the same server may have its own migrator waiting in its own database)
-            queued = (
-                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
-                " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            # the migrator polls pg_try_advisory_lock (it never waits inside a statement: a waiting
+            # statement holds a snapshot a CREATE INDEX CONCURRENTLY would wait for); its session's
+            # last statement shows it trying, in this test database only
+            trying = (
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND query LIKE '%pg_try_advisory_lock%' AND pid <> pg_backend_pid()"
             )
 
-            def migrator_queued() -> bool:
-                row = holder.execute(queued).fetchone()
+            def migrator_trying() -> bool:
+                row = holder.execute(trying).fetchone()
                 return bool(row and row[0])
 
             deadline = time.monotonic() + 60
-            while not migrator_queued():  # until the migrator is queued on the lock
+            while not migrator_trying():  # until the migrator has tried the lock
                 assert not done.is_set(), "migrate_store finished while another session held the lock"
-                assert time.monotonic() < deadline, "the migrator never queued on the advisory lock"
+                assert time.monotonic() < deadline, "the migrator never tried the advisory lock"
                 done.wait(0.05)
+            done.wait(1.0)  # several more tries, all refused
             assert not done.is_set()
             tables = holder.execute("SELECT count(*) FROM pg_tables WHERE tablename = 'routines'").fetchone()
             assert holder.execute("SELECT to_regnamespace('alma')").fetchone() == (None,)

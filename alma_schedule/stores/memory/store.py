@@ -113,6 +113,7 @@ class MemoryStore(TickMixin, ReadsMixin, WakeMixin, RederiveMixin, RenamedMethod
                     definition={},
                     deleted_at=None,
                     **backoff.CLEAR.fields(),
+                    schedule_claims=0,  # a new incarnation counts from zero (max_runs)
                     created_at=now,
                     updated_at=now,
                 )

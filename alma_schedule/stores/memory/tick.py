@@ -27,7 +27,7 @@ from alma_schedule.model import (
     RunState,
     check_id,
 )
-from alma_schedule.policies import backoff, supersession
+from alma_schedule.policies import backoff, limits, supersession
 from alma_schedule.policies.supersession import Placement
 from alma_schedule.settings import Timers
 from alma_schedule.stores.arguments import claim_manual_args
@@ -133,12 +133,20 @@ class TickMixin(RunsMixin):
                 if placement in (Placement.CLAIM, Placement.SUPERSEDE):
                     rec = dataclasses.replace(base, resend_at=resend_at or now + timers.resend_first)
                     claimed.append(rec)
+                    if decision.max_runs is not None:
+                        self._count_claim(key, decision.max_runs)
                 else:
                     state, reason = supersession.MISSED if placement == Placement.MISSED else supersession.OVERLAP
                     rec = dataclasses.replace(base, state=state, reason=reason, finished_at=now)
                     skipped.append(rec)
                 self._put_run(rec)
         return ClaimBatch(tuple(claimed), tuple(skipped), tuple(deferred))
+
+    def _count_claim(self, key: RKey, max_runs: int) -> None:
+        """max_runs: one more claimed schedule fire (:func:`alma_schedule.policies.limits.count_claim`)."""
+        row = self._routines[key]
+        count, done = limits.count_claim(row.schedule_claims, max_runs)
+        self._write(dataclasses.replace(row, schedule_claims=count, next_due_at=None if done else row.next_due_at))
 
     def claim_manual(
         self,

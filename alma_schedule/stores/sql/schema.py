@@ -71,6 +71,8 @@ routines = sa.Table(
     sa.Column("tzdata_version", sa.String(32), nullable=True),
     sa.Column("created_at", UtcDateTime, nullable=False),
     sa.Column("updated_at", UtcDateTime, nullable=False),
+    # issue 15, max_runs (0004_schedule_policies): schedule fires claimed while max_runs is set
+    sa.Column("schedule_claims", sa.Integer, nullable=False, server_default=sa.text("0")),
 )
 # The tick's index: only routines that can come due are in it (NULL while paused/disabled/deleted).
 sa.Index(

@@ -73,6 +73,7 @@ class RoutinesMixin(SqlBase):
                     **fields,
                     deleted_at=None,
                     **backoff.CLEAR.fields(),
+                    schedule_claims=0,  # a new incarnation counts from zero (max_runs)
                     created_at=now,
                     updated_at=now,
                 )

@@ -12,7 +12,10 @@ batch size (cost O(due), never O(routines)):
 5. one UPDATE superseding older schedule ``claimed`` runs to ``skipped(missed)`` (CAS, RETURNING);
 6. one INSERT of the run rows with an UNTARGETED ``ON CONFLICT DO NOTHING RETURNING`` (a targeted
    one raises on the partial unique index); a fire it did not take, whose key did not exist, lost
-   to the routine's non-terminal run: one more INSERT records it ``skipped(overlap)``.
+   to the routine's non-terminal run: one more INSERT records it ``skipped(overlap)``;
+7. ``max_runs`` (only when the batch claimed a fire of a limited routine): one UPDATE counting the
+   claims in ``schedule_claims`` and clearing ``next_due_at`` of the routines it finishes
+   (:mod:`alma_schedule.policies.limits`).
 
 Steps 5 and 6 are :func:`alma_schedule.policies.supersession.place` expressed set-based (its
 constants build the statements); step 3's ``Defer`` update is :func:`~alma_schedule.policies.backoff.deferred`.
@@ -216,6 +219,13 @@ class TickMixin(SqlBase):
             if made is None:  # cannot happen while run inserts lock their routine first: roll back
                 raise StoreConflict(f"fire {r.key}/{f.run_id} could not be recorded; nothing was claimed")
             (claimed if made.state == RunState.CLAIMED else skipped).append(made)
+        counted = [
+            {"org": r.org, "uid": r.uid, "routine_id": r.routine_id, "max_runs": f.max_runs}
+            for r, f in fresh
+            if f.max_runs is not None and inserted[(r.org, r.uid, r.routine_id, f.run_id)].state == RunState.CLAIMED
+        ]
+        if counted:  # max_runs: no statement at all for a batch without limited routines
+            conn.execute(*q.count_claims(d, counted, now))
         return claimed, skipped
 
     def _chunks(self, items: list[Any]) -> list[list[Any]]:

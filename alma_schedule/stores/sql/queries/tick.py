@@ -11,7 +11,7 @@ from sqlalchemy.dialects import postgresql as pg
 from sqlalchemy.sql import ColumnElement
 
 from alma_schedule.model import Reason, RunState
-from alma_schedule.policies import backoff, supersession
+from alma_schedule.policies import backoff, limits, supersession
 from alma_schedule.stores.sql.queries.common import _KEY_COLS, Key3, Params, _arrays, _insert, _unnest, dt, lit
 from alma_schedule.stores.sql.schema import routines, runs
 from alma_schedule.stores.sql.types import UtcDateTime
@@ -43,13 +43,16 @@ def _batch_update_routines(
     sets: Mapping[str, Any],
     consts: Mapping[str, Any],
     guard: Any = None,
+    computed: Mapping[str, Any] | None = None,
 ) -> tuple[Any, Params]:
-    """One UPDATE of many routine rows: ``sets`` maps a column to a row field name."""
+    """One UPDATE of many routine rows: ``sets`` maps a column to a row field name; ``computed``
+    maps a column to a function of the row's fields (``k["field"]``) giving an expression."""
+    more = computed or {}
     if dialect == "postgresql":
         k = _unnest(name, [*_KEY_COLS, *columns])
         stmt = (
             sa.update(routines)
-            .values({**{c: k.c[f] for c, f in sets.items()}, **consts})
+            .values({**{c: k.c[f] for c, f in sets.items()}, **consts, **{c: fn(k.c) for c, fn in more.items()}})
             .where(
                 routines.c.org == k.c.org,
                 routines.c.uid == k.c.uid,
@@ -62,7 +65,7 @@ def _batch_update_routines(
     b = {col: sa.bindparam(f"{name}_{col}", type_=typ) for col, typ in [*_KEY_COLS, *columns]}
     stmt = (
         sa.update(routines)
-        .values({**{c: b[f] for c, f in sets.items()}, **consts})
+        .values({**{c: b[f] for c, f in sets.items()}, **consts, **{c: fn(b) for c, fn in more.items()}})
         .where(routines.c.org == b["org"], routines.c.uid == b["uid"], routines.c.routine_id == b["routine_id"])
     )
     if guard is not None:
@@ -80,6 +83,24 @@ def advance_cursors(dialect: str, rows: Sequence[Mapping[str, Any]], now: dateti
         {"last_fire": "fire", "next_due_at": "next_due_at"},
         {**backoff.CLEAR.fields(), "updated_at": dt(now)},
         guard=lambda k: sa.or_(routines.c.last_fire.is_(None), routines.c.last_fire < k["fire"]),
+    )
+
+
+def count_claims(dialect: str, rows: Sequence[Mapping[str, Any]], now: datetime) -> tuple[Any, Params]:
+    """``max_runs`` (:mod:`alma_schedule.policies.limits`, set-based): one more claimed schedule fire
+    for each routine of ``rows`` (``{org, uid, routine_id, max_runs}``); the claim that reaches
+    ``max_runs`` also clears ``next_due_at`` (the routine is finished), in the same statement."""
+    counted = routines.c.schedule_claims + limits.CLAIM_STEP
+    return _batch_update_routines(
+        dialect,
+        "m",
+        [("max_runs", sa.Integer())],
+        rows,
+        {},
+        {"schedule_claims": counted, "updated_at": dt(now)},
+        computed={
+            "next_due_at": lambda k: sa.case((counted >= k["max_runs"], sa.null()), else_=routines.c.next_due_at)
+        },
     )
 
 

@@ -93,10 +93,18 @@ def upgrade() -> None:
         if_not_exists=True,
     )
     # --- end zone data reconciliation ---
+    # --- window: max_runs (routines.schedule_claims) ---
+    # The schedule fires claimed while the routine has max_runs; a constant default, so old
+    # workers (which never name the column) keep inserting and updating routines.
+    _add_column("routines", sa.Column("schedule_claims", sa.Integer, nullable=False, server_default=sa.text("0")))
+    # --- end window ---
 
 
 def downgrade() -> None:
     """The blocks of :func:`upgrade` undone, in reverse order."""
+    # --- window: max_runs (routines.schedule_claims) ---
+    _drop_column("routines", "schedule_claims")
+    # --- end window ---
     # --- zone data reconciliation ---
     op.drop_table("zone_state", schema=SCHEMA)
     # --- end zone data reconciliation ---
