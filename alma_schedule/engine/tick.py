@@ -36,6 +36,7 @@ from alma_schedule.model import (
     TickReport,
 )
 from alma_schedule.policies import supersession
+from alma_schedule.policies.blocked import blocked_why
 
 from .decide import Planner
 from .runtime import Runtime
@@ -128,9 +129,13 @@ def tick(rt: Runtime, now: datetime | None = None) -> TickReport:
         errors=tuple(errors),
         expired=tuple(r.key for r in resends.expired),
         sends_paused=not sends,
+        blocked_why=tuple(blocked_why(r, at) for r in blocked),
     )
     if blocked:
-        log.warning("tick %s: %d blocked run(s), e.g. %s", at.isoformat(), len(blocked), blocked[0].key)
+        first = blocked[0]
+        log.warning(
+            "tick %s: %d blocked run(s), e.g. %s (%s)", at.isoformat(), len(blocked), first.key, blocked_why(first, at)
+        )
     return report
 
 
@@ -199,6 +204,7 @@ def plan(rt: Runtime, now: datetime | None = None) -> TickPlan:
     inactive = tuple(
         PlannedRoutine(r.org, r.uid, r.routine_id, _inactive_why(r)) for r in rt.store.list_inactive(s.claim_limit)
     )
+    blocked = rt.store.blocked(at, s.run_time_limit)
     return TickPlan(
         at=at,
         due=tuple(due),
@@ -207,7 +213,8 @@ def plan(rt: Runtime, now: datetime | None = None) -> TickPlan:
         polls=polls,
         skipped=tuple(skipped),
         inactive=inactive,
-        blocked=tuple(r.key for r in rt.store.blocked(at, s.run_time_limit)),
+        blocked=tuple(r.key for r in blocked),
+        blocked_why=tuple(blocked_why(r, at) for r in blocked),
     )
 
 

@@ -110,6 +110,8 @@ class TickPlan(Data):
     skipped: tuple[PlannedRoutine, ...] = ()
     inactive: tuple[PlannedRoutine, ...] = ()
     blocked: tuple[RunKey, ...] = ()
+    #: Why each run of ``blocked`` waits (same order): ``policies.blocked.blocked_why``.
+    blocked_why: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +133,8 @@ class TickReport(Data):
     errors: tuple[TickError, ...] = ()
     expired: tuple[RunKey, ...] = ()
     sends_paused: bool = False
+    #: Why each run of ``blocked`` waits (same order): ``policies.blocked.blocked_why``.
+    blocked_why: tuple[str, ...] = ()
 
     SAMPLE = 5
 
@@ -149,6 +153,7 @@ class TickReport(Data):
                 "claimed": [str(k) for k in self.claimed[:n]],
                 "skipped": [str(k) for k in (self.skipped + self.expired)[:n]],
                 "blocked": [str(k) for k in self.blocked[:n]],
+                "blocked_why": list(self.blocked_why[:n]),
                 "errors": [e.to_dict() for e in self.errors[:n]],
             },
         }

@@ -208,6 +208,21 @@ class Store(Protocol):
         touches the streak; never resends."""
         ...
 
+    # --- the blocked marker (issue 14) ---
+
+    def mark_blocked(self, key: RunKey, *, why: str, now: datetime, cost_micros: int | None = None) -> bool:
+        """Mark a ``running`` run blocked AT ONCE (tenant key, ONE atomic statement): a
+        compare-and-set on state ``running`` that never changes the state. Sets ``blocked_at = now``
+        and ``blocked_why = why`` (one of :data:`~alma_schedule.model.BLOCKED_WHY`) unless the run
+        is already marked (the first marker wins), and raises ``cost_micros`` to ``cost_micros``
+        when that is higher (never lowers it; the reservation is untouched: ``record`` settles).
+        True when the run is ``running`` and now carries the marker; False, with nothing written,
+        for any other state or an unknown run. :class:`InvalidInput` for an unknown ``why`` or a
+        bad cost. :meth:`blocked` and ``runs stuck`` list a marked run at once, whatever its age."""
+        ...
+
+    # --- end the blocked marker ---
+
     # ------------------------------------------------------------------ money
 
     def reserve(self, key: RunKey, day: str, amount_micros: int, ceilings: Sequence[Ceiling]) -> ReserveResult:
@@ -266,8 +281,9 @@ class Store(Protocol):
         ...
 
     def blocked(self, now: datetime, run_time_limit: timedelta, limit: int = 100) -> list[RunRecord]:
-        """System: runs ``running``/``collecting`` longer than ``2 * run_time_limit`` (since
-        ``state_at``), or ``submitted`` past their deadline."""
+        """System: ``running`` runs marked blocked (:meth:`mark_blocked`, at once), runs
+        ``running``/``collecting`` longer than ``2 * run_time_limit`` (since ``state_at``), or
+        ``submitted`` past their deadline; oldest ``state_at`` first."""
         ...
 
     def stuck(self, now: datetime, older_than: timedelta, limit: int = 100) -> list[RunRecord]:

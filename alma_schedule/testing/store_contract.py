@@ -8,6 +8,7 @@ the ``store`` fixture (a fresh, empty store per test).
 from __future__ import annotations
 
 from alma_schedule.testing.contract_backoff import BackoffContract
+from alma_schedule.testing.contract_blocked import BlockedContract
 from alma_schedule.testing.contract_claims import ClaimContract
 from alma_schedule.testing.contract_input import InputContract
 from alma_schedule.testing.contract_money import MoneyContract
@@ -19,6 +20,7 @@ from alma_schedule.testing.contract_streak import StreakContract
 
 __all__ = [
     "BackoffContract",
+    "BlockedContract",
     "ClaimContract",
     "InputContract",
     "MoneyContract",
@@ -39,6 +41,7 @@ class StoreContract(
     StreakContract,
     MoneyContract,
     SettlementContract,
+    BlockedContract,
     ReadContract,
     InputContract,
 ):

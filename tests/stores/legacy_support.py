@@ -4,8 +4,8 @@
 cursors, runs in several states, versions, spend, the heartbeat).
 
 The rows are written into a scratch namespace by a current store, then copied column for column
-(both layouts have the same columns in the same order) into the 0.1.0 tables; the scratch
-namespace is dropped.
+into the 0.1.0 tables (the 0.1.0 columns only: later revisions add columns at the end of a table,
+NULL or a constant default in rows that predate them); the scratch namespace is dropped.
 """
 
 from __future__ import annotations
@@ -67,7 +67,9 @@ def build_0_1_0_store(url: str) -> tuple[Any, ...]:
             conn.exec_driver_sql("INSERT INTO alembic_version (version_num) VALUES ('0001_initial')")
             for table in TABLES:
                 source = f"{SCRATCH}.{table}" if postgres else f"{SCRATCH}_{table}"
-                conn.exec_driver_sql(f"INSERT INTO {table} SELECT * FROM {source}")
+                # the 0.1.0 columns only (later revisions add columns at the end of a table)
+                cols = ", ".join(c["name"] for c in sa.inspect(conn).get_columns(table))
+                conn.exec_driver_sql(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM {source}")
             if postgres:
                 conn.exec_driver_sql(f"DROP SCHEMA {SCRATCH} CASCADE")
             else:

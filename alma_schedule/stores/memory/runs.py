@@ -35,6 +35,7 @@ from alma_schedule.stores.arguments import (
     annotate_args,
     check_run_key,
     finish_args,
+    mark_blocked_args,
     record_args,
     reserve_args,
     submit_args,
@@ -287,6 +288,25 @@ class RunsMixin:
             new = self._settle(new, rec.cost_micros)
             self._put_run(new)
             return ClaimResult(True, new, "won")
+
+    # --- the blocked marker (issue 14) ---
+
+    def mark_blocked(self, key: RunKey, *, why: str, now: datetime, cost_micros: int | None = None) -> bool:
+        rk, now, cost = mark_blocked_args(key, why, now, cost_micros)
+        with self._lock:
+            rec = self._find(rk, key.run_id)
+            if rec is None or rec.state != RunState.RUNNING:
+                return False
+            new = dataclasses.replace(
+                rec,
+                blocked_at=rec.blocked_at or now,
+                blocked_why=rec.blocked_why or why,
+                cost_micros=max(rec.cost_micros, cost),
+            )
+            self._put_run(new)
+            return True
+
+    # --- end the blocked marker ---
 
     # ------------------------------------------------------------------ money
 

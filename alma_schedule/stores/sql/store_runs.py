@@ -34,6 +34,7 @@ from alma_schedule.stores.arguments import (
     check_run_key,
     finish_args,
     list_runs_args,
+    mark_blocked_args,
     record_args,
     reserve_args,
     run_ref_args,
@@ -227,6 +228,18 @@ class RunsMixin(SqlBase):
             new = run_from_row(conn.execute(*q.cas(key, [rec.state], values)).one())
             self._move(conn, money)
             return ClaimResult(True, new, "won")
+
+    # --- the blocked marker (issue 14) ---
+
+    def mark_blocked(self, key: RunKey, *, why: str, now: datetime, cost_micros: int | None = None) -> bool:
+        """Mark a ``running`` run blocked at once: ONE guarded ``UPDATE ... WHERE state = 'running'``
+        (the first marker wins; the cost only rises). True when the row was running."""
+        _, now, cost = mark_blocked_args(key, why, now, cost_micros)
+        with self._tx(single=True) as conn:
+            done = conn.execute(q.MARK_BLOCKED, q.run_params(key, now=now, why=why, cost=cost))
+            return bool(done.rowcount)
+
+    # --- end the blocked marker ---
 
     # ------------------------------------------------------------------ money
 

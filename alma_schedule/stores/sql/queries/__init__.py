@@ -53,6 +53,7 @@ from alma_schedule.stores.sql.queries.routines import (
     update_routine,
 )
 from alma_schedule.stores.sql.queries.runs import (
+    MARK_BLOCKED,
     SELECT_RUN,
     SELECT_RUN_LOCKED,
     SELECT_RUN_WITH_ROUTINE,
@@ -85,6 +86,7 @@ __all__ = [
     "NON_TERMINAL",
     "ORDER_TAIL",
     "Params",
+    "MARK_BLOCKED",
     "SELECT_RUN",
     "SELECT_RUN_LOCKED",
     "SELECT_RUN_WITH_ROUTINE",
