@@ -213,11 +213,14 @@ def record(
     outcome: str,
     reason: str,
     now: datetime | None = None,
+    *,
+    cost_micros: int | None = None,
 ) -> ClaimResult:
-    """The operator's reconciliation: CAS any non-terminal run to ``outcome(reason)``. Never resends."""
+    """The operator's reconciliation: CAS any non-terminal run to ``outcome(reason)``, settled at the
+    recorded cost (``cost_micros``, else the run's stored cost). Never resends."""
     key = RunKey.of(check_scope(scope), routine_id, run_id)  # validated when built
     if outcome not in TERMINAL:
         raise InvalidInput(f"outcome {outcome!r} is not a terminal state ({', '.join(sorted(TERMINAL))})")
     if reason not in REASONS:
         raise InvalidInput(f"reason {reason!r} is not a known reason code (one of: {', '.join(sorted(REASONS))})")
-    return rt.store.record(key, outcome, reason, now=rt.now(now))
+    return rt.store.record(key, outcome, reason, now=rt.now(now), cost_micros=cost_micros)

@@ -222,14 +222,18 @@ def finish_args(key: RunKey, result: RunResult, now: datetime, from_states: Coll
     return FinishArgs(rk, now, allowed, cost, check_text("error_class", result.error_class))
 
 
-def record_args(key: RunKey, outcome: str, reason: str, now: datetime) -> tuple[RKey, datetime]:
-    """``record``: ``(routine key, now)``; the outcome is terminal, the reason a known code."""
+def record_args(
+    key: RunKey, outcome: str, reason: str, now: datetime, cost_micros: int | None = None
+) -> tuple[RKey, datetime, int | None]:
+    """``record``: ``(routine key, now, cost)``; the outcome is terminal, the reason a known code,
+    the cost (None = the stored one) integer micro-USD."""
     rk = check_run_key(key)
     now = require_utc("now", now)
     if outcome not in TERMINAL:
         raise InvalidInput(f"record needs a terminal outcome, not {outcome!r}")
     check_reason("reason", reason, optional=False)
-    return rk, now
+    cost = None if cost_micros is None else check_micros("cost_micros", cost_micros)
+    return rk, now, cost
 
 
 def mark_blocked_args(key: RunKey, why: str, now: datetime, cost_micros: int | None) -> tuple[RKey, datetime, int]:

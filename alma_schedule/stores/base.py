@@ -202,10 +202,14 @@ class Store(Protocol):
         state that is not non-terminal."""
         ...
 
-    def record(self, key: RunKey, outcome: str, reason: str, *, now: datetime) -> ClaimResult:
+    def record(
+        self, key: RunKey, outcome: str, reason: str, *, now: datetime, cost_micros: int | None = None
+    ) -> ClaimResult:
         """The operator's reconciliation (tenant): CAS from ANY non-terminal state to the terminal
-        ``outcome``; settles the reservation to the recorded cost (an orphan is released); never
-        touches the streak; never resends."""
+        ``outcome``; SETTLES AT THE RECORDED COST: ``cost_micros`` when given (the run's cost becomes
+        it), else the run's stored cost (an orphan that recorded nothing is released; an uncertain
+        run stored its whole bound); never touches the streak; never resends. :class:`InvalidInput`
+        for a cost that is not integer micro-USD >= 0."""
         ...
 
     # --- the blocked marker (issue 14) ---

@@ -13,6 +13,7 @@ from alma_schedule.testing.contract_claims import ClaimContract
 from alma_schedule.testing.contract_input import InputContract
 from alma_schedule.testing.contract_money import MoneyContract
 from alma_schedule.testing.contract_reads import ReadContract
+from alma_schedule.testing.contract_record import RecordCostContract
 from alma_schedule.testing.contract_routines import RoutineContract
 from alma_schedule.testing.contract_runs import RunContract
 from alma_schedule.testing.contract_settlement import SettlementContract
@@ -25,6 +26,7 @@ __all__ = [
     "InputContract",
     "MoneyContract",
     "ReadContract",
+    "RecordCostContract",
     "RoutineContract",
     "RunContract",
     "SettlementContract",
@@ -42,6 +44,7 @@ class StoreContract(
     MoneyContract,
     SettlementContract,
     BlockedContract,
+    RecordCostContract,
     ReadContract,
     InputContract,
 ):

@@ -230,14 +230,21 @@ def test_resends_pause_while_the_run_queue_is_deep_but_expiry_still_runs(make, c
     assert [k.routine_id for k in report.resent] == ["r2"]
 
 
-@every_store
-def test_blocked_runs_are_reported_every_tick(make, clock) -> None:
+def _started(make, clock):
+    """A routine every 5 minutes (run_time_limit 5 min) whose 08:05 fire a worker started (and died)."""
     disp = RecordingDispatcher()
     sched = make(dispatcher=disp, run_time_limit=timedelta(minutes=5))
     sched.register(spec("r1", {"cron": "*/5 * * * *"}))
     clock.set(T0 + 5 * MINUTE)
     sched.tick()
-    sched.store.start(disp.runs[0].key, now=clock())  # a worker started it and died
+    key = disp.runs[0].key
+    sched.store.start(key, now=clock())
+    return sched, key
+
+
+@every_store
+def test_blocked_runs_are_reported_every_tick(make, clock) -> None:
+    sched, _ = _started(make, clock)
     clock.set(T0 + 15 * MINUTE)
     assert sched.tick().blocked == ()  # exactly 2x the limit: not yet
     for minutes in (16, 30, 60):
@@ -250,13 +257,7 @@ def test_blocked_runs_are_reported_every_tick(make, clock) -> None:
 
 @every_store
 def test_a_marked_run_is_blocked_at_once_with_its_why(make, clock) -> None:
-    disp = RecordingDispatcher()
-    sched = make(dispatcher=disp, run_time_limit=timedelta(minutes=5))
-    sched.register(spec("r1", {"cron": "*/5 * * * *"}))
-    clock.set(T0 + 5 * MINUTE)
-    sched.tick()
-    key = disp.runs[0].key
-    sched.store.start(key, now=clock())
+    sched, key = _started(make, clock)
     assert sched.tick().blocked == ()  # young: the age rule says nothing yet
     assert sched.store.mark_blocked(key, why=BlockedWhy.WORKER_LOST, now=clock())
     report = sched.tick()

@@ -86,3 +86,19 @@ def test_billed_then_lost_is_counted_and_the_ceiling_holds(world: tuple[Harness,
     assert h.spend(ORG_CEILING) == len(called) * bound
     assert h.run(ROUTINES[0]).reason == "ceiling_reached"
     assert billed(fake) <= CEILING
+
+
+def test_recording_what_was_billed_makes_the_ceiling_see_exactly_that(world: tuple[Harness, FakeOpenAI]) -> None:
+    h, fake = world
+    FAULTS["a reset after billing"](fake)
+    for rid in ROUTINES[:3]:
+        h.register(rid, goal=GOAL, budget=BUDGET)
+    runs = [h.run(rid) for rid in ROUTINES[:3]]
+    assert [r.blocked_why for r in runs] == ["uncertain_outcome"] * 3
+    prices = TokenPrices(PRICE_IN, PRICE_OUT)
+    real = [prices.cost_micros(tokens_in, tokens_out) for tokens_in, tokens_out in fake.billed]
+    assert len(real) == 3 and all(0 < cost < runs[0].cost_micros for cost in real)
+    for r, cost in zip(runs, real, strict=True):  # the operator read the provider's invoice
+        done = h.schedule.record(SCOPE, r.routine_id, r.run_id, "failed", "provider_error", cost_micros=cost)
+        assert done.won and done.record is not None and done.record.cost_micros == cost
+    assert h.spend(ORG_CEILING) == billed(fake) == sum(real)

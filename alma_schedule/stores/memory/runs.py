@@ -276,16 +276,21 @@ class RunsMixin:
             self._streak(rk, result, now, timers)
             return ClaimResult(True, new, "won")
 
-    def record(self, key: RunKey, outcome: str, reason: str, *, now: datetime) -> ClaimResult:
-        rk, now = record_args(key, outcome, reason, now)
+    def record(
+        self, key: RunKey, outcome: str, reason: str, *, now: datetime, cost_micros: int | None = None
+    ) -> ClaimResult:
+        rk, now, given = record_args(key, outcome, reason, now, cost_micros)
         with self._lock:
             rec = self._find(rk, key.run_id)
             if rec is None:
                 return ClaimResult(False, None, "not_found")
             if rec.terminal:
                 return ClaimResult(False, rec, "duplicate")
-            new = dataclasses.replace(rec, state=outcome, reason=reason, state_at=now, finished_at=now)
-            new = self._settle(new, rec.cost_micros)
+            cost = settlement.finish_cost(given, rec.cost_micros)  # the recorded cost
+            new = dataclasses.replace(
+                rec, state=outcome, reason=reason, state_at=now, finished_at=now, cost_micros=cost
+            )
+            new = self._settle(new, cost)
             self._put_run(new)
             return ClaimResult(True, new, "won")
 

@@ -213,18 +213,29 @@ class RunsMixin(SqlBase):
             values["next_due_at"] = None
         conn.execute(q.update_routine(*rk, values))
 
-    def record(self, key: RunKey, outcome: str, reason: str, *, now: datetime) -> ClaimResult:
+    def record(
+        self, key: RunKey, outcome: str, reason: str, *, now: datetime, cost_micros: int | None = None
+    ) -> ClaimResult:
         """The operator's CAS from ANY non-terminal state to ``outcome`` (tenant, ONE transaction);
-        settles the reservation to the recorded cost; never touches the streak; never resends."""
-        _, now = record_args(key, outcome, reason, now)
+        settles the reservation to the recorded cost (``cost_micros``, else the stored one); never
+        touches the streak; never resends."""
+        _, now, given = record_args(key, outcome, reason, now, cost_micros)
         with self._tx() as conn:
             rec = self._current(conn, key, lock=True)
             if rec is None:
                 return ClaimResult(False, None, "not_found")
             if rec.terminal:
                 return ClaimResult(False, rec, "duplicate")
-            settle, money = _settlement(rec, rec.cost_micros)
-            values = {"state": outcome, "reason": reason, "state_at": now, "finished_at": now, **settle}
+            cost = settlement.finish_cost(given, rec.cost_micros)  # the recorded cost
+            settle, money = _settlement(rec, cost)
+            values = {
+                "state": outcome,
+                "reason": reason,
+                "state_at": now,
+                "finished_at": now,
+                "cost_micros": cost,
+                **settle,
+            }
             new = run_from_row(conn.execute(*q.cas(key, [rec.state], values)).one())
             self._move(conn, money)
             return ClaimResult(True, new, "won")
