@@ -165,10 +165,25 @@ class RunnerError(AlmaScheduleError):
 
 
 class ProviderError(RunnerError):
-    """The provider failed or refused (``provider_error``, ``provider_timeout``, ...)."""
+    """The provider failed or refused (``provider_error``, ``provider_timeout``, ...).
 
-    def __init__(self, message: str, *, reason: str = "provider_error") -> None:
+    Two facts an adapter reports so the governed runners can tell whether the request may have
+    reached the provider (the one decision: ``runners.governed.outcome.request_never_left``):
+    ``status_code``, the HTTP status the provider answered, and ``phase``, where the call failed
+    before any answer (``connect``, ``pool``, ``not_sent``: ``outcome.NEVER_LEFT_PHASES``; None =
+    unknown, so the request may have left)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        reason: str = "provider_error",
+        status_code: int | None = None,
+        phase: str | None = None,
+    ) -> None:
         super().__init__(message, reason=reason)
+        self.status_code = status_code
+        self.phase = phase
 
 
 class SinkError(RunnerError):
@@ -179,11 +194,14 @@ class SinkError(RunnerError):
 
 
 class OutcomeUncertain(RunnerError):
-    """The provider ACCEPTED the request (it may charge; a batch may be running) but the runner could
-    not persist that (e.g. the store failed right after the call), raised ``from`` that failure.
+    """The provider may have billed and the runner cannot prove otherwise: a call that failed after
+    its request may have left (a reset, a 5xx or 408, a timeout, a time limit), or one the provider
+    ACCEPTED that the runner could not persist (e.g. the store failed right after the call); raised
+    ``from`` that failure.
 
     The engine does not finish such a run: it stays ``running`` (or whatever the store last
-    recorded) with its whole reservation held, visible in ``runs stuck`` and the tick's ``blocked``,
-    until the operator ``record``s it. Nothing retries it (guarantee 1: a fire lost after
-    ``running`` is never re-run).
+    recorded) with its whole reservation held and its cost at least that bound, marked blocked at
+    once (``uncertain_outcome``), visible in ``runs stuck`` and the tick's ``blocked``, until the
+    operator ``record``s it. Nothing retries it (guarantee 1: a fire lost after ``running`` is
+    never re-run).
     """

@@ -6,8 +6,10 @@ import click
 
 from alma_schedule.cli.context import CliContext, emit_json, handle_errors, json_option, print_table
 from alma_schedule.cli.wiring import build_schedule, parse_instant
-from alma_schedule.errors import InvalidInput, NotFound
+from alma_schedule.errors import InvalidInput, NotFound, RegistrationRefused
 from alma_schedule.model import NON_TERMINAL, REASONS, TERMINAL, RunRecord, RunState, Scope
+from alma_schedule.policies.blocked import blocked_why
+from alma_schedule.runners.governed.money import usd_to_micros
 from alma_schedule.settings import parse_duration
 
 SENT_NOTE = (
@@ -81,7 +83,8 @@ def stuck(obj: CliContext, older_than: str | None, limit: int, as_json: bool) ->
 
     A run is stuck when it has been in its state longer than --older-than (default twice
     ALMA_RUN_TIME_LIMIT, the age at which a tick reports it as blocked), and a submitted run past
-    its deadline is stuck whatever --older-than says.
+    its deadline is stuck whatever --older-than says; so is a running run marked blocked at once
+    (an uncertain provider outcome, a lost worker, a time limit: the "why" column).
 
     `running` is never expired or retried automatically: check the provider, the batch and the
     destination, then `runs record` the outcome.
@@ -96,18 +99,18 @@ def stuck(obj: CliContext, older_than: str | None, limit: int, as_json: bool) ->
     store = obj.store()
     found = {r.key: r for r in store.stuck(now, age, limit)}
     for r in store.blocked(now, settings.run_time_limit, limit):
-        if r.state == RunState.SUBMITTED and r.deadline is not None and now > r.deadline:
+        if r.blocked_at is not None or (r.state == RunState.SUBMITTED and r.deadline is not None and now > r.deadline):
             found.setdefault(r.key, r)
     rows = sorted(found.values(), key=lambda r: (r.state_at, str(r.key)))[:limit]
     if as_json:
-        emit_json([r.to_dict() for r in rows])
+        emit_json([{**r.to_dict(), "why": blocked_why(r, now)} for r in rows])
         return
     label = older_than or f"{age.total_seconds():g}s"
-    title = f"runs stuck longer than {label} (or submitted past their deadline)"
+    title = f"runs stuck longer than {label} (or blocked at once, or submitted past their deadline)"
     if not rows:
         click.echo(f"{title}: none")
         return
-    print_table(title, RUN_COLUMNS, [run_row(r, scoped=False) for r in rows])
+    print_table(title, [*RUN_COLUMNS, "why"], [[*run_row(r, scoped=False), blocked_why(r, now)] for r in rows])
 
 
 @runs.command("record")
@@ -123,26 +126,47 @@ def stuck(obj: CliContext, older_than: str | None, limit: int, as_json: bool) ->
     show_default=True,
     help=f"A closed reason code: {', '.join(sorted(REASONS))}.",
 )
+@click.option(
+    "--cost-usd",
+    "cost_usd",
+    default=None,
+    help="What the run really cost, in USD (e.g. 0.0126: what the provider billed). "
+    "[default: the run's stored cost; an uncertain run stored its whole bound]",
+)
 @json_option
 @click.pass_obj
 @handle_errors
-def record(obj: CliContext, scope: str, routine_id: str, run_id: str, outcome: str, reason: str, as_json: bool) -> None:
-    """The operator's final word on a non-terminal run (never resends; releases its reservation).
+def record(
+    obj: CliContext,
+    scope: str,
+    routine_id: str,
+    run_id: str,
+    outcome: str,
+    reason: str,
+    cost_usd: str | None,
+    as_json: bool,
+) -> None:
+    """The operator's final word on a non-terminal run (never resends). The run's reservation
+    settles at the recorded cost: --cost-usd when given, else the run's stored cost (never 0 for
+    a run whose provider outcome was uncertain: it stored its whole bound).
 
     Exit 1 when nothing was recorded (the run is unknown or already terminal), with --json too
     (the JSON result is printed first).
 
     \b
     Example:
-      alma-schedule runs record acme/alice digest 2026-11-30T02:00:00Z --outcome failed --reason provider_error
+      alma-schedule runs record acme/alice digest 2026-11-30T02:00:00Z --outcome failed --reason provider_error \\
+        --cost-usd 0.0126
     """
     sc = Scope.parse(scope)
-    result = build_schedule(obj).record(sc, routine_id, run_id, outcome, reason)
+    cost = None if cost_usd is None else cost_usd_micros(cost_usd)
+    result = build_schedule(obj).record(sc, routine_id, run_id, outcome, reason, cost_micros=cost)
     if as_json:
         emit_json(result.to_dict())  # printed either way; nothing recorded still exits 1 (below)
     if result.won:
         if not as_json:
-            click.echo(f"recorded {sc}/{routine_id}/{run_id} as {outcome} ({reason})")
+            settled = result.record.cost_micros if result.record is not None else cost
+            click.echo(f"recorded {sc}/{routine_id}/{run_id} as {outcome} ({reason}), settled at {settled} µ$")
         return
     if result.record is None:
         raise NotFound.of("run", f"{sc}/{routine_id}/{run_id}")
@@ -184,6 +208,17 @@ def prune(obj: CliContext, before: str) -> None:
     """
     n = obj.store().prune(parse_instant(before))
     click.echo(f"pruned {n} terminal run(s)")
+
+
+def cost_usd_micros(value: str) -> int:
+    """``--cost-usd``: a money string, checked by the one rule every amount in USD follows
+    (:func:`alma_schedule.runners.governed.money.usd_to_micros`), refused as :class:`InvalidInput`
+    naming the option."""
+    try:
+        return usd_to_micros("cost_usd", value)
+    except RegistrationRefused as exc:
+        why = str(exc).removeprefix("budget.cost_usd: ")
+        raise InvalidInput(f"--cost-usd {value!r}: {why}") from None
 
 
 def register(group: click.Group) -> None:

@@ -44,7 +44,8 @@ def plan(obj: CliContext, at: str | None, as_json: bool) -> None:
     _section(
         "paused / disabled", ["routine", "why"], [(f"{s.org}/{s.uid}/{s.routine_id}", s.why) for s in p.inactive]
     )
-    _section("blocked (stuck runs)", ["run"], [(str(k),) for k in p.blocked])
+    whys = p.blocked_why or ("",) * len(p.blocked)
+    _section("blocked (stuck runs)", ["run", "why"], list(zip((str(k) for k in p.blocked), whys, strict=True)))
     _section(
         f"cannot be planned ({p.erroring_count} in all)" if p.erroring_count else "cannot be planned",
         ["routine", "error", "next attempt"],

@@ -7,9 +7,11 @@
   ``finish`` (terminal state, streak and money in one store transaction). A runner that raises
   ends ``failed(runner_error)`` with its exception class in ``error_class`` and its message only
   in the log; a kind no runner serves ends ``failed(unknown_kind)``. A runner that raises
-  :class:`~alma_schedule.errors.OutcomeUncertain` (the provider accepted, recording it failed) is NOT
-  finished: the run stays ``running`` (or what the store last recorded) with its reservation held,
-  for the operator's ``record``; nothing retries it (the start CAS already lost for every resend).
+  :class:`~alma_schedule.errors.OutcomeUncertain` (the provider may have billed: an uncertain call,
+  or an accepted one whose recording failed) is NOT finished: the run stays ``running`` (or what the
+  store last recorded) with its reservation held and its cost at least that bound, MARKED blocked
+  at once (``uncertain_outcome``), for the operator's ``record``; nothing retries it (the start CAS
+  already lost for every resend).
 * :func:`collect`: only while ``submitted`` (a collect never claims and never submits). Past its
   deadline -> ``timed_out(deadline_passed)``; otherwise ``runner.collect``; ``RunResult.submitted()``
   means "still pending" (or "I lost the collecting CAS") and writes nothing, as does
@@ -31,6 +33,7 @@ from alma_schedule.errors import InvalidInput, NotFound, OutcomeUncertain, Store
 from alma_schedule.model import (
     REASONS,
     TERMINAL,
+    BlockedWhy,
     ClaimResult,
     Reason,
     RunKey,
@@ -89,10 +92,13 @@ def _runner_failure(key: RunKey, exc: Exception, what: str) -> RunResult:
     return RunResult.failed(Reason.RUNNER_ERROR, error_class=type(exc).__name__)
 
 
-def _uncertain(key: RunKey, handle: StoreRunHandle, exc: OutcomeUncertain, what: str) -> RunRecord:
-    """Leave the run as the store has it (no finish: its reservation stays held) and return it."""
+def _uncertain(rt: Runtime, handle: StoreRunHandle, exc: OutcomeUncertain, what: str, at: datetime) -> RunRecord:
+    """Leave the run as the store has it (no finish: its reservation stays held), mark a ``running``
+    run blocked at once (``uncertain_outcome``, its cost raised to at least its reservation), and
+    return it."""
+    key = handle.key
     log.error(
-        "runner %s of %s: outcome uncertain (%s, from %s); the run is left for the operator's record",
+        "runner %s of %s: outcome uncertain (%s, from %s); the run is blocked, left for the operator's record",
         what,
         key,
         exc,
@@ -100,8 +106,11 @@ def _uncertain(key: RunKey, handle: StoreRunHandle, exc: OutcomeUncertain, what:
         exc_info=exc,
     )
     try:
+        floor = handle.record.reserved_micros or None
+        rt.store.mark_blocked(key, why=BlockedWhy.UNCERTAIN_OUTCOME, now=at, cost_micros=floor)
         return handle.result()
-    except StoreError:  # the store may still be away: the last record this handle saw
+    except StoreError:  # the store may still be away: the last record this handle saw (the age rule lists it)
+        log.error("run %s: the blocked marker was not written (store error); runs stuck lists it by age", key)
         return handle.record
 
 
@@ -141,7 +150,7 @@ def execute(rt: Runtime, key: RunKey, now: datetime | None = None) -> RunRecord:
     try:
         result = _checked(runner.run(routine, handle), allowed=_RUNNER_OUTCOMES)
     except OutcomeUncertain as exc:
-        return _uncertain(key, handle, exc, "run")
+        return _uncertain(rt, handle, exc, "run", _later(rt, at, now))
     except Exception as exc:
         result = _runner_failure(key, exc, "run")
     if result.outcome == RunState.SUBMITTED:
@@ -181,7 +190,7 @@ def collect(rt: Runtime, key: RunKey, now: datetime | None = None) -> RunRecord:
         allowed = _RUNNER_OUTCOMES - {RunState.REFUSED} | {RunState.TIMED_OUT}
         result = _checked(collector(routine, handle), allowed=allowed)
     except OutcomeUncertain as exc:
-        return _uncertain(key, handle, exc, "collect")
+        return _uncertain(rt, handle, exc, "collect", _later(rt, at, now))
     except Exception as exc:
         result = _runner_failure(key, exc, "collect")
     if result.outcome == RunState.SUBMITTED:
@@ -204,11 +213,14 @@ def record(
     outcome: str,
     reason: str,
     now: datetime | None = None,
+    *,
+    cost_micros: int | None = None,
 ) -> ClaimResult:
-    """The operator's reconciliation: CAS any non-terminal run to ``outcome(reason)``. Never resends."""
+    """The operator's reconciliation: CAS any non-terminal run to ``outcome(reason)``, settled at the
+    recorded cost (``cost_micros``, else the run's stored cost). Never resends."""
     key = RunKey.of(check_scope(scope), routine_id, run_id)  # validated when built
     if outcome not in TERMINAL:
         raise InvalidInput(f"outcome {outcome!r} is not a terminal state ({', '.join(sorted(TERMINAL))})")
     if reason not in REASONS:
         raise InvalidInput(f"reason {reason!r} is not a known reason code (one of: {', '.join(sorted(REASONS))})")
-    return rt.store.record(key, outcome, reason, now=rt.now(now))
+    return rt.store.record(key, outcome, reason, now=rt.now(now), cost_micros=cost_micros)

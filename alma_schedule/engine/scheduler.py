@@ -277,9 +277,12 @@ class Scheduler:
         reason: str,
         *,
         now: datetime | None = None,
+        cost_micros: int | None = None,
     ) -> ClaimResult:
-        """The operator's reconciliation: any non-terminal run to ``outcome(reason)``; never resends."""
-        return _execute.record(self._rt, scope, routine_id, run_id, outcome, reason, now)
+        """The operator's reconciliation: any non-terminal run to ``outcome(reason)``, SETTLED AT THE
+        RECORDED COST: ``cost_micros`` (integer micro-USD, what the provider really billed) when
+        given, else the run's stored cost (an uncertain run stored its whole bound); never resends."""
+        return _execute.record(self._rt, scope, routine_id, run_id, outcome, reason, now, cost_micros=cost_micros)
 
     # ------------------------------------------------------------------ maintenance (system)
 

@@ -44,6 +44,7 @@ from alma_schedule.model import (
     TickReport,
 )
 from alma_schedule.policies import supersession
+from alma_schedule.policies.blocked import blocked_why
 
 from .decide import Planner
 from .runtime import Runtime
@@ -151,11 +152,15 @@ def tick(rt: Runtime, now: datetime | None = None) -> TickReport:
         sends_paused=not sends,
         erroring_count=failing.count,
         next_wake_at=next_wake_at,
+        blocked_why=tuple(blocked_why(r, at) for r in blocked),
     )
     if failing.count:
         log.warning("tick %s: %d routine(s) cannot be planned, e.g. %s", at.isoformat(), failing.count, errors[0])
     if blocked:
-        log.warning("tick %s: %d blocked run(s), e.g. %s", at.isoformat(), len(blocked), blocked[0].key)
+        first = blocked[0]
+        log.warning(
+            "tick %s: %d blocked run(s), e.g. %s (%s)", at.isoformat(), len(blocked), first.key, blocked_why(first, at)
+        )
     return report
 
 
@@ -241,6 +246,7 @@ def plan(rt: Runtime, now: datetime | None = None) -> TickPlan:
         PlannedRoutine(r.org, r.uid, r.routine_id, _inactive_why(r)) for r in rt.store.list_inactive(s.claim_limit)
     )
     failing = rt.store.erroring(ERRORING_LIMIT)
+    blocked = rt.store.blocked(at, s.run_time_limit)
     return TickPlan(
         at=at,
         due=tuple(due),
@@ -249,7 +255,8 @@ def plan(rt: Runtime, now: datetime | None = None) -> TickPlan:
         polls=polls,
         skipped=tuple(skipped),
         inactive=inactive,
-        blocked=tuple(r.key for r in rt.store.blocked(at, s.run_time_limit)),
+        blocked=tuple(r.key for r in blocked),
+        blocked_why=tuple(blocked_why(r, at) for r in blocked),
         errors=tuple(_erroring(failing.routines)),
         erroring_count=failing.count,
         next_wake_at=min((w for w in wakes if w is not None and w > at), default=None),

@@ -15,7 +15,17 @@ from alma_schedule.model.protocols import Dispatcher, RoutineRunner, RunHandle
 from alma_schedule.model.reasons import REASONS, Reason
 from alma_schedule.model.results import ClaimResult, RunResult
 from alma_schedule.model.routine import Routine, RoutineSpec, RoutineVersion
-from alma_schedule.model.run import ACTIVE, ANNOTATABLE, EDGES, NON_TERMINAL, TERMINAL, RunRecord, RunState
+from alma_schedule.model.run import (
+    ACTIVE,
+    ANNOTATABLE,
+    BLOCKED_WHY,
+    EDGES,
+    NON_TERMINAL,
+    TERMINAL,
+    BlockedWhy,
+    RunRecord,
+    RunState,
+)
 from alma_schedule.model.tick import (
     ClaimBatch,
     Decision,
@@ -35,9 +45,10 @@ from alma_schedule.model.tick import (
 from alma_schedule.model.time import SettableTime, aware_utc, system_time, trusted_now
 
 __all__ = [
-    "ACTIVE", "ANNOTATABLE", "COLLECT_TASK", "EDGES", "MANUAL_PREFIX", "MAX_ID_LENGTH",
+    "ACTIVE", "ANNOTATABLE", "BLOCKED_WHY", "COLLECT_TASK", "EDGES", "MANUAL_PREFIX", "MAX_ID_LENGTH",
     "NON_TERMINAL", "OUR_TASKS", "REASONS", "RUN_MANY_TASK", "RUN_TASK", "TERMINAL", "TICK_TASK",
-    "Ceiling", "ClaimBatch", "ClaimResult", "Data", "Decision", "Defer", "Deferral", "Dispatcher", "Erroring", "Fire",
+    "BlockedWhy", "Ceiling", "ClaimBatch", "ClaimResult", "Data", "Decision", "Defer", "Deferral", "Dispatcher",
+    "Erroring", "Fire",
     "NotDue", "PlannedFire", "PlannedRoutine", "Reason", "Resends", "ReserveResult", "Routine", "RoutineKey",
     "RoutineRunner", "RoutineSpec", "RoutineVersion", "RunHandle", "RunKey", "RunRecord", "RunResult",
     "RunState", "Scope", "SettableTime", "TickError", "TickPlan", "TickReport", "ZoneReconciliation",

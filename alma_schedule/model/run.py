@@ -14,7 +14,17 @@ from datetime import datetime
 from alma_schedule.model.data import Data
 from alma_schedule.model.keys import RunKey, Scope, trusted
 
-__all__ = ["ACTIVE", "ANNOTATABLE", "EDGES", "NON_TERMINAL", "TERMINAL", "RunRecord", "RunState"]
+__all__ = [
+    "ACTIVE",
+    "ANNOTATABLE",
+    "BLOCKED_WHY",
+    "EDGES",
+    "NON_TERMINAL",
+    "TERMINAL",
+    "BlockedWhy",
+    "RunRecord",
+    "RunState",
+]
 
 
 class RunState(enum.StrEnum):
@@ -50,6 +60,31 @@ EDGES: Mapping[str, frozenset[str]] = {
     RunState.SKIPPED: frozenset({RunState.CLAIMED}),
     RunState.TIMED_OUT: frozenset({RunState.SUBMITTED}),
 }
+
+
+# --- the blocked marker (issue 14): a `running` run blocked at once -------------------------------
+
+
+class BlockedWhy(enum.StrEnum):
+    """Why a ``running`` run is marked blocked at once (``runs.blocked_why``; a closed list).
+
+    The marker never changes the state: the run stays ``running`` (age proves nothing; only the
+    operator's ``record`` ends it) and is listed at once by every tick's ``blocked`` and by
+    ``runs stuck``. The first marker wins.
+    """
+
+    #: The provider call may have reached the provider (reset, 5xx, 408, timeout, a time limit):
+    #: the cost is its whole reserved bound until the operator records the real one.
+    UNCERTAIN_OUTCOME = "uncertain_outcome"
+    #: Celery reported the run's owner lost (``WorkerLostError``).
+    WORKER_LOST = "worker_lost"
+    #: Celery reported the run's owner past its hard time limit (``TimeLimitExceeded``).
+    TIME_LIMIT = "time_limit"
+
+
+BLOCKED_WHY: frozenset[str] = frozenset(BlockedWhy)
+
+# --- end the blocked marker ------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +124,8 @@ class RunRecord(Data):
     delivery_hash: str | None = None
     result_text: str | None = None
     erase_at: datetime | None = None
+    blocked_at: datetime | None = None
+    blocked_why: str | None = None
 
     @property
     def key(self) -> RunKey:

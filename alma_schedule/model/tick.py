@@ -125,6 +125,8 @@ class TickPlan(Data):
     errors: tuple[TickError, ...] = ()
     erroring_count: int = 0
     next_wake_at: datetime | None = None
+    #: Why each run of ``blocked`` waits (same order): ``policies.blocked.blocked_why``.
+    blocked_why: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +154,8 @@ class TickReport(Data):
     sends_paused: bool = False
     erroring_count: int = 0
     next_wake_at: datetime | None = None
+    #: Why each run of ``blocked`` waits (same order): ``policies.blocked.blocked_why``.
+    blocked_why: tuple[str, ...] = ()
 
     SAMPLE = 5
 
@@ -172,6 +176,7 @@ class TickReport(Data):
                 "claimed": [str(k) for k in self.claimed[:n]],
                 "skipped": [str(k) for k in (self.skipped + self.expired)[:n]],
                 "blocked": [str(k) for k in self.blocked[:n]],
+                "blocked_why": list(self.blocked_why[:n]),
                 "errors": [e.to_dict() for e in self.errors[:n]],
             },
         }

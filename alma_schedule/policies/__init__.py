@@ -8,8 +8,9 @@ calls them where it computes in Python and builds its set-based statements from 
 * :mod:`~alma_schedule.policies.streak`: the failure streak and its pause latch;
 * :mod:`~alma_schedule.policies.supersession`: a newer schedule fire versus the routine's open run;
 * :mod:`~alma_schedule.policies.backoff`: the planning back-off of a routine that cannot be planned;
-* :mod:`~alma_schedule.policies.settlement`: moving a run's reservation to what it cost.
-* :mod:`~alma_schedule.policies.allow`: the tasks and queues a ``task`` routine may name.
+* :mod:`~alma_schedule.policies.settlement`: moving a run's reservation to what it cost;
+* :mod:`~alma_schedule.policies.blocked`: why a run waits for an operator (the words shown);
+* :mod:`~alma_schedule.policies.allow`: the tasks and queues a ``task`` routine may name;
 * :mod:`~alma_schedule.policies.limits`: ``max_runs``, the schedule claims a routine may make;
 * :mod:`~alma_schedule.policies.finished`: whether a routine is finished (the one reading).
 

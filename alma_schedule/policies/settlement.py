@@ -9,8 +9,9 @@ Ending the reservation moves it, on EVERY ceiling, from reserved to a settled co
 
 * ``finish`` settles to the result's ``cost_micros``, or the run's recorded ``cost_micros`` when
   the result carries none;
-* the operator's ``record`` settles to the recorded ``cost_micros`` (an orphan that recorded
-  nothing is thereby released);
+* the operator's ``record`` settles AT THE RECORDED COST: the cost the operator gives (the run's
+  ``cost_micros`` becomes it), else the run's stored ``cost_micros`` (an orphan that recorded
+  nothing is thereby released; an uncertain run stored its whole bound, so it settles there);
 * ``release`` settles to 0: the whole reservation is given back.
 
 Per ceiling: reserved ``- reserved_micros``, settled ``+ cost`` (so the ceiling-day's spend moves

@@ -18,6 +18,7 @@ from typing import Any
 from alma_schedule.errors import InvalidInput
 from alma_schedule.model import (
     ANNOTATABLE,
+    BLOCKED_WHY,
     NON_TERMINAL,
     TERMINAL,
     Ceiling,
@@ -53,6 +54,7 @@ __all__ = [
     "claim_manual_args",
     "finish_args",
     "list_runs_args",
+    "mark_blocked_args",
     "put_routine_args",
     "record_args",
     "reserve_args",
@@ -220,14 +222,29 @@ def finish_args(key: RunKey, result: RunResult, now: datetime, from_states: Coll
     return FinishArgs(rk, now, allowed, cost, check_text("error_class", result.error_class))
 
 
-def record_args(key: RunKey, outcome: str, reason: str, now: datetime) -> tuple[RKey, datetime]:
-    """``record``: ``(routine key, now)``; the outcome is terminal, the reason a known code."""
+def record_args(
+    key: RunKey, outcome: str, reason: str, now: datetime, cost_micros: int | None = None
+) -> tuple[RKey, datetime, int | None]:
+    """``record``: ``(routine key, now, cost)``; the outcome is terminal, the reason a known code,
+    the cost (None = the stored one) integer micro-USD."""
     rk = check_run_key(key)
     now = require_utc("now", now)
     if outcome not in TERMINAL:
         raise InvalidInput(f"record needs a terminal outcome, not {outcome!r}")
     check_reason("reason", reason, optional=False)
-    return rk, now
+    cost = None if cost_micros is None else check_micros("cost_micros", cost_micros)
+    return rk, now, cost
+
+
+def mark_blocked_args(key: RunKey, why: str, now: datetime, cost_micros: int | None) -> tuple[RKey, datetime, int]:
+    """``mark_blocked``: ``(routine key, now, cost floor)``; ``why`` one of :data:`BLOCKED_WHY`,
+    the cost (None = leave it) integer micro-USD (returned as 0 then: the stored cost is its floor)."""
+    rk = check_run_key(key)
+    if not isinstance(why, str) or why not in BLOCKED_WHY:
+        raise InvalidInput(f"why must be one of {', '.join(sorted(BLOCKED_WHY))}, not {why!r}")
+    now = require_utc("now", now)
+    cost = 0 if cost_micros is None else check_micros("cost_micros", cost_micros)
+    return rk, now, cost
 
 
 # ---------------------------------------------------------------------- money and reads

@@ -210,11 +210,30 @@ class Store(Protocol):
         state that is not non-terminal."""
         ...
 
-    def record(self, key: RunKey, outcome: str, reason: str, *, now: datetime) -> ClaimResult:
+    def record(
+        self, key: RunKey, outcome: str, reason: str, *, now: datetime, cost_micros: int | None = None
+    ) -> ClaimResult:
         """The operator's reconciliation (tenant): CAS from ANY non-terminal state to the terminal
-        ``outcome``; settles the reservation to the recorded cost (an orphan is released); never
-        touches the streak; never resends."""
+        ``outcome``; SETTLES AT THE RECORDED COST: ``cost_micros`` when given (the run's cost becomes
+        it), else the run's stored cost (an orphan that recorded nothing is released; an uncertain
+        run stored its whole bound); never touches the streak; never resends. :class:`InvalidInput`
+        for a cost that is not integer micro-USD >= 0."""
         ...
+
+    # --- the blocked marker (issue 14) ---
+
+    def mark_blocked(self, key: RunKey, *, why: str, now: datetime, cost_micros: int | None = None) -> bool:
+        """Mark a ``running`` run blocked AT ONCE (tenant key, ONE atomic statement): a
+        compare-and-set on state ``running`` that never changes the state. Sets ``blocked_at = now``
+        and ``blocked_why = why`` (one of :data:`~alma_schedule.model.BLOCKED_WHY`) unless the run
+        is already marked (the first marker wins), and raises ``cost_micros`` to ``cost_micros``
+        when that is higher (never lowers it; the reservation is untouched: ``record`` settles).
+        True when the run is ``running`` and now carries the marker; False, with nothing written,
+        for any other state or an unknown run. :class:`InvalidInput` for an unknown ``why`` or a
+        bad cost. :meth:`blocked` and ``runs stuck`` list a marked run at once, whatever its age."""
+        ...
+
+    # --- end the blocked marker ---
 
     # ------------------------------------------------------------------ money
 
@@ -274,8 +293,9 @@ class Store(Protocol):
         ...
 
     def blocked(self, now: datetime, run_time_limit: timedelta, limit: int = 100) -> list[RunRecord]:
-        """System: runs ``running``/``collecting`` longer than ``2 * run_time_limit`` (since
-        ``state_at``), or ``submitted`` past their deadline."""
+        """System: ``running`` runs marked blocked (:meth:`mark_blocked`, at once), runs
+        ``running``/``collecting`` longer than ``2 * run_time_limit`` (since ``state_at``), or
+        ``submitted`` past their deadline; oldest ``state_at`` first."""
         ...
 
     def stuck(self, now: datetime, older_than: timedelta, limit: int = 100) -> list[RunRecord]:

@@ -13,10 +13,13 @@ It speaks the real wire format of the endpoints that
   ``completed``; the output file is written when the batch completes.
 - Controls (thread-safe; the app runs on uvicorn's thread): :meth:`FakeOpenAI.fail_next` (HTTP 500),
   :meth:`~FakeOpenAI.rate_limit_next` (429), :meth:`~FakeOpenAI.stall_next` (hold the request until
-  the client gives up), :meth:`~FakeOpenAI.forget_batch` (404), :attr:`~FakeOpenAI.batch_outcome`,
+  the client gives up), :meth:`~FakeOpenAI.reset_next` (drop the connection mid-answer), each
+  optionally AFTER billing the work (``billed=True``; :mod:`.fake_openai_faults`),
+  :meth:`~FakeOpenAI.forget_batch` (404), :attr:`~FakeOpenAI.batch_outcome`,
   :attr:`~FakeOpenAI.batch_lines_fail` (a completed batch whose requests all failed: an error file,
   no output file).
-- Every request is recorded in :attr:`FakeOpenAI.calls` (:class:`Call`).
+- Every request is recorded in :attr:`FakeOpenAI.calls` (:class:`Call`); every completion computed
+  (what the provider billed) in :attr:`FakeOpenAI.billed`.
 
 When ``api_key`` is set, a request without ``Authorization: Bearer <api_key>`` gets a 401 whose
 message ECHOES the key it was given (worse than the real API, which masks it): a test that the
@@ -25,7 +28,6 @@ adapter never surfaces response bodies in its errors.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import json
 import threading
@@ -39,6 +41,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from alma_schedule.testing.fake_openai_faults import CutOff, Fault, FaultControls, error_response
 from alma_schedule.testing.fake_openai_wire import count_tokens, default_reply, parse_multipart, prompt_tokens
 
 
@@ -56,22 +59,13 @@ class Call:
 
 
 @dataclass(slots=True)
-class _Fault:
-    kind: str  # "status" | "stall"
-    status: int
-    seconds: float
-    path: str | None
-    remaining: int
-
-
-@dataclass(slots=True)
 class _Batch:
     data: dict[str, Any]
     steps: list[str]
     outcome: str
 
 
-class FakeOpenAI:
+class FakeOpenAI(FaultControls):
     """The fake's state and its ASGI app (:attr:`app`)."""
 
     def __init__(
@@ -91,8 +85,11 @@ class FakeOpenAI:
         #: When True, the requests of batches that complete all fail (error file only).
         self.batch_lines_fail = False
         self.calls: list[Call] = []
+        #: ``(prompt_tokens, completion_tokens)`` of every completion the fake computed, chat or batch
+        #: line, whether or not its answer reached the client: what the provider billed.
+        self.billed: list[tuple[int, int]] = []
         self._lock = threading.Lock()
-        self._faults: list[_Fault] = []
+        self._faults: list[Fault] = []
         self._files: dict[str, tuple[str, bytes, str]] = {}  # id -> (filename, content, purpose)
         self._batches: dict[str, _Batch] = {}
         self._seq = itertools.count(1)
@@ -108,20 +105,6 @@ class FakeOpenAI:
         )
 
     # ------------------------------------------------------------------ controls
-
-    def fail_next(self, times: int = 1, *, status: int = 500, path: str | None = None) -> None:
-        """The next ``times`` requests (to ``path`` if given) answer ``status`` with an error body."""
-        with self._lock:
-            self._faults.append(_Fault("status", status, 0.0, path, times))
-
-    def rate_limit_next(self, times: int = 1, *, path: str | None = None) -> None:
-        """The next ``times`` requests answer 429 (``Retry-After: 1``)."""
-        self.fail_next(times, status=429, path=path)
-
-    def stall_next(self, times: int = 1, *, seconds: float = 5.0, path: str | None = None) -> None:
-        """The next ``times`` requests hang until the client disconnects (at most ``seconds``)."""
-        with self._lock:
-            self._faults.append(_Fault("stall", 0, seconds, path, times))
 
     def forget_batch(self, batch_id: str) -> None:
         """The fake no longer knows ``batch_id``: its ``GET`` answers 404."""
@@ -143,16 +126,6 @@ class FakeOpenAI:
     def _new_id(self, prefix: str) -> str:
         return f"{prefix}{next(self._ids):06d}"
 
-    def _take_fault(self, path: str) -> _Fault | None:
-        with self._lock:
-            for f in self._faults:
-                if f.path is None or path.startswith(f.path):
-                    f.remaining -= 1
-                    if f.remaining <= 0:
-                        self._faults.remove(f)
-                    return f
-        return None
-
     def _record(self, request: Request, **kw: Any) -> Call:
         headers = {k.lower(): v for k, v in request.headers.items()}
         call = Call(request.method, request.url.path, headers, **kw)
@@ -160,25 +133,16 @@ class FakeOpenAI:
             self.calls.append(call)
         return call
 
-    @staticmethod
-    def _error(status: int, message: str, type_: str, code: str | None = None) -> JSONResponse:
-        headers = {"retry-after": "1"} if status == 429 else None
-        body = {"error": {"message": message, "type": type_, "param": None, "code": code}}
-        return JSONResponse(body, status_code=status, headers=headers)
+    _error = staticmethod(error_response)
 
     async def _gate(self, request: Request, call: Call) -> Response | None:
         """Authentication and injected faults; a Response ends the request."""
-        fault = self._take_fault(request.url.path)
+        return await self._admit(request, call, self._take_fault(request.url.path))
+
+    async def _admit(self, request: Request, call: Call, fault: Fault | None) -> Response | None:
         response: Response | None = None
-        if fault is not None and fault.kind == "stall":
-            deadline = time.monotonic() + fault.seconds
-            while time.monotonic() < deadline and not await request.is_disconnected():
-                await asyncio.sleep(0.02)
-            response = self._error(504, "stalled by the fake", "server_error")
-        elif fault is not None:
-            kind = "requests" if fault.status == 429 else "server_error"
-            code = "rate_limit_exceeded" if fault.status == 429 else None
-            response = self._error(fault.status, f"injected {fault.status}", kind, code)
+        if fault is not None:
+            response = await self._fault_answer(request, fault)
         elif self.api_key is not None:
             auth = request.headers.get("authorization", "")
             if auth != f"Bearer {self.api_key}":
@@ -187,9 +151,14 @@ class FakeOpenAI:
                     401, f"Incorrect API key provided: {given}.", "invalid_request_error", "invalid_api_key"
                 )
         if response is not None:
-            call.status = response.status_code
-            call.response = json.loads(bytes(response.body))
+            self._answered(call, response)
         return response
+
+    @staticmethod
+    def _answered(call: Call, response: Response) -> None:
+        call.status = response.status_code
+        body = bytes(response.body) if not isinstance(response, CutOff) else b"null"
+        call.response = json.loads(body or b"null")
 
     def _reply(self, prompt: str) -> str:
         seq = next(self._seq)
@@ -210,6 +179,8 @@ class FakeOpenAI:
                 words.pop()
         text = " ".join(words)
         usage_in, usage_out = prompt_tokens(messages), count_tokens(text)
+        with self._lock:
+            self.billed.append((usage_in, usage_out))
         return {
             "id": self._new_id("chatcmpl-"),
             "object": "chat.completion",
@@ -236,11 +207,17 @@ class FakeOpenAI:
     async def _chat(self, request: Request) -> Response:
         body = await self._json_body(request)
         call = self._record(request, json=body)
-        if (early := await self._gate(request, call)) is not None:
+        fault = self._take_fault(request.url.path)
+        billed = fault if fault is not None and fault.billed else None
+        if (early := await self._admit(request, call, None if billed else fault)) is not None:
             return early
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             return self._error(400, "messages is required", "invalid_request_error")
-        out = self.complete(body)
+        out = self.complete(body)  # done, and billed
+        if billed is not None:  # the answer is lost after the work
+            response = await self._fault_answer(request, billed)
+            self._answered(call, response)
+            return response
         call.status, call.response = 200, out
         return JSONResponse(out)
 

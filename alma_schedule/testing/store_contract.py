@@ -8,11 +8,13 @@ the ``store`` fixture (a fresh, empty store per test).
 from __future__ import annotations
 
 from alma_schedule.testing.contract_backoff import BackoffContract
+from alma_schedule.testing.contract_blocked import BlockedContract
 from alma_schedule.testing.contract_claims import ClaimContract
 from alma_schedule.testing.contract_input import InputContract
 from alma_schedule.testing.contract_limits import LimitsContract
 from alma_schedule.testing.contract_money import MoneyContract
 from alma_schedule.testing.contract_reads import ReadContract
+from alma_schedule.testing.contract_record import RecordCostContract
 from alma_schedule.testing.contract_routines import RoutineContract
 from alma_schedule.testing.contract_runs import RunContract
 from alma_schedule.testing.contract_settlement import SettlementContract
@@ -22,11 +24,13 @@ from alma_schedule.testing.contract_wake import DeadlinePollContract, WakeContra
 __all__ = [
     "BackoffContract",
     "DeadlinePollContract",
+    "BlockedContract",
     "ClaimContract",
     "InputContract",
     "LimitsContract",
     "MoneyContract",
     "ReadContract",
+    "RecordCostContract",
     "RoutineContract",
     "RunContract",
     "SettlementContract",
@@ -45,6 +49,8 @@ class StoreContract(
     StreakContract,
     MoneyContract,
     SettlementContract,
+    BlockedContract,
+    RecordCostContract,
     ReadContract,
     InputContract,
     WakeContract,

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from alma_schedule.model import Ceiling, ClaimResult, RunKey, RunRecord, RunResult
+from alma_schedule.model import BlockedWhy, Ceiling, ClaimResult, RunKey, RunRecord, RunResult
 from alma_schedule.stores.base import Store
 from alma_schedule.testing.builders import (
     DAY,
@@ -265,6 +265,29 @@ class StoreRaceContract:
             assert got is not None and row is not None
             assert got.state == ("completed" if completed_won else "failed")
             assert row.consecutive_failures == (0 if completed_won else 1)
+
+    def test_a_mark_against_a_finish_never_marks_a_finished_run(self, store: Store) -> None:
+        """The blocked marker is a CAS on ``running``: racing the owner's finish, either the mark
+        came first (and the finish still ends the run, keeping it as history) or it answers False;
+        racing marks keep one why, the first."""
+        runs = _running(store, self.scaled(100))
+        whys = [BlockedWhy.WORKER_LOST, BlockedWhy.TIME_LIMIT]
+
+        def job(i: int) -> list[bool]:
+            failed = RunResult.failed("runner_error")
+            if i == 0:
+                return [store.finish(rec.key, failed, now=T0, timers=TIMERS).won for rec in runs]
+            return [store.mark_blocked(rec.key, why=whys[i - 1], now=T0, cost_micros=i) for rec in runs]
+
+        finished, *marked = race(3, job)
+        assert all(finished), "the owner's finish always wins its edge"
+        for n, rec in enumerate(runs):
+            got = store.get(rec.key)
+            assert got is not None and got.state == "failed"
+            if not (marked[0][n] or marked[1][n]):
+                assert got.blocked_why is None
+            else:
+                assert got.blocked_why in whys and got.blocked_at == T0
 
     def test_20_routines_race_the_org_ceiling(self, store: Store) -> None:
         runs = _running(store, 20)

@@ -320,7 +320,7 @@ def test_runs_stuck_deadline_and_default_age(env: dict[str, str]) -> None:
 
 def test_runs_stuck_empty_is_one_line(env: dict[str, str]) -> None:
     out = ok(run({**env, "ALMA_RUN_TIME_LIMIT": "5m"}, "runs", "stuck"))
-    assert out == "runs stuck longer than 600s (or submitted past their deadline): none\n"
+    assert out == "runs stuck longer than 600s (or blocked at once, or submitted past their deadline): none\n"
 
 
 # ---------------------------------------------------------------- settings

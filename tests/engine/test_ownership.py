@@ -149,6 +149,9 @@ def test_an_uncertain_outcome_stays_running_with_its_reservation(
 
     rec = sched.execute(key)
     assert (rec.state, rec.reserved_micros, rec.reason) == ("running", 300, None)
+    # blocked at once, its cost raised to its reservation (issue 14: never 0 for an uncertain run)
+    assert (rec.blocked_why, rec.blocked_at, rec.cost_micros) == ("uncertain_outcome", T0 + 5 * MINUTE, 300)
+    assert [k.run_id for k in sched.tick().blocked] == [key.run_id]
     assert store.spend(ORG_CEILING, day) == 300
     assert sched.execute(key) == rec and len(runner.runs) == 1  # a duplicate message runs nothing
     clock.set(T0 + 5 * MINUTE + timedelta(hours=3))  # resends, polls, the next fires: none re-runs it
@@ -160,4 +163,4 @@ def test_an_uncertain_outcome_stays_running_with_its_reservation(
 
     res = sched.record(SCOPE, "r1", key.run_id, "failed", "reconciled")
     assert res.won and res.record.reserved_micros == 0
-    assert store.spend(ORG_CEILING, day) == 0  # an orphan reservation with no recorded cost is released
+    assert store.spend(ORG_CEILING, day) == 300  # settled at the recorded cost: the bound

@@ -8,7 +8,7 @@ from datetime import timedelta
 from engine_support import DAY, HOUR, MINUTE, SCOPE, T0, RecordingDispatcher, every_store, spec
 
 from alma_schedule.core.zones import zone_data
-from alma_schedule.model import Routine, TickReport
+from alma_schedule.model import BlockedWhy, Routine, TickReport
 
 
 def _ledger(sched, routine_id="r1"):
@@ -238,14 +238,21 @@ def test_resends_pause_while_the_run_queue_is_deep_but_expiry_still_runs(make, c
     assert [k.routine_id for k in report.resent] == ["r2"]
 
 
-@every_store
-def test_blocked_runs_are_reported_every_tick(make, clock) -> None:
+def _started(make, clock):
+    """A routine every 5 minutes (run_time_limit 5 min) whose 08:05 fire a worker started (and died)."""
     disp = RecordingDispatcher()
     sched = make(dispatcher=disp, run_time_limit=timedelta(minutes=5))
     sched.register(spec("r1", {"cron": "*/5 * * * *"}))
     clock.set(T0 + 5 * MINUTE)
     sched.tick()
-    sched.store.start(disp.runs[0].key, now=clock())  # a worker started it and died
+    key = disp.runs[0].key
+    sched.store.start(key, now=clock())
+    return sched, key
+
+
+@every_store
+def test_blocked_runs_are_reported_every_tick(make, clock) -> None:
+    sched, _ = _started(make, clock)
     clock.set(T0 + 15 * MINUTE)
     assert sched.tick().blocked == ()  # exactly 2x the limit: not yet
     for minutes in (16, 30, 60):
@@ -254,6 +261,20 @@ def test_blocked_runs_are_reported_every_tick(make, clock) -> None:
         assert [k.run_id for k in report.blocked] == ["2026-03-02T08:05:00Z"]
         assert report.to_dict()["blocked"] == 1
     assert all(state == "skipped" for _, state, _ in _ledger(sched)[1:])
+
+
+@every_store
+def test_a_marked_run_is_blocked_at_once_with_its_why(make, clock) -> None:
+    sched, key = _started(make, clock)
+    assert sched.tick().blocked == ()  # young: the age rule says nothing yet
+    assert sched.store.mark_blocked(key, why=BlockedWhy.WORKER_LOST, now=clock())
+    report = sched.tick()
+    assert (report.blocked, report.blocked_why) == ((key,), ("worker_lost",))
+    ids = report.to_dict()["ids"]
+    assert (ids["blocked"], ids["blocked_why"]) == ([str(key)], ["worker_lost"])
+    plan = sched.plan()
+    assert (plan.blocked, plan.blocked_why) == ((key,), ("worker_lost",))
+    assert sched.store.get(key).state == "running"  # the marker never moves the state
 
 
 def test_the_report(make, clock) -> None:

@@ -136,7 +136,9 @@ def test_provider_final_states_fail_with_their_reason(
     key = submitted(h)
     rec = h.collect(key)
     assert (rec.state, rec.reason) == ("failed", reason)
-    expected = 0 if reason == "provider_gone" else 3
+    # a batch the provider no longer knows was created (the request left): it keeps the bound
+    # written before the submission, never 0 (issue 14)
+    expected = BOUND if reason == "provider_gone" else 3
     assert rec.cost_micros == expected and h.spend(routine_ceiling("digest")) == expected
     assert sink.attempts == 0
 
@@ -166,25 +168,6 @@ def test_past_the_deadline_the_engine_times_out_without_polling(store: Any, cloc
     assert rec.reserved_micros == 0
 
 
-@pytest.mark.parametrize(
-    ("exc", "reason", "kept"),
-    [
-        (ProviderError("no", reason="provider_timeout"), "provider_timeout", BOUND),
-        (RuntimeError("x"), "provider_error", 0),
-    ],
-)
-def test_a_submission_error_fails_and_is_not_retried(
-    store: Any, clock: SettableTime, exc: Exception, reason: str, kept: int
-) -> None:
-    h, provider, _, _, _ = make(store, clock, submits=[exc])
-    h.register("digest", "job", goal=GOAL, budget=BUDGET)
-    key = h.fire("digest")
-    rec = h.schedule.execute(key)
-    assert (rec.state, rec.reason, rec.cost_micros) == ("failed", reason, kept)
-    h.schedule.execute(key)
-    assert provider.count("submit") == 1
-
-
 def test_submission_cost_is_recorded(store: Any, clock: SettableTime) -> None:
     h, _, _, _, _ = make(store, clock, submits=[BatchReceipt("b-1", cost_micros=7)])
     h.register("digest", "job", goal=GOAL, budget=BUDGET)
@@ -196,15 +179,17 @@ def test_submission_cost_is_recorded(store: Any, clock: SettableTime) -> None:
 # --------------------------------------------------------------------------- kills
 
 RUN_KILLS = {
-    "at the reservation": (("reserve", 1), 0, False),
-    "during submission": (("provider", 1), 1, True),
-    "recording the submission": (("submit", 1), 1, True),
+    "at the reservation": (("reserve", 1), 0, False, 0),
+    "writing the bound as the cost": (("annotate", 1), 0, True, 0),
+    # from here on the row carries the whole bound as its cost: record settles there (issue 14)
+    "during submission": (("provider", 1), 1, True, BOUND),
+    "recording the submission": (("submit", 1), 1, True, BOUND),
 }
 
 
 @pytest.mark.parametrize("step", list(RUN_KILLS))
 def test_a_kill_while_submitting_never_submits_anew(store: Any, clock: SettableTime, step: str) -> None:
-    (where, nth), submits, reserved = RUN_KILLS[step]
+    (where, nth), submits, reserved, settled = RUN_KILLS[step]
     h, provider, _, wrapped, _ = make(store, clock, submits=[Killed("x")] if where == "provider" else [])
     if where != "provider":
         wrapped.at(where, nth)
@@ -221,12 +206,12 @@ def test_a_kill_while_submitting_never_submits_anew(store: Any, clock: SettableT
     assert provider.count("submit") == submits and provider.count("poll") == 0
     res = h.schedule.record(SCOPE, "digest", key.run_id, "failed", "reconciled")
     assert res.record is not None and res.record.reserved_micros == 0
-    assert h.spend(routine_ceiling("digest")) == 0
+    assert res.record.cost_micros == settled and h.spend(routine_ceiling("digest")) == settled
 
 
 COLLECT_KILLS = {
     "taking the collecting CAS": (("begin_collecting", 1), "submitted", False, 0),
-    "writing the delivery hash": (("annotate", 1), "collecting", False, 0),
+    "writing the delivery hash": (("annotate", 2), "collecting", False, 0),  # #1: the cost repaired to 0
     "re-reading before egress": (("result", 2), "collecting", True, 0),
     "during delivery": (("sink", 1), "collecting", True, 1),
 }

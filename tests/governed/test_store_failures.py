@@ -5,8 +5,8 @@ ONE chosen call raise :class:`StoreUnavailable` (before it reaches the store, or
 the answer lost on the way back). What is under test is the runner and the engine:
 
 * once the provider accepted the request, a failure to persist never finishes the run at cost 0:
-  the row stays ``running`` with its whole bound reserved, nothing re-runs it, and the operator's
-  ``record`` settles it;
+  the row stays ``running`` with its whole bound reserved and as its cost, blocked at once, nothing
+  re-runs it, and the operator's ``record`` settles it (at the bound unless told the real cost);
 * a collector that did not win ``submitted -> collecting`` never ends the run;
 * a tenant with ids of the maximum length runs like any other (fixed-length ceiling keys).
 """
@@ -130,12 +130,14 @@ def test_a_turn_whose_receipt_cannot_be_recorded_stays_running_and_charged(store
     h, provider, sink, errors = conversation(flaky, clock, [TurnReceipt("ok", "hello", 50, "s1", "t1")])
     h.register("brief", goal=GOAL, budget=BUDGET)
     key = h.fire("brief")
-    flaky.fail("annotate", 1)  # the receipt (cost, session, turn): the first write after the call
+    flaky.fail("annotate", 2)  # the receipt (cost, session, turn): the first write after the call (#1: the bound)
 
     rec = h.schedule.execute(key)
 
     assert flaky.failed == 1 and "StoreUnavailable" in errors
-    assert (rec.state, rec.reserved_micros, rec.cost_micros) == ("running", BOUND, 0)
+    # the cost written before the call is the whole bound; the run is blocked at once (issue 14)
+    assert (rec.state, rec.reserved_micros, rec.cost_micros) == ("running", BOUND, BOUND)
+    assert rec.blocked_why == "uncertain_outcome"
     assert h.get(key) == rec
     assert h.spend(routine_ceiling("brief")) == BOUND  # the provider may have charged: the bound stays
     nothing_reruns(h, key)
@@ -144,7 +146,7 @@ def test_a_turn_whose_receipt_cannot_be_recorded_stays_running_and_charged(store
 
     res = h.schedule.record(SCOPE, "brief", key.run_id, "failed", "reconciled")
     assert res.won and res.record is not None and res.record.reserved_micros == 0
-    assert h.spend(routine_ceiling("brief")) == 0  # no recorded cost: the orphan is released
+    assert h.spend(routine_ceiling("brief")) == BOUND  # settled at the recorded cost: the bound, never 0
     assert provider.count("run_turn") == 1
 
 
@@ -158,14 +160,15 @@ def test_a_batch_whose_submission_cannot_be_recorded_stays_running_and_charged(s
     rec = h.schedule.execute(key)
 
     assert flaky.failed == 1 and "StoreUnavailable" in errors
-    assert (rec.state, rec.batch_id, rec.reserved_micros) == ("running", None, BOUND)
+    assert (rec.state, rec.batch_id, rec.reserved_micros, rec.cost_micros) == ("running", None, BOUND, BOUND)
+    assert rec.blocked_why == "uncertain_outcome"
     assert h.spend(routine_ceiling("digest")) == BOUND
     nothing_reruns(h, key)
     assert provider.count("submit") == 1 and provider.count("poll") == 0
 
     res = h.schedule.record(SCOPE, "digest", key.run_id, "failed", "reconciled")
     assert res.won and res.record is not None and res.record.reserved_micros == 0
-    assert h.spend(routine_ceiling("digest")) == 0 and provider.count("submit") == 1
+    assert h.spend(routine_ceiling("digest")) == BOUND and provider.count("submit") == 1
 
 
 def test_a_submission_recorded_but_unacknowledged_is_collected(store: Any, clock: SettableTime) -> None:
@@ -194,7 +197,7 @@ def test_a_cost_that_cannot_be_recorded_leaves_the_batch_submitted(store: Any, c
     h.register("digest", "job", goal=GOAL, budget=BUDGET)
     key = h.fire("digest")
     if where == "submission cost":
-        flaky.fail("annotate", 1)
+        flaky.fail("annotate", 2)  # #1 is the bound written before the call
     rec = h.schedule.execute(key)
     assert (rec.state, rec.reserved_micros) == ("submitted", BOUND)
     clock.advance(timedelta(minutes=1))

@@ -19,7 +19,11 @@ Failures: a timeout is :class:`~alma_schedule.errors.ProviderError` ``provider_t
 5xx, other 4xx (authentication included), transport errors and unreadable answers are
 ``provider_error``; a batch the API no longer knows (404) polls as ``gone``. Messages carry the
 HTTP status and the API's error code word only, never response bodies, and the API key appears in
-no message, log line or ``repr``.
+no message, log line or ``repr``. Each error reports the facts the governed runners decide on
+(:func:`alma_schedule.runners.governed.outcome.request_never_left`): the HTTP ``status_code``, or
+the ``phase`` a call failed in before any answer (``connect`` for httpx's ``ConnectError``:
+refused, DNS, TLS before the request was sent; ``pool`` for ``PoolTimeout``; ``not_sent`` when the
+billable request was never sent).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from urllib.parse import quote, urlsplit
 
 from alma_schedule.errors import ConfigurationError, ProviderError, missing_extra
 from alma_schedule.runners.governed.money import FRAMING_TOKENS
+from alma_schedule.runners.governed.outcome import CONNECT, NOT_SENT, POOL
 from alma_schedule.runners.governed.protocols import (
     BatchReceipt,
     BatchRequest,
@@ -200,18 +205,16 @@ class OpenAICompatibleProvider:
         except httpx.TimeoutException as exc:
             log.warning("provider %s timed out after %gs", what, self.timeout)
             message = f"{what} timed out after {self.timeout:g}s"
-            raise ProviderError(message, reason="provider_timeout") from exc
+            raise ProviderError(message, reason="provider_timeout", phase=_phase(exc)) from exc
         except httpx.HTTPError as exc:
             log.warning("provider %s failed: %s", what, type(exc).__name__)
-            raise ProviderError(f"{what} failed: {type(exc).__name__}") from None
+            raise ProviderError(f"{what} failed: {type(exc).__name__}", phase=_phase(exc)) from None
         status = response.status_code
         if 200 <= status < 300 or (ok_404 and status == 404):
             return response
         code = _error_code(response)
         log.warning("provider %s answered HTTP %d%s", what, status, f" ({code})" if code else "")
-        error = ProviderError(f"{what} answered HTTP {status}" + (f" ({code})" if code else ""))
-        error.status_code = status  # type: ignore[attr-defined]
-        raise error
+        raise ProviderError(f"{what} answered HTTP {status}" + (f" ({code})" if code else ""), status_code=status)
 
     @staticmethod
     def _json(response: httpx.Response, what: str) -> Any:
@@ -247,24 +250,28 @@ class OpenAICompatibleProvider:
         body = self._body(request.prompt, request.model, None)
         max_tokens = self.max_tokens_for(body["messages"], request.max_cost_micros, request.max_output_tokens)
         if max_tokens == 0:
-            raise ProviderError("the cost bound cannot pay for the input", reason="not_admitted")
+            raise ProviderError("the cost bound cannot pay for the input", reason="not_admitted", phase=NOT_SENT)
         if max_tokens is not None:
             body["max_tokens"] = max_tokens
         line = {"custom_id": request.custom_id, "method": "POST", "url": CHAT_PATH, "body": body}
         blob = (json.dumps(line, ensure_ascii=False) + "\n").encode("utf-8")
-        uploaded = self._json(
-            self._send(
-                "POST",
-                "/v1/files",
+        try:
+            uploaded = self._json(
+                self._send(
+                    "POST",
+                    "/v1/files",
+                    "batch input upload",
+                    files={"file": (f"{request.custom_id or 'alma'}.jsonl", blob, "application/jsonl")},
+                    data={"purpose": "batch"},
+                ),
                 "batch input upload",
-                files={"file": (f"{request.custom_id or 'alma'}.jsonl", blob, "application/jsonl")},
-                data={"purpose": "batch"},
-            ),
-            "batch input upload",
-        )
+            )
+        except ProviderError as exc:  # an input file bills nothing: the batch was never created
+            exc.phase, exc.status_code = NOT_SENT, None
+            raise
         file_id = uploaded.get("id") if isinstance(uploaded, Mapping) else None
         if not isinstance(file_id, str):
-            raise ProviderError("batch input upload: no file id in the answer")
+            raise ProviderError("batch input upload: no file id in the answer", phase=NOT_SENT)
         created = self._json(
             self._send(
                 "POST",
@@ -343,6 +350,17 @@ def _text_of(completion: Any) -> str:
     except (KeyError, IndexError, TypeError, AttributeError):
         raise ProviderError("the provider's answer has no message") from None
     return content if isinstance(content, str) else ""
+
+
+def _phase(exc: httpx.HTTPError) -> str | None:
+    """Where a transport error struck before any answer: ``connect`` (the connection was never
+    made: refused, DNS, TLS), ``pool`` (no pooled connection in time), else None (the request may
+    have left: a reset, a read or write error or timeout)."""
+    if isinstance(exc, httpx.ConnectError):
+        return CONNECT
+    if isinstance(exc, httpx.PoolTimeout):
+        return POOL
+    return None
 
 
 def _error_code(response: httpx.Response) -> str | None:

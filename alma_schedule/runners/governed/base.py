@@ -175,7 +175,8 @@ class GovernedRunner:
     def prepare(self, routine: Routine, handle: RunHandle) -> tuple[MoneyPlan, dict[str, Any]] | RunResult:
         """Everything before the provider call, in order: a replayed run returns what it recorded;
         the sink is resolved (a routine whose sink is gone spends nothing); admission (caps, then the
-        reservation); only then the request fields, built lazily. A ``RunResult`` ends the run here."""
+        reservation); the request fields, built lazily; last, the run's cost written at its hard
+        bound (the provider's receipt replaces it). A ``RunResult`` ends the run here."""
         record = handle.result()
         if already_started(record):
             return replayed(handle, record)
@@ -190,4 +191,9 @@ class GovernedRunner:
             return RunResult.failed(Reason.RUNNER_ERROR.value, 0, type(exc).__name__)
         if isinstance(prompt, RunResult):
             return prompt
-        return admitted, self.request_fields(routine, handle.key, admitted, prompt)
+        fields = self.request_fields(routine, handle.key, admitted, prompt)
+        if admitted.bound_micros:
+            # Before the call: a run whose outcome becomes uncertain (or whose process is killed
+            # in the call) already carries its whole bound as its cost, never 0.
+            handle.annotate(cost_micros=admitted.bound_micros)
+        return admitted, fields

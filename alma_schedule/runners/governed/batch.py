@@ -3,7 +3,9 @@
 ``run`` (the engine has won ``claimed -> running``): admission (caps, then the hard bound reserved
 against every ceiling), the request built lazily with ``custom_id = governed_key(...)``, ONE
 ``provider.submit``, then ``running -> submitted`` with the batch id, a mandatory deadline and the
-first ``next_poll_at``. A submission error ends ``failed(provider_*)``; a process that dies between
+first ``next_poll_at``. A submission error that proves the batch was never created ends
+``failed(provider_*)`` at cost 0; any other is uncertain (``OutcomeUncertain``: the run stays
+``running`` at its bound, blocked at once, as in the conversation runner); a process that dies between
 the provider's answer and the ``submitted`` write leaves the row ``running`` (the operator finds the
 batch by its custom id), and so does a store that fails that write: the runner raises
 :class:`~alma_schedule.errors.OutcomeUncertain` and the engine does not finish the run (its bound
@@ -39,8 +41,8 @@ from alma_schedule.runners.governed.delivery import (
     BackgroundErrorHook,
     CapCrossedHook,
     deliver_once,
-    provider_reason,
     record_cost,
+    uncertain_or_unsent,
 )
 from alma_schedule.runners.governed.money import HostCaps, Prices
 from alma_schedule.runners.governed.protocols import (
@@ -97,11 +99,8 @@ class GovernedBatchRunner(GovernedRunner):
         request = BatchRequest(**fields)
         try:
             receipt = self.provider.submit(request)
-        except Exception as exc:
-            self.hooks.background_error(exc, handle.key, "batch submission")
-            reason = provider_reason(exc)
-            kept = (plan.bound_micros or 0) if reason == Reason.PROVIDER_TIMEOUT else 0
-            return RunResult.failed(reason, kept, type(exc).__name__)
+        except Exception as exc:  # never left: failed at 0; else uncertain (a batch may be out)
+            return uncertain_or_unsent(exc, handle, self.hooks, "batch submission")
         if not _usable_receipt(receipt):
             self.hooks.background_error(
                 TypeError(f"unusable receipt {receipt!r}"), handle.key, "batch submission"

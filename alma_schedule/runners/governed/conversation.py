@@ -5,10 +5,13 @@ The engine has already won ``claimed -> running``. Each step is persisted before
 1. admission: the narrowed caps, then the hard bound RESERVED against every ceiling (one store
    transaction); a refusal ends ``refused`` (``cap_exceeded`` / ``ceiling_reached``), nothing spent;
 2. the prompt and the :class:`TurnRequest` are built lazily, only now;
-3. ONE provider call. ``not_admitted`` / ``routing_unavailable`` end ``refused`` with zero cost and
-   no retry (a repaired configuration serves the NEXT fire). An exception ends
-   ``failed(provider_error | provider_timeout | provider_gone)``; a timeout is uncertain, so the
-   run keeps its whole bound charged (the ceilings stay honest);
+3. ONE provider call, the run's cost already written at its hard bound (``prepare``).
+   ``not_admitted`` / ``routing_unavailable`` end ``refused`` with zero cost and no retry (a
+   repaired configuration serves the NEXT fire). An exception that proves the request never left
+   (:func:`~alma_schedule.runners.governed.outcome.request_never_left`) ends
+   ``failed(provider_error | provider_timeout)`` at cost 0; any other (a reset, a 5xx or 408, a
+   timeout, a Celery soft time limit) is UNCERTAIN: the runner raises ``OutcomeUncertain``, the run
+   stays ``running`` at its whole bound and is blocked at once (``uncertain_outcome``);
 4. the receipt (session, turn, cost, caps crossed) is written in one ``annotate``; host alerts fire
    for newly crossed caps;
 5. the delivery protocol of :func:`alma_schedule.runners.governed.delivery.deliver_once`: text + hash
@@ -35,8 +38,8 @@ from alma_schedule.runners.governed.delivery import (
     BackgroundErrorHook,
     CapCrossedHook,
     deliver_once,
-    provider_reason,
     record_cost,
+    uncertain_or_unsent,
 )
 from alma_schedule.runners.governed.money import HostCaps, MoneyPlan, Prices
 from alma_schedule.runners.governed.protocols import (
@@ -104,14 +107,13 @@ class GovernedConversationRunner(GovernedRunner):
         )
 
     def _call(self, request: TurnRequest, handle: RunHandle, plan: MoneyPlan) -> TurnReceipt | RunResult:
-        """The single provider call; an exception or an unusable receipt becomes a closed reason."""
+        """The single provider call; an unusable receipt becomes a closed reason. A failure that
+        proves the request never left ends at cost 0; any other (uncertain) failure raises
+        :class:`OutcomeUncertain`: the run stays ``running`` at its bound, blocked at once."""
         try:
             receipt = self.provider.run_turn(request)
-        except Exception as exc:
-            self.hooks.background_error(exc, handle.key, "provider call")
-            reason = provider_reason(exc)
-            kept = (plan.bound_micros or 0) if reason == Reason.PROVIDER_TIMEOUT else 0
-            return RunResult.failed(reason, kept, type(exc).__name__)
+        except Exception as exc:  # a Celery soft time limit during the call lands here too
+            return uncertain_or_unsent(exc, handle, self.hooks, "provider call")
         if (
             not isinstance(receipt, TurnReceipt)
             or receipt.status not in TURN_STATUSES

@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from alma_schedule.errors import ConfigurationError, ProviderError, RegistrationRefused
+from alma_schedule.errors import ConfigurationError, OutcomeUncertain, ProviderError, RegistrationRefused
 from alma_schedule.model import Reason, RunHandle, RunKey, RunRecord, RunResult
 from alma_schedule.runners.governed.money import MoneyPlan
+from alma_schedule.runners.governed.outcome import request_never_left
 from alma_schedule.runners.governed.protocols import Delivery, Sink
 
 log = logging.getLogger("alma_schedule.runners.governed")
@@ -94,6 +95,19 @@ class Hooks:
                 self.on_cap_crossed(key, cap, cost_micros, limit_micros)
             except Exception as hook_exc:
                 log.error("on_cap_crossed raised %s", type(hook_exc).__name__, exc_info=hook_exc)
+
+
+def uncertain_or_unsent(exc: Exception, handle: RunHandle, hooks: Hooks, what: str) -> RunResult:
+    """A failed provider call: ``failed(<provider reason>)`` at cost 0 when the request provably
+    never left (:func:`~alma_schedule.runners.governed.outcome.request_never_left`); otherwise
+    raise :class:`OutcomeUncertain` from ``exc``: the engine leaves the run ``running`` at the bound
+    written before the call, blocked at once (``uncertain_outcome``)."""
+    hooks.background_error(exc, handle.key, what)
+    if request_never_left(exc):
+        return RunResult.failed(provider_reason(exc), 0, type(exc).__name__)
+    raise OutcomeUncertain(
+        f"run {handle.key}: the outcome of the {what} is uncertain ({type(exc).__name__}): it may have been billed"
+    ) from exc
 
 
 def resolve_sink(sinks: Mapping[str, Sink], definition: Mapping[str, Any]) -> Sink:

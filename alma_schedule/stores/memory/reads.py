@@ -78,7 +78,8 @@ class ReadsMixin(RunsMixin):
         with self._lock:
             rows = self._nonterminal(
                 lambda r: (
-                    (r.state in (RunState.RUNNING, RunState.COLLECTING) and now - r.state_at > 2 * run_time_limit)
+                    (r.state == RunState.RUNNING and r.blocked_at is not None)
+                    or (r.state in (RunState.RUNNING, RunState.COLLECTING) and now - r.state_at > 2 * run_time_limit)
                     or (r.state == RunState.SUBMITTED and r.deadline is not None and now > r.deadline)
                 )
             )

@@ -35,6 +35,7 @@ from alma_schedule.stores.arguments import (
     annotate_args,
     check_run_key,
     finish_args,
+    mark_blocked_args,
     record_args,
     reserve_args,
     submit_args,
@@ -286,18 +287,42 @@ class RunsMixin:
             self._streak(rk, result, now, timers)
             return ClaimResult(True, new, "won")
 
-    def record(self, key: RunKey, outcome: str, reason: str, *, now: datetime) -> ClaimResult:
-        rk, now = record_args(key, outcome, reason, now)
+    def record(
+        self, key: RunKey, outcome: str, reason: str, *, now: datetime, cost_micros: int | None = None
+    ) -> ClaimResult:
+        rk, now, given = record_args(key, outcome, reason, now, cost_micros)
         with self._lock:
             rec = self._find(rk, key.run_id)
             if rec is None:
                 return ClaimResult(False, None, "not_found")
             if rec.terminal:
                 return ClaimResult(False, rec, "duplicate")
-            new = dataclasses.replace(rec, state=outcome, reason=reason, state_at=now, finished_at=now)
-            new = self._settle(new, rec.cost_micros)
+            cost = settlement.finish_cost(given, rec.cost_micros)  # the recorded cost
+            new = dataclasses.replace(
+                rec, state=outcome, reason=reason, state_at=now, finished_at=now, cost_micros=cost
+            )
+            new = self._settle(new, cost)
             self._put_run(new)
             return ClaimResult(True, new, "won")
+
+    # --- the blocked marker (issue 14) ---
+
+    def mark_blocked(self, key: RunKey, *, why: str, now: datetime, cost_micros: int | None = None) -> bool:
+        rk, now, cost = mark_blocked_args(key, why, now, cost_micros)
+        with self._lock:
+            rec = self._find(rk, key.run_id)
+            if rec is None or rec.state != RunState.RUNNING:
+                return False
+            new = dataclasses.replace(
+                rec,
+                blocked_at=rec.blocked_at or now,
+                blocked_why=rec.blocked_why or why,
+                cost_micros=max(rec.cost_micros, cost),
+            )
+            self._put_run(new)
+            return True
+
+    # --- end the blocked marker ---
 
     # ------------------------------------------------------------------ money
 

@@ -116,4 +116,6 @@ def new_run(
         "delivery_hash": None,
         "result_text": None,
         "erase_at": None,
+        "blocked_at": None,
+        "blocked_why": None,
     }

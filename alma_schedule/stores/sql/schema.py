@@ -151,6 +151,9 @@ runs = sa.Table(
     sa.Column("delivery_hash", sa.Text, nullable=True),
     sa.Column("result_text", sa.Text, nullable=True),
     sa.Column("erase_at", UtcDateTime, nullable=True),
+    # issue 14 (0003_faults), the blocked marker: a running run blocked at once (model.BlockedWhy)
+    sa.Column("blocked_at", UtcDateTime, nullable=True),
+    sa.Column("blocked_why", sa.String(32), nullable=True),
     sa.CheckConstraint(STATES_SQL, name="ck_runs_state"),
     sa.CheckConstraint("origin IN ('schedule', 'manual')", name="ck_runs_origin"),
 )

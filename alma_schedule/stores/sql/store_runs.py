@@ -34,6 +34,7 @@ from alma_schedule.stores.arguments import (
     check_run_key,
     finish_args,
     list_runs_args,
+    mark_blocked_args,
     record_args,
     reserve_args,
     run_ref_args,
@@ -218,21 +219,44 @@ class RunsMixin(SqlBase):
             values["next_due_at"] = None
         conn.execute(q.update_routine(*rk, values))
 
-    def record(self, key: RunKey, outcome: str, reason: str, *, now: datetime) -> ClaimResult:
+    def record(
+        self, key: RunKey, outcome: str, reason: str, *, now: datetime, cost_micros: int | None = None
+    ) -> ClaimResult:
         """The operator's CAS from ANY non-terminal state to ``outcome`` (tenant, ONE transaction);
-        settles the reservation to the recorded cost; never touches the streak; never resends."""
-        _, now = record_args(key, outcome, reason, now)
+        settles the reservation to the recorded cost (``cost_micros``, else the stored one); never
+        touches the streak; never resends."""
+        _, now, given = record_args(key, outcome, reason, now, cost_micros)
         with self._tx() as conn:
             rec = self._current(conn, key, lock=True)
             if rec is None:
                 return ClaimResult(False, None, "not_found")
             if rec.terminal:
                 return ClaimResult(False, rec, "duplicate")
-            settle, money = _settlement(rec, rec.cost_micros)
-            values = {"state": outcome, "reason": reason, "state_at": now, "finished_at": now, **settle}
+            cost = settlement.finish_cost(given, rec.cost_micros)  # the recorded cost
+            settle, money = _settlement(rec, cost)
+            values = {
+                "state": outcome,
+                "reason": reason,
+                "state_at": now,
+                "finished_at": now,
+                "cost_micros": cost,
+                **settle,
+            }
             new = run_from_row(conn.execute(*q.cas(key, [rec.state], values)).one())
             self._move(conn, money)
             return ClaimResult(True, new, "won")
+
+    # --- the blocked marker (issue 14) ---
+
+    def mark_blocked(self, key: RunKey, *, why: str, now: datetime, cost_micros: int | None = None) -> bool:
+        """Mark a ``running`` run blocked at once: ONE guarded ``UPDATE ... WHERE state = 'running'``
+        (the first marker wins; the cost only rises). True when the row was running."""
+        _, now, cost = mark_blocked_args(key, why, now, cost_micros)
+        with self._tx(single=True) as conn:
+            done = conn.execute(q.MARK_BLOCKED, q.run_params(key, now=now, why=why, cost=cost))
+            return bool(done.rowcount)
+
+    # --- end the blocked marker ---
 
     # ------------------------------------------------------------------ money
 

@@ -52,6 +52,7 @@ from alma_schedule.stores.sql.queries.routines import (
     update_routine,
 )
 from alma_schedule.stores.sql.queries.runs import (
+    MARK_BLOCKED,
     SELECT_RUN,
     SELECT_RUN_LOCKED,
     SELECT_RUN_WITH_ROUTINE,
@@ -94,6 +95,7 @@ __all__ = [
     "NON_TERMINAL",
     "ORDER_TAIL",
     "Params",
+    "MARK_BLOCKED",
     "SELECT_RUN",
     "SELECT_RUN_LOCKED",
     "SELECT_RUN_WITH_ROUTINE",

@@ -56,6 +56,7 @@ def blocked(now: datetime, active_before: datetime, limit: int) -> sa.Select[Any
         sa.select(runs)
         .where(
             sa.or_(
+                sa.and_(runs.c.state == lit(RunState.RUNNING), runs.c.blocked_at.is_not(None)),  # marked at once
                 sa.and_(in_states(RunState.RUNNING, RunState.COLLECTING), runs.c.state_at < active_before),
                 sa.and_(runs.c.state == lit(RunState.SUBMITTED), runs.c.deadline < now),
             )

@@ -85,3 +85,21 @@ def cas(key: RunKey, from_states: Sequence[str], values: Mapping[str, Any]) -> t
     One statement per (edge, columns) shape, built once."""
     stmt = _cas(tuple(sorted(from_states)), tuple(sorted(values)))
     return stmt, run_params(key, **{f"v_{c}": v for c, v in values.items()})
+
+
+# --- the blocked marker (issue 14) ---
+
+#: Mark a ``running`` run blocked at once, in ONE statement (the first marker wins; the cost only
+#: rises). Params: the key, ``now``, ``why``, ``cost`` (0 = leave the stored cost).
+_COST = sa.bindparam("cost", type_=sa.BigInteger)
+MARK_BLOCKED = (
+    sa.update(runs)
+    .where(_RUN_KEY, runs.c.state == lit(RunState.RUNNING))
+    .values(
+        blocked_at=sa.func.coalesce(runs.c.blocked_at, _NOW),
+        blocked_why=sa.func.coalesce(runs.c.blocked_why, sa.bindparam("why", type_=sa.String)),
+        cost_micros=sa.case((runs.c.cost_micros < _COST, _COST), else_=runs.c.cost_micros),
+    )
+)
+
+# --- end the blocked marker ---
