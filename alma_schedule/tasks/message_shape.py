@@ -1,0 +1,127 @@
+"""What a well-formed message of one of our tasks looks like: pure checks, no Celery import.
+
+A Celery protocol-2 message of our task has headers naming it (``task``, a text ``id``) and a JSON
+body ``[args, kwargs, embed]``: ``args`` a list, ``kwargs`` an object with text keys, ``embed`` an
+object or null. ``args`` and ``kwargs`` must bind to the task function's signature, and each value
+must have the JSON type its annotation names (``str``, ``str | None``, ``list[list[str]]``, ...).
+
+:func:`body_problem` and :func:`header_problem` return why a message is not such a call (one short
+phrase), or None. :mod:`alma_schedule.tasks.poison` refuses the message with that phrase.
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+import typing
+from collections.abc import Callable, Mapping
+from functools import lru_cache
+from typing import Any
+
+#: The parameter specs of a function: ``(name, annotation, has a default)`` in order.
+Spec = tuple[tuple[str, Any, bool], ...]
+
+
+@lru_cache(maxsize=64)
+def signature_spec(function: Callable[..., Any]) -> Spec:
+    """``(name, type hint, has_default)`` per parameter of ``function`` (hints resolved once)."""
+    hints = typing.get_type_hints(function)
+    out: list[tuple[str, Any, bool]] = []
+    for param in inspect.signature(function).parameters.values():
+        if param.kind not in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY):
+            continue  # *args / **kwargs: none of our tasks takes them
+        out.append((param.name, hints.get(param.name, Any), param.default is not param.empty))
+    return tuple(out)
+
+
+def fits(value: Any, hint: Any) -> bool:
+    """Whether the JSON value ``value`` has the type ``hint`` names (unknown hints: True)."""
+    if hint is Any:
+        return True
+    if hint is None or hint is type(None):
+        return value is None
+    origin = typing.get_origin(hint)
+    if origin is typing.Union or origin is types.UnionType:
+        return any(fits(value, arg) for arg in typing.get_args(hint))
+    if origin in (list, tuple):
+        (item, *_rest) = typing.get_args(hint) or (Any,)
+        return isinstance(value, list) and all(fits(v, item) for v in value)
+    if origin is dict:
+        _key, item = typing.get_args(hint) or (str, Any)
+        return isinstance(value, dict) and all(isinstance(k, str) and fits(v, item) for k, v in value.items())
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint in (str, list, dict):
+        return isinstance(value, hint)
+    return True
+
+
+def json_name(hint: Any) -> str:
+    """A short name of ``hint`` for a refusal (``str``, ``str | None``, ``list[list[str]]``)."""
+    if hint is type(None):
+        return "null"
+    return str(hint).replace("typing.", "").replace("<class '", "").replace("'>", "")
+
+
+def call_problem(name: str, spec: Spec, args: Any, kwargs: Any) -> str | None:
+    """Why ``args``/``kwargs`` are not a call of the task ``name`` with parameters ``spec``, or None."""
+    if not isinstance(args, list):
+        return f"args is {type(args).__name__}, not a list"
+    if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
+        return f"kwargs is {type(kwargs).__name__}, not an object"
+    if len(args) > len(spec):
+        return f"{name} takes {len(spec)} argument(s), {len(args)} given"
+    given: dict[str, Any] = {}
+    for (param, _hint, _default), value in zip(spec, args, strict=False):
+        given[param] = value
+    names = {param for param, _h, _d in spec}
+    for key, value in kwargs.items():
+        if key not in names:
+            return f"{name} has no argument {key!r}"
+        if key in given:
+            return f"{name} got {key!r} twice"
+        given[key] = value
+    for param, hint, has_default in spec:
+        if param not in given:
+            if not has_default:
+                return f"{name} is missing the argument {param!r}"
+            continue
+        if not fits(given[param], hint):
+            return f"{name} argument {param!r} must be {json_name(hint)}, not {type(given[param]).__name__}"
+    return None
+
+
+def body_problem(name: str, spec: Spec, payload: Any) -> str | None:
+    """Why the decoded body ``payload`` is not ``[args, kwargs, embed]`` calling ``name``, or None."""
+    if not isinstance(payload, (list, tuple)) or len(payload) != 3:
+        shape = f"a list of {len(payload)}" if isinstance(payload, (list, tuple)) else type(payload).__name__
+        return f"the body is {shape}, not [args, kwargs, embed]"
+    args, kwargs, embed = payload
+    if embed is not None and not isinstance(embed, Mapping):
+        return f"embed is {type(embed).__name__}, not an object"
+    return call_problem(name, spec, list(args) if isinstance(args, tuple) else args, kwargs)
+
+
+def header_problem(headers: Any, name: str) -> str | None:
+    """Why ``headers`` are not those of a protocol-2 message of the task ``name``, or None."""
+    if not isinstance(headers, Mapping):
+        return f"headers are {type(headers).__name__}, not an object"
+    if headers.get("task") != name:
+        return f"the task header is {headers.get('task')!r}, not {name!r}"
+    if not isinstance(headers.get("id"), str) or not headers["id"]:
+        return "the id header is not a text"
+    limits = headers.get("timelimit")
+    if limits is not None and not (
+        isinstance(limits, (list, tuple))
+        and len(limits) == 2
+        and all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in limits)
+    ):
+        return "the timelimit header is not [soft, hard]"
+    return None
+
+
+__all__ = ["Spec", "body_problem", "call_problem", "fits", "header_problem", "signature_spec"]
