@@ -1,0 +1,34 @@
+"""A submitted run's deadline: when its message expires, and when it is ``timed_out``.
+
+A tracked ``task`` run (and any submitted run) has a ``deadline``. Two rules keep ``timed_out`` meaning
+"did not run in time":
+
+* :func:`message_expires`: the message of a tracked task carries Celery's ``expires`` at the
+  deadline (the earlier of that and the routine's own ``options.expires``, seconds after the send,
+  wins), so a worker that reaches it late (a backlog) revokes it instead of running it;
+* :func:`timed_out`: the run is recorded ``timed_out`` only once ``now`` is past the deadline plus
+  ``clock_tolerance`` (how far a worker's clock may trail ours), never before: by then every worker
+  within the tolerance sees the message expired. A task that had already started may still finish;
+  its late result changes nothing (the run is terminal), and the collect that times it out logs
+  what the target's state was.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+__all__ = ["message_expires", "timed_out"]
+
+
+def message_expires(now: datetime, deadline: datetime, expires_after: float | None) -> datetime:
+    """The ``expires`` of a tracked task's message sent at ``now``: the deadline, or ``now +
+    expires_after`` seconds (the routine's ``options.expires``) when that is earlier."""
+    if expires_after is None:
+        return deadline
+    return min(deadline, now + timedelta(seconds=expires_after))
+
+
+def timed_out(deadline: datetime | None, now: datetime, tolerance: timedelta) -> bool:
+    """Whether a submitted run with ``deadline`` is ``timed_out`` at ``now`` (strictly past
+    ``deadline + tolerance``); a run without a deadline never is."""
+    return deadline is not None and now > deadline + tolerance
