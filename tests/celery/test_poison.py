@@ -3,7 +3,7 @@
 Each body ``"hello"``, ``{}``, ``[1, 2]``, ``42`` and ``null`` (raw JSON published with kombu) on
 each of our queues, without Celery headers and with headers naming the queue's task, plus bodies
 that are ``[args, kwargs, embed]`` but no call of the task (wrong arity, wrong JSON types, a
-missing id header), a body that is not JSON, and a task name the worker does not know: the
+missing id header), a body that is not JSON, a pickle, and a task name the worker does not know: the
 worker lives, refuses each (one warning line), republishes each to ``alma.dead`` and acks it, so
 our queues end empty; then a good message on each queue runs.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
+import pickle
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -40,6 +41,7 @@ SCOPE = Scope("acme", "poison")
 OURS = {"alma.tick": (TICK_TASK,), "alma.run": (RUN_TASK, RUN_MANY_TASK), "alma.collect": (COLLECT_TASK,)}
 BODIES: list[Any] = ["hello", {}, [1, 2], 42, None]
 NOT_JSON = b"not json {"
+PICKLE = pickle.dumps(((), {}, {}))  # a worker of our queues accepts JSON only
 #: [args, kwargs, embed] bodies that still are no call of the task (by task name).
 NOT_A_CALL: dict[str, list[Any]] = {
     TICK_TASK: [[[], {"now": 5}, {}], [["a", "b"], {}, None], [[], {"later": "x"}, {}], [[], [], {}]],
@@ -70,6 +72,7 @@ def poison_messages() -> list[tuple[str, Any, dict[str, Any] | None]]:
             out.extend((queue, body, headers_of(task)) for body in NOT_A_CALL[task])
             out.append((queue, [[], {}, {}], headers_of(task, with_id=False)))
             out.append((queue, NOT_JSON, headers_of(task)))
+            out.append((queue, PICKLE, headers_of(task)))
     return out
 
 
@@ -79,9 +82,10 @@ def raw(body: Any) -> bytes:
 
 def publish_raw(broker_url: str, queue: str, body: Any, headers: dict[str, Any] | None) -> None:
     """``body`` as raw JSON bytes on ``queue`` (the default exchange), with ``headers`` if given."""
+    content_type = "application/x-python-serialize" if body == PICKLE else "application/json"
     with Connection(broker_url) as conn:
         conn.Producer().publish(
-            raw(body), routing_key=queue, content_type="application/json",
+            raw(body), routing_key=queue, content_type=content_type,
             content_encoding="utf-8", headers=headers or {},
         )
 
