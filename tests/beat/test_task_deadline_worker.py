@@ -27,6 +27,7 @@ from alma_schedule.runners.task import TaskRunner, task_id_for
 from alma_schedule.settings import Settings
 from alma_schedule.stores.memory import MemoryStore
 from tests.beat import fleet_app
+from tests.beat.test_beat_runner_worker import ran
 from tests.celery.celery_support import inprocess_worker, wait_for
 
 pytestmark = [
@@ -35,14 +36,6 @@ pytestmark = [
 ]
 
 SCOPE = Scope("acme", "deadlines")
-
-
-def ran(redis_url: str) -> list[str]:
-    r = redis.Redis.from_url(redis_url)
-    try:
-        return [x.decode() for x in r.lrange("fleet:ran", 0, -1)]
-    finally:
-        r.close()
 
 
 @pytest.fixture
@@ -82,6 +75,17 @@ def past(instant: datetime) -> None:
     wait_for(lambda: datetime.now(UTC) > instant, 30, 0.05, f"the clock past {instant}")
 
 
+def timed_out_past_the_tolerance(schedule: Scheduler, run: RunRecord, caplog: pytest.LogCaptureFixture) -> RunRecord:
+    """Wait past the run's deadline + clock_tolerance, tick (it polls the run), return it ``timed_out``."""
+    assert run.deadline is not None
+    past(run.deadline + schedule.settings.clock_tolerance)
+    with caplog.at_level(logging.WARNING, logger="alma_schedule.engine"):
+        schedule.tick()
+    done = schedule.run(SCOPE, run.routine_id, run.run_id)
+    assert (done.state, done.reason) == ("timed_out", "deadline_passed")
+    return done
+
+
 def test_a_tracked_task_behind_a_backlog_past_its_deadline_is_revoked_never_run(
     schedule: Scheduler, fleet: Any, redis_url: str
 ) -> None:
@@ -107,11 +111,7 @@ def test_a_tracked_task_that_finishes_past_its_deadline_stays_timed_out_and_is_l
     assert run.deadline is not None
     tid = task_id_for(run.key)
     wait_for(lambda: f"fleet.nap:{tid}" in ran(redis_url), 30, 0.05, "the tracked task to start in time")
-    past(run.deadline + schedule.settings.clock_tolerance)
-    with caplog.at_level(logging.WARNING, logger="alma_schedule.engine"):
-        schedule.tick()
-    done = schedule.run(SCOPE, "slow", run.run_id)
-    assert (done.state, done.reason) == ("timed_out", "deadline_passed")
+    done = timed_out_past_the_tolerance(schedule, run, caplog)
     assert f"its task {tid} is PENDING: a late result will not change the run" in caplog.text
     assert fleet.AsyncResult(tid).get(timeout=30) == 6  # it still finished, late
     schedule.tick()
@@ -128,11 +128,7 @@ def test_a_late_result_already_in_when_the_run_times_out_is_logged_and_the_run_s
     assert run.deadline is not None
     tid = task_id_for(run.key)
     assert fleet.AsyncResult(tid).get(timeout=30) == 4  # done, past deadline + tolerance (3 s)
-    past(run.deadline + schedule.settings.clock_tolerance)
-    with caplog.at_level(logging.WARNING, logger="alma_schedule.engine"):
-        schedule.tick()
-    done = schedule.run(SCOPE, "later", run.run_id)
-    assert (done.state, done.reason) == ("timed_out", "deadline_passed")
+    timed_out_past_the_tolerance(schedule, run, caplog)
     assert f"its task {tid} finished late (SUCCESS at " in caplog.text
     assert "the run stays timed_out" in caplog.text
 

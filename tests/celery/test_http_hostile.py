@@ -51,20 +51,14 @@ MALFORMED: list[bytes] = [
 
 
 @pytest.fixture
-def r(redis_url: str) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(redis_url)
-    yield client
-    client.close()
-
-
-@pytest.fixture
 def base(sqlite_url: str, redis_url: str) -> Iterator[str]:
     settings = make_settings(sqlite_url, redis_url, http_secret=Secret(SECRET), http_max_body=8192)
     with Server(create_http_app(settings)) as url:
         yield url
 
 
-def test_malformed_bodies_answer_400_with_a_json_error_and_send_nothing(base: str, r: redis.Redis) -> None:
+def test_malformed_bodies_answer_400_with_a_json_error_and_send_nothing(base: str, redis_client: redis.Redis) -> None:
+    r = redis_client
     headers = {SECRET_HEADER: SECRET.encode("utf-8")}
     with httpx.Client(base_url=base, timeout=30) as client:
         answers = {body[:40]: client.post("/tick", headers=headers, content=body) for body in MALFORMED}
@@ -76,7 +70,10 @@ def test_malformed_bodies_answer_400_with_a_json_error_and_send_nothing(base: st
         assert r.llen("alma.tick") == 1
 
 
-def test_a_non_ascii_secret_sent_as_utf8_matches_and_its_latin1_form_does_not(base: str, r: redis.Redis) -> None:
+def test_a_non_ascii_secret_sent_as_utf8_matches_and_its_latin1_form_does_not(
+    base: str, redis_client: redis.Redis
+) -> None:
+    r = redis_client
     with httpx.Client(base_url=base, timeout=30) as client:
         assert client.post("/tick", headers={SECRET_HEADER: SECRET.encode("utf-8")}).status_code == 202
         assert client.post("/tick", headers={SECRET_HEADER: SECRET.encode("latin-1")}).status_code == 401

@@ -15,24 +15,23 @@ import json
 import pickle
 import uuid
 from collections import Counter
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
-from celery_support import Procs, alma_env, inprocess_worker, make_settings, utcnow, wait_for, wait_worker_ready
-from e2e_runners import count_factory, create_effects_table
+from celery_support import inprocess_worker, make_settings, utcnow, wait_for, wait_worker_ready
 from kombu import Connection
+from test_e2e_workers import (
+    E2E,
+    e2e,  # noqa: F401 (the fixture: PostgreSQL store, count kind, Procs)
+)
 
 from alma_schedule.celery import create_app
-from alma_schedule.engine import create_schedule
 from alma_schedule.model import COLLECT_TASK, RUN_MANY_TASK, RUN_TASK, TICK_TASK, RoutineSpec, Scope
-from alma_schedule.runners.registry import KindRegistry
 from alma_schedule.settings import Settings
-from alma_schedule.stores import migrate_store, open_store
-from alma_schedule.tasks import CeleryDispatcher
+from alma_schedule.stores import migrate_store
 from alma_schedule.tasks.poison import refused_total
 
 pytestmark = [pytest.mark.redis]
@@ -98,72 +97,53 @@ def dead_letters(r: redis.Redis) -> list[dict[str, Any]]:
     return [json.loads(raw) for raw in r.lrange("alma.dead", 0, -1)]
 
 
-@pytest.fixture
-def rds(redis_url: str) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(redis_url)
-    yield client
-    client.close()
-
-
 @pytest.mark.slow
 @pytest.mark.postgres
 def test_poison_on_every_queue_is_refused_dead_lettered_and_the_worker_serves_the_next_message(
-    pg_url: str, redis_url: str, rds: redis.Redis, tmp_path: Path
+    e2e: E2E, redis_client: redis.Redis  # noqa: F811 (the imported fixture)
 ) -> None:
-    migrate_store(pg_url)
-    create_effects_table(pg_url)
-    settings = make_settings(pg_url, redis_url)
-    registry = KindRegistry(settings, builtins=False, use_entry_points=False, factories={"count": count_factory})
-    app = create_app(settings, registry=registry)
-    store = open_store(pg_url)
-    schedule = create_schedule(
-        store=store, runner=registry.resolve, dispatcher=CeleryDispatcher(app, settings), settings=settings
-    )
-    procs = Procs(tmp_path)
-    try:
-        poison = poison_messages()
-        for queue, body, headers in poison:
-            publish_raw(redis_url, queue, body, headers)
-        worker = procs.worker("w", alma_env(settings, tmp_path), ",".join(OURS), 1)
-        wait_worker_ready(procs, "w")
+    settings, schedule, procs = e2e.settings, e2e.schedule, e2e.procs
+    store, app = schedule.store, create_app(settings)
+    poison = poison_messages()
+    for queue, body, headers in poison:
+        publish_raw(settings.broker_url, queue, body, headers)
+    worker = procs.worker("w", e2e.env(), ",".join(OURS), 1)
+    wait_worker_ready(procs, "w")
 
-        def refused_all() -> bool:
-            assert worker.poll() is None, f"the worker died:\n{procs.log('w')[-3000:]}"
-            return len(dead_letters(rds)) >= len(poison)
+    def refused_all() -> bool:
+        assert worker.poll() is None, f"the worker died:\n{procs.log('w')[-3000:]}"
+        return len(dead_letters(redis_client)) >= len(poison)
 
-        wait_for(refused_all, 60, 0.2, f"{len(poison)} dead letters")
+    wait_for(refused_all, 60, 0.2, f"{len(poison)} dead letters")
 
-        # the good messages after it: a tick (tick queue) claims a due fire, its run (run queue)
-        # executes it, and a collect of that run (collect queue) answers
-        spec = RoutineSpec(SCOPE.org, SCOPE.uid, "after-poison", "count", {"every": "1h"})
-        schedule.register(spec, now=utcnow() - timedelta(hours=1, seconds=1))
-        app.send_task(TICK_TASK, queue="alma.tick")
-        wait_for(lambda: store.list_runs(SCOPE, state="completed"), 60, 0.2, "the claimed fire to complete")
-        (record,) = store.list_runs(SCOPE)
-        run_key = record.key
-        app.send_task(COLLECT_TASK, args=run_key.args(), queue="alma.collect")
-        wait_for(lambda: f"{COLLECT_TASK}[" in procs.log("w") and "succeeded" in procs.log("w").split(
-            COLLECT_TASK + "[")[-1], 60, 0.2, "the collect to run")
+    # the good messages after it: a tick (tick queue) claims a due fire, its run (run queue)
+    # executes it, and a collect of that run (collect queue) answers
+    spec = RoutineSpec(SCOPE.org, SCOPE.uid, "after-poison", "count", {"every": "1h"})
+    schedule.register(spec, now=utcnow() - timedelta(hours=1, seconds=1))
+    app.send_task(TICK_TASK, queue="alma.tick")
+    wait_for(lambda: store.list_runs(SCOPE, state="completed"), 60, 0.2, "the claimed fire to complete")
+    (record,) = store.list_runs(SCOPE)
+    run_key = record.key
+    app.send_task(COLLECT_TASK, args=run_key.args(), queue="alma.collect")
+    wait_for(lambda: f"{COLLECT_TASK}[" in procs.log("w") and "succeeded" in procs.log("w").split(
+        COLLECT_TASK + "[")[-1], 60, 0.2, "the collect to run")
 
-        assert worker.poll() is None, procs.log("w")[-3000:]
-        log = procs.log("w")
-        assert "Unrecoverable error" not in log
-        dead = dead_letters(rds)
-        assert len(dead) == len(poison)  # each refused once: none requeued, none lost
-        assert Counter(d["headers"]["x-alma-queue"] for d in dead) == Counter(q for q, _b, _h in poison)
-        bodies = Counter(base64.b64decode(d["body"]) for d in dead)
-        assert bodies == Counter(raw(b) for _q, b, _h in poison)
-        assert all(d["headers"]["x-alma-refused"] for d in dead)
-        assert not any("task" in d["headers"] for d in dead)  # a dead copy is no task message
-        assert log.count("alma_schedule: refused a message on ") == len(poison)
-        assert queue_lengths(rds, list(OURS)) == dict.fromkeys(OURS, 0)
-        assert not rds.hlen("unacked")  # acked, not waiting for a redelivery
-    finally:
-        procs.stop_all()
-        store.close()
+    assert worker.poll() is None, procs.log("w")[-3000:]
+    log = procs.log("w")
+    assert "Unrecoverable error" not in log
+    dead = dead_letters(redis_client)
+    assert len(dead) == len(poison)  # each refused once: none requeued, none lost
+    assert Counter(d["headers"]["x-alma-queue"] for d in dead) == Counter(q for q, _b, _h in poison)
+    bodies = Counter(base64.b64decode(d["body"]) for d in dead)
+    assert bodies == Counter(raw(b) for _q, b, _h in poison)
+    assert all(d["headers"]["x-alma-refused"] for d in dead)
+    assert not any("task" in d["headers"] for d in dead)  # a dead copy is no task message
+    assert log.count("alma_schedule: refused a message on ") == len(poison)
+    assert queue_lengths(redis_client, list(OURS)) == dict.fromkeys(OURS, 0)
+    assert not redis_client.hlen("unacked")  # acked, not waiting for a redelivery
 
 
-def test_a_refusal_is_counted_in_the_worker_process(redis_url: str, rds: redis.Redis, tmp_path: Path) -> None:
+def test_a_refusal_is_counted_in_the_worker_process(redis_url: str, redis_client: redis.Redis, tmp_path: Path) -> None:
     settings: Settings = make_settings(f"sqlite:///{tmp_path / 'store.sqlite3'}", redis_url)
     migrate_store(settings.database_url)
     app = create_app(settings)
@@ -171,6 +151,6 @@ def test_a_refusal_is_counted_in_the_worker_process(redis_url: str, rds: redis.R
     with inprocess_worker(app, list(OURS)):
         publish_raw(redis_url, "alma.run", [1, 2], headers_of(RUN_TASK))
         publish_raw(redis_url, "alma.collect", "hello", None)
-        wait_for(lambda: rds.llen("alma.dead") >= 2, 30, 0.1, "two dead letters")
+        wait_for(lambda: redis_client.llen("alma.dead") >= 2, 30, 0.1, "two dead letters")
     assert {q: refused_total(q) - before[q] for q in OURS} == {"alma.tick": 0, "alma.run": 1, "alma.collect": 1}
-    assert queue_lengths(rds, list(OURS)) == dict.fromkeys(OURS, 0)
+    assert queue_lengths(redis_client, list(OURS)) == dict.fromkeys(OURS, 0)
