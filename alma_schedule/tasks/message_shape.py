@@ -25,7 +25,10 @@ Spec = tuple[tuple[str, Any, bool], ...]
 @lru_cache(maxsize=64)
 def signature_spec(function: Callable[..., Any]) -> Spec:
     """``(name, type hint, has_default)`` per parameter of ``function`` (hints resolved once)."""
-    hints = typing.get_type_hints(function)
+    try:
+        hints = typing.get_type_hints(function)
+    except (NameError, TypeError, AttributeError):  # an annotation that does not resolve: arity only
+        hints = {}
     out: list[tuple[str, Any, bool]] = []
     for param in inspect.signature(function).parameters.values():
         if param.kind not in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY):
