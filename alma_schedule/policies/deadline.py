@@ -20,12 +20,16 @@ from datetime import datetime, timedelta
 __all__ = ["message_expires", "timed_out"]
 
 
-def message_expires(now: datetime, deadline: datetime, expires_after: float | None) -> datetime:
-    """The ``expires`` of a tracked task's message sent at ``now``: the deadline, or ``now +
-    expires_after`` seconds (the routine's ``options.expires``) when that is earlier."""
-    if expires_after is None:
-        return deadline
-    return min(deadline, now + timedelta(seconds=expires_after))
+def message_expires(deadline_in: timedelta, expires_after: float | None) -> float:
+    """The ``expires`` of a tracked task's message, in seconds after the send: the deadline
+    (``deadline_in`` from the send), or the routine's ``options.expires`` when that is earlier.
+
+    Seconds, not an instant: Celery stamps them with the sender's clock as it publishes, as it
+    checks them with the worker's, so a caller's ``now`` (a simulated one in tests) never makes a
+    message expire in the past; the time between ``now`` and the send only adds to it, which
+    ``clock_tolerance`` covers."""
+    seconds = deadline_in.total_seconds()
+    return seconds if expires_after is None else min(seconds, float(expires_after))
 
 
 def timed_out(deadline: datetime | None, now: datetime, tolerance: timedelta) -> bool:

@@ -39,7 +39,7 @@ import threading
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from alma_schedule.errors import ConfigurationError, InvalidInput, InvalidSchedule, missing_extra
@@ -263,7 +263,7 @@ class TaskRunner:
                 log.info("task routine %s: submit lost (%s); nothing sent", handle.key, claim.reason)
                 return RunResult.submitted()
         try:
-            expires = send_expires(definition.options, handle.now, definition.deadline) if definition.track else None
+            expires = send_expires(definition.options, definition.deadline) if definition.track else None
             self._send(definition, task_id, expires)
         except Exception as exc:
             log.warning("task routine %s: send of %s failed: %r", handle.key, definition.task, exc)
@@ -272,7 +272,7 @@ class TaskRunner:
             return RunResult.submitted()
         return RunResult.completed(Reason.SENT)
 
-    def _send(self, definition: TaskDefinition, task_id: str, expires: datetime | None = None) -> None:
+    def _send(self, definition: TaskDefinition, task_id: str, expires: float | None = None) -> None:
         opts = dict(definition.options)
         if expires is not None:  # tracked: revoked, never run, past its deadline
             opts["expires"] = expires

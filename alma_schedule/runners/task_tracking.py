@@ -46,12 +46,12 @@ def backend_problem(app: Celery) -> str | None:
     return None
 
 
-def send_expires(options: Mapping[str, Any], now: datetime, deadline: timedelta | None) -> datetime | None:
-    """The ``expires`` of a tracked send at ``now`` (None without a deadline)."""
+def send_expires(options: Mapping[str, Any], deadline: timedelta | None) -> float | None:
+    """The ``expires`` (seconds after the send) of a tracked send (None without a deadline)."""
     if deadline is None:
         return None
     after = options.get("expires")
-    return message_expires(now, now + deadline, float(after) if after is not None else None)
+    return message_expires(deadline, float(after) if after is not None else None)
 
 
 def late_result(app: Celery, record: RunRecord) -> str:

@@ -39,28 +39,41 @@ def signature_spec(function: Callable[..., Any]) -> Spec:
 
 def fits(value: Any, hint: Any) -> bool:
     """Whether the JSON value ``value`` has the type ``hint`` names (unknown hints: True)."""
+    return checker(hint)(value)
+
+
+def _always(_value: Any) -> bool:
+    return True
+
+
+@lru_cache(maxsize=128)
+def checker(hint: Any) -> Callable[[Any], bool]:
+    """A predicate for ``hint``, built once per hint (a message is checked on the consumer's thread)."""
     if hint is Any:
-        return True
+        return _always
     if hint is None or hint is type(None):
-        return value is None
+        return lambda v: v is None
     origin = typing.get_origin(hint)
     if origin is typing.Union or origin is types.UnionType:
-        return any(fits(value, arg) for arg in typing.get_args(hint))
+        options = tuple(checker(arg) for arg in typing.get_args(hint))
+        return lambda v: any(option(v) for option in options)
     if origin in (list, tuple):
         (item, *_rest) = typing.get_args(hint) or (Any,)
-        return isinstance(value, list) and all(fits(v, item) for v in value)
+        each = checker(item)
+        return lambda v: isinstance(v, list) and all(each(x) for x in v)
     if origin is dict:
         _key, item = typing.get_args(hint) or (str, Any)
-        return isinstance(value, dict) and all(isinstance(k, str) and fits(v, item) for k, v in value.items())
+        each = checker(item)
+        return lambda v: isinstance(v, dict) and all(isinstance(k, str) and each(x) for k, x in v.items())
     if hint is bool:
-        return isinstance(value, bool)
+        return lambda v: isinstance(v, bool)
     if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
+        return lambda v: isinstance(v, int) and not isinstance(v, bool)
     if hint is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
+        return lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
     if hint in (str, list, dict):
-        return isinstance(value, hint)
-    return True
+        return lambda v: isinstance(v, hint)
+    return _always
 
 
 def json_name(hint: Any) -> str:
@@ -127,4 +140,4 @@ def header_problem(headers: Any, name: str) -> str | None:
     return None
 
 
-__all__ = ["Spec", "body_problem", "call_problem", "fits", "header_problem", "signature_spec"]
+__all__ = ["Spec", "body_problem", "call_problem", "checker", "fits", "header_problem", "signature_spec"]

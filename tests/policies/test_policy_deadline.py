@@ -13,12 +13,13 @@ TOLERANCE = timedelta(seconds=2)
 
 
 def test_the_message_expires_at_the_deadline_or_at_options_expires_when_earlier() -> None:
-    assert message_expires(NOW, DEADLINE, None) == DEADLINE
-    assert message_expires(NOW, DEADLINE, 600) == NOW + timedelta(minutes=10)
-    assert message_expires(NOW, DEADLINE, 3 * 3600) == DEADLINE  # a later options.expires never extends it
-    assert send_expires({"expires": 60.5, "queue": "q"}, NOW, timedelta(hours=2)) == NOW + timedelta(seconds=60.5)
-    assert send_expires({}, NOW, timedelta(hours=2)) == DEADLINE
-    assert send_expires({"expires": 60}, NOW, None) is None  # untracked: options.expires as given
+    two_hours = timedelta(hours=2)
+    assert message_expires(two_hours, None) == 7200
+    assert message_expires(two_hours, 600) == 600
+    assert message_expires(two_hours, 3 * 3600) == 7200  # a later options.expires never extends it
+    assert send_expires({"expires": 60.5, "queue": "q"}, two_hours) == 60.5
+    assert send_expires({}, two_hours) == 7200
+    assert send_expires({"expires": 60}, None) is None  # untracked: options.expires as given
 
 
 def test_timed_out_only_strictly_past_the_deadline_plus_the_tolerance() -> None:
