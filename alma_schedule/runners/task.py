@@ -308,7 +308,6 @@ class TaskRunner:
             return RunResult.failed(Reason.TASK_REVOKED, error_class=_class_name(result.result) or "Revoked")
         return RunResult.failed(Reason.TASK_FAILED, error_class=_class_name(result.result))
 
-
     def late_result(self, record: RunRecord) -> str:
         """What the tracked task's result backend says as its run times out (for the log line)."""
         return late_result(self.app, record)

@@ -64,4 +64,6 @@ def late_result(app: Celery, record: RunRecord) -> str:
         done = getattr(result, "date_done", None)
         at = f" at {done.isoformat() if isinstance(done, datetime) else done}" if done else ""
         return f"its task {record.target_task_id} finished late ({state}{at}); the run stays timed_out"
+    if state == "REVOKED":
+        return f"its task {record.target_task_id} was revoked (an expired message never starts)"
     return f"its task {record.target_task_id} is {state}: a late result will not change the run"
