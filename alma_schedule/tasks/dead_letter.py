@@ -74,7 +74,15 @@ def _queue_of(message: Any, ours: set[str]) -> str | None:
 
 def refuse(app: Celery, message: Any, reason: str) -> bool:
     """Count, log and dead-letter ``message`` if it came from one of our queues (see the module
-    docstring); returns whether it did. Never raises."""
+    docstring); returns whether it did. Never raises (on a surprise, Celery's own answer stands)."""
+    try:
+        return _refuse(app, message, reason)
+    except Exception as exc:
+        log.error("alma_schedule: could not refuse a message: %s", _short(exc), exc_info=exc)
+        return False
+
+
+def _refuse(app: Celery, message: Any, reason: str) -> bool:
     composition = composition_of(app)
     if composition is None:
         return False
@@ -124,15 +132,15 @@ def _reason(exc: Any) -> str:
 
 
 def _has_id(message: Any) -> bool:
-    """Whether Celery's ``on_unknown_task`` finds the id and task it reads (headers, else body)."""
+    """Whether Celery's ``on_unknown_task`` finds the text id and the task it reads (headers, else body)."""
     headers = message.headers if isinstance(message.headers, dict) else {}
-    if "id" in headers and "task" in headers:
-        return True
+    if "task" in headers:
+        return isinstance(headers.get("id"), str)  # the backend key it marks failed
     try:
         payload = message.payload
     except Exception:
         return False
-    return isinstance(payload, dict) and "id" in payload and "task" in payload
+    return isinstance(payload, dict) and "task" in payload and isinstance(payload.get("id"), str)
 
 
 class GuardStep(bootsteps.Step):

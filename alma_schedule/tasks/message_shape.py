@@ -130,6 +130,9 @@ def header_problem(headers: Any, name: str) -> str | None:
         return f"the task header is {headers.get('task')!r}, not {name!r}"
     if not isinstance(headers.get("id"), str) or not headers["id"]:
         return "the id header is not a text"
+    for name in ("shadow", "root_id", "parent_id", "group"):
+        if headers.get(name) is not None and not isinstance(headers[name], str):
+            return f"the {name} header is not a text"
     limits = headers.get("timelimit")
     if limits is not None and not (
         isinstance(limits, (list, tuple))

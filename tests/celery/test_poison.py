@@ -67,11 +67,13 @@ def poison_messages() -> list[tuple[str, Any, dict[str, Any] | None]]:
         out.append((queue, NOT_JSON, None))
         out.append((queue, "hello", {"task": "no.such.task"}))  # unknown, no id: crashed Celery
         out.append((queue, [[], {}, {}], headers_of("no.such.task")))
+        out.append((queue, [[], {}, {}], {"task": "no.such.task", "id": [1]}))  # an id no backend key takes
         for task in tasks:
             out.extend((queue, body, headers_of(task)) for body in NOT_A_CALL[task])
             out.append((queue, [[], {}, {}], headers_of(task, with_id=False)))
             out.append((queue, NOT_JSON, headers_of(task)))
             out.append((queue, PICKLE, headers_of(task)))
+            out.append((queue, [[], {}, {}], {**headers_of(task), "shadow": ["x"]}))
     return out
 
 
