@@ -1,27 +1,32 @@
 """``alma-schedule serve-http``: a tiny ASGI clock endpoint and the clock's own alarm.
 
 * ``POST /tick`` enqueues one tick (:func:`alma_schedule.clock.send_tick`) and answers
-  ``202 {"task_id": ..., "next_wake_at": ...}``: the wake-up hint the LAST completed tick stored
-  (an ISO instant, or null), for a caller that schedules its own next call (Cloud Scheduler, a
-  host wake-up). The ``X-Alma-Secret`` header must equal ``ALMA_HTTP_SECRET``
-  (constant-time comparison), else 401. Bodies above ``ALMA_HTTP_MAX_BODY`` bytes are refused with
-  413 before they are read in full. An optional JSON body ``{"now": "<ISO instant>"}`` sets the
-  tick's instant (the worker still takes ``min(now, its clock)``).
+  ``202 {"task_id": ..., "next_wake_at": ...}`` (``next_wake_at``: the wake-up hint the LAST
+  completed tick stored, an ISO instant or null, for a caller that schedules its own next call).
+  The ``X-Alma-Secret`` header's bytes must equal ``ALMA_HTTP_SECRET``'s
+  UTF-8 bytes (:func:`secret_matches`: constant time; Starlette decodes headers as latin-1, so the
+  header is re-encoded as latin-1 first and a non-ASCII secret sent as UTF-8 matches), else 401.
+  Bodies above ``ALMA_HTTP_MAX_BODY`` bytes are refused with 413 before they are read in full. An
+  optional JSON body ``{"now": "<ISO instant>"}`` sets the tick's instant (the worker still takes
+  ``min(now, its clock)``); any other body (not JSON, nested 3,000 deep, wrong types, an instant
+  out of range) answers 400 with a JSON ``{"error": ...}``, never 500.
 * ``GET /healthz`` answers 200 with the heartbeat's age, or 503 when no tick has run for
   ``ALMA_HEARTBEAT_MAX_AGE`` (or ever): point an uptime check at it.
 
-With no secret configured the app refuses to start (:class:`ConfigurationError`). Needs the
+With no secret, or one shorter than 16 bytes (UTF-8), the app refuses to start
+(:class:`ConfigurationError` naming ``ALMA_HTTP_SECRET``). Needs the
 ``http`` extra (starlette, uvicorn).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hmac
 import json
 import logging
 import threading
 from collections.abc import AsyncIterator, Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from alma_schedule.errors import AlmaScheduleError, ConfigurationError, DispatchError, InvalidInput, missing_extra
@@ -31,7 +36,7 @@ if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
 
-    from alma_schedule.settings import Settings
+    from alma_schedule.settings import Secret, Settings
     from alma_schedule.stores.base import Store
 
 log = logging.getLogger(__name__)
@@ -45,9 +50,35 @@ class _Body(Exception):
     """The request body exceeds the cap."""
 
 
+#: The shortest ``ALMA_HTTP_SECRET`` serve-http starts with, in UTF-8 bytes.
+MIN_SECRET_BYTES = 16
+
+
 def _require_secret(settings: Settings) -> None:
     if settings.http_secret is None or not settings.http_secret:
         raise ConfigurationError("serve-http needs ALMA_HTTP_SECRET (the X-Alma-Secret header value)")
+    size = len(settings.http_secret.reveal().encode("utf-8", "surrogatepass"))
+    if size < MIN_SECRET_BYTES:
+        raise ConfigurationError(
+            f"ALMA_HTTP_SECRET is {size} bytes: serve-http needs at least {MIN_SECRET_BYTES} (UTF-8), "
+            "e.g. `python -c 'import secrets; print(secrets.token_urlsafe(24))'`"
+        )
+
+
+def secret_matches(secret: Secret, header: str) -> bool:
+    """Whether the ``X-Alma-Secret`` header (as Starlette gives it: its bytes decoded as latin-1) is
+    ``secret``'s UTF-8 bytes, compared in constant time (a non-ASCII secret sent as UTF-8 matches)."""
+    try:
+        raw = header.encode("latin-1")
+    except UnicodeEncodeError:  # not what Starlette hands over; never a match
+        return False
+    return hmac.compare_digest(raw, secret.reveal().encode("utf-8", "surrogatepass"))
+
+
+def _shown(text: str, limit: int = 200) -> str:
+    """``text`` safe for a JSON answer (no lone surrogate, bounded)."""
+    safe = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return safe if len(safe) <= limit else f"{safe[: limit - 3]}..."
 
 
 async def _read_capped(request: Request, cap: int) -> bytes:
@@ -77,7 +108,7 @@ def _parse_now(body: bytes) -> datetime | None:
         return None
     try:
         value = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError):
+    except (ValueError, RecursionError):  # not UTF-8, not JSON, too deeply nested, too long a number
         raise InvalidInput("the body must be JSON: {} or {\"now\": \"<ISO instant>\"}") from None
     if not isinstance(value, dict) or set(value) - {"now"}:
         raise InvalidInput("the body may only hold {\"now\": \"<ISO instant>\"}")
@@ -86,13 +117,17 @@ def _parse_now(body: bytes) -> datetime | None:
         return None
     if not isinstance(raw, str):
         raise InvalidInput("now must be an ISO-8601 string")
+    shown = _shown(repr(raw), 80)
     try:
         now = datetime.fromisoformat(raw.replace("Z", "+00:00"))
     except ValueError:
-        raise InvalidInput(f"now {raw!r} is not an ISO-8601 instant") from None
+        raise InvalidInput(f"now {shown} is not an ISO-8601 instant") from None
     if now.tzinfo is None:
-        raise InvalidInput(f"now {raw!r} has no UTC offset")
-    return now
+        raise InvalidInput(f"now {shown} has no UTC offset")
+    try:
+        return now.astimezone(UTC)
+    except OverflowError:
+        raise InvalidInput(f"now {shown} is out of range") from None
 
 
 def create_http_app(
@@ -129,7 +164,7 @@ def create_http_app(
 
     async def tick(request: Request) -> Response:
         given = request.headers.get(SECRET_HEADER)
-        if given is None or not secret.matches(given):
+        if given is None or not secret_matches(secret, given):
             return JSONResponse({"error": "unauthorized"}, status_code=401)
         try:
             body = await _read_capped(request, settings.http_max_body)
@@ -140,7 +175,7 @@ def create_http_app(
             now = _parse_now(body)
             task_id = await run_in_threadpool(sender, settings, now)
         except InvalidInput as exc:
-            return JSONResponse({"error": str(exc)}, status_code=400)
+            return JSONResponse({"error": _shown(str(exc))}, status_code=400)
         except DispatchError as exc:
             log.warning("POST /tick: %s", exc)
             return JSONResponse({"error": "the broker did not take the tick"}, status_code=503)

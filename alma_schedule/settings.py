@@ -68,6 +68,9 @@ class Settings:
     tick_queue: str = _f("alma.tick", "Queue of tick messages (serve it with its own worker).")
     run_queue: str = _f("alma.run", "Queue of run messages.")
     collect_queue: str = _f("alma.collect", "Queue of collect messages.")
+    dead_queue: str = _f(
+        "alma.dead", "Where a refused (poison) message of our queues is republished (Redis has no dead-letter queue)."
+    )
     # --- the clock and the tick
     tick_period: timedelta = _f(timedelta(seconds=60), "How often the external clock sends a tick.", "duration")
     tick_expires: timedelta = _f(
@@ -333,3 +336,16 @@ def _check(s: Settings) -> None:
     ):
         if getattr(s, name) <= timedelta(0):
             raise ConfigurationError(f"{env_name(name)} must be positive")
+    _check_dead_queue(s)
+
+
+def _check_dead_queue(s: Settings) -> None:
+    """The dead-letter queue is none of the queues our workers consume (a refusal would loop)."""
+    ours = {s.tick_queue: "tick_queue", s.run_queue: "run_queue", s.collect_queue: "collect_queue"}
+    if not s.dead_queue.strip():
+        raise ConfigurationError(f"{env_name('dead_queue')} must name a queue")
+    if s.dead_queue in ours:
+        raise ConfigurationError(
+            f"{env_name('dead_queue')}={s.dead_queue!r} is also {env_name(ours[s.dead_queue])}: "
+            "refused messages must go to a queue no worker of ours consumes"
+        )

@@ -109,12 +109,13 @@ def clock_run(obj: CliContext, every: str | None, follow: bool) -> None:
 def serve_http_cmd(obj: CliContext, host: str | None, port: int | None) -> None:
     """Serve POST /tick (enqueue a tick; X-Alma-Secret header) and GET /healthz (heartbeat age).
 
-    Refuses to start without ALMA_HTTP_SECRET. Needs the 'http' extra.
+    Refuses to start without ALMA_HTTP_SECRET, or with one shorter than 16 bytes (UTF-8).
+    A malformed body answers 400 with a JSON error. Needs the 'http' extra.
 
     \b
     Example:
-      ALMA_HTTP_SECRET=s3cret alma-schedule serve-http --port 8080
-      curl -X POST -H 'X-Alma-Secret: s3cret' http://127.0.0.1:8080/tick
+      ALMA_HTTP_SECRET=s3cret-of-24-bytes-long alma-schedule serve-http --port 8080
+      curl -X POST -H 'X-Alma-Secret: s3cret-of-24-bytes-long' http://127.0.0.1:8080/tick
     """
     from alma_schedule.clock import refuse_lost_ticks
     from alma_schedule.http import serve_http

@@ -13,7 +13,10 @@
   at once (``uncertain_outcome``), for the operator's ``record``; nothing retries it (the start CAS
   already lost for every resend).
 * :func:`collect`: only while ``submitted`` (a collect never claims and never submits). Past its
-  deadline -> ``timed_out(deadline_passed)``; otherwise ``runner.collect``; ``RunResult.submitted()``
+  deadline plus ``clock_tolerance`` (never before: :mod:`alma_schedule.policies.deadline`) ->
+  ``timed_out(deadline_passed)``, logging what a runner with ``late_result`` says of the target
+  (a tracked task that still finished late: its result is logged, the run stays ``timed_out``);
+  otherwise ``runner.collect``; ``RunResult.submitted()``
   means "still pending" (or "I lost the collecting CAS") and writes nothing, as does
   ``OutcomeUncertain`` (a later tick polls again). A run whose routine changed revision can never
   end ``completed``: the engine records ``failed(config_revision_changed)``.
@@ -36,6 +39,7 @@ from alma_schedule.model import (
     BlockedWhy,
     ClaimResult,
     Reason,
+    Routine,
     RunKey,
     RunRecord,
     RunResult,
@@ -43,6 +47,7 @@ from alma_schedule.model import (
     Scope,
     check_scope,
 )
+from alma_schedule.policies.deadline import timed_out
 
 from .handle import StoreRunHandle
 from .runtime import Runtime, UnknownKind
@@ -170,9 +175,10 @@ def collect(rt: Runtime, key: RunKey, now: datetime | None = None) -> RunRecord:
         raise NotFound.of("run", key)
     if record.state != RunState.SUBMITTED:
         return record
-    if record.deadline is not None and at > record.deadline:
-        return _finish(rt, key, RunResult.timed_out("deadline_passed"), at, None)
     routine = rt.store.get_routine(key.scope, key.routine_id, include_deleted=True)
+    if timed_out(record.deadline, at, rt.settings.clock_tolerance):
+        _log_late(rt, record, routine)
+        return _finish(rt, key, RunResult.timed_out("deadline_passed"), at, None)
     if routine is None:
         gone = RunResult.failed("config_revision_changed", error_class="RoutineGone")
         return _finish(rt, key, gone, at, None)
@@ -203,6 +209,22 @@ def collect(rt: Runtime, key: RunKey, now: datetime | None = None) -> RunRecord:
         if not handle.begin_collecting():
             return handle.result()
     return _finish(rt, key, result, _later(rt, at, now), handle.owned_state)
+
+
+def _log_late(rt: Runtime, record: RunRecord, routine: Routine | None) -> None:
+    """Log the target's state at the timeout, when the runner can tell (``late_result``)."""
+    late = None
+    if routine is not None:
+        try:
+            late = getattr(rt.resolve(routine), "late_result", None)
+        except UnknownKind:
+            late = None
+    try:
+        state = late(record) if late is not None else None
+    except Exception as exc:  # a log line only: the timeout stands
+        state = f"unknown ({type(exc).__name__})"
+    log.warning("collect %s: timed out past its deadline %s; %s", record.key, record.deadline,
+                state or "nothing to say of its target")
 
 
 def record(

@@ -13,6 +13,8 @@ calls them where it computes in Python and builds its set-based statements from 
 * :mod:`~alma_schedule.policies.allow`: the tasks and queues a ``task`` routine may name;
 * :mod:`~alma_schedule.policies.limits`: ``max_runs``, the schedule claims a routine may make;
 * :mod:`~alma_schedule.policies.finished`: whether a routine is finished (the one reading).
+* :mod:`~alma_schedule.policies.deadline`: a tracked message's ``expires``, and when a submitted
+  run is ``timed_out`` (deadline + ``clock_tolerance``).
 
 Nothing here imports :mod:`alma_schedule.stores` or :mod:`alma_schedule.engine`.
 """

@@ -15,7 +15,10 @@ Definition (JSON)::
   so a crash in between ends ``timed_out`` at the deadline instead of a run stuck in ``running``);
   ``collect`` reads the result backend: SUCCESS -> ``completed(ok)``, FAILURE ->
   ``failed(task_failed)`` with the exception class, REVOKED -> ``failed(task_revoked)``; anything
-  else stays ``submitted`` until the engine times it out at the deadline.
+  else stays ``submitted`` until the engine times it out past the deadline (plus
+  ``clock_tolerance``). The message carries Celery's ``expires`` at the deadline (or at
+  ``options.expires`` when earlier): a worker reaching it late revokes it, so ``timed_out`` means
+  "did not run in time"; one that had started may still finish, its late result only logged.
 
 Registration refuses what a tick could not run: an unknown task name (after importing the app's
 modules), arguments that are not JSON, options other than queue/priority/expires, and tracking
@@ -41,10 +44,11 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from alma_schedule.errors import ConfigurationError, InvalidInput, InvalidSchedule
-from alma_schedule.model import Reason, Routine, RunHandle, RunKey, RunResult, RunState
+from alma_schedule.model import Reason, Routine, RunHandle, RunKey, RunRecord, RunResult, RunState
 from alma_schedule.policies.allow import TaskAllow
 from alma_schedule.runners import task_allow
 from alma_schedule.runners.celery_app import load_celery_app as load_celery_app  # re-exported (0.1.0 home)
+from alma_schedule.runners.task_tracking import backend_problem, late_result, send_expires
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -174,28 +178,6 @@ def _deadline(raw: Any) -> timedelta:
         raise InvalidInput(f"'deadline': {exc}") from None
 
 
-def _backend_problem(app: Celery) -> str | None:
-    """Why results of ``app`` cannot be read back by a later collect, or None."""
-    from celery.backends.base import DisabledBackend
-
-    backend = app.backend
-    if isinstance(backend, DisabledBackend):
-        return (
-            f"the Celery app {app.main!r} has no result backend (set result_backend): "
-            "a tracked task's result could never be read"
-        )
-    try:
-        from celery.backends.rpc import RPCBackend
-    except ImportError:  # pragma: no cover
-        RPCBackend = ()  # type: ignore[assignment,misc]
-    if isinstance(backend, RPCBackend):
-        return (
-            "the rpc:// result backend delivers results only to the process that sent the task; "
-            "collects run elsewhere, so tracking needs a stored backend (redis, database, ...)"
-        )
-    return None
-
-
 class TaskRunner:
     """Runs routines of kind ``task`` on a fleet's Celery ``app`` (the app that knows the tasks).
 
@@ -236,7 +218,7 @@ class TaskRunner:
             return "NotAllowed", refused
         if not definition.track:
             return None
-        backend = _backend_problem(self.app)
+        backend = backend_problem(self.app)
         if backend:
             return "TrackingUnavailable", f"cannot track {definition.task!r}: {backend}"
         if getattr(tasks[definition.task], "ignore_result", False):
@@ -299,7 +281,8 @@ class TaskRunner:
                 log.info("task routine %s: submit lost (%s); nothing sent", handle.key, claim.reason)
                 return RunResult.submitted()
         try:
-            self._send(definition, task_id)
+            expires = send_expires(definition.options, definition.deadline) if definition.track else None
+            self._send(definition, task_id, expires)
         except Exception as exc:
             log.warning("task routine %s: send of %s failed: %r", handle.key, definition.task, exc)
             return RunResult.failed(Reason.RUNNER_ERROR, error_class=type(exc).__name__)
@@ -307,8 +290,10 @@ class TaskRunner:
             return RunResult.submitted()
         return RunResult.completed(Reason.SENT)
 
-    def _send(self, definition: TaskDefinition, task_id: str) -> None:
+    def _send(self, definition: TaskDefinition, task_id: str, expires: float | None = None) -> None:
         opts = dict(definition.options)
+        if expires is not None:  # tracked: revoked, never run, past its deadline
+            opts["expires"] = expires
         self.app.send_task(
             definition.task,
             args=list(definition.args),
@@ -331,6 +316,8 @@ class TaskRunner:
         state = result.state
         if state not in ("SUCCESS", "FAILURE", "REVOKED"):
             return RunResult.submitted()
+        if state == "REVOKED" and record.deadline is not None and handle.now >= record.deadline:
+            return RunResult.submitted()  # expired at its deadline: timed_out past the tolerance (engine)
         if not handle.begin_collecting():
             return RunResult.submitted()
         if state == "SUCCESS":
@@ -338,6 +325,10 @@ class TaskRunner:
         if state == "REVOKED":
             return RunResult.failed(Reason.TASK_REVOKED, error_class=_class_name(result.result) or "Revoked")
         return RunResult.failed(Reason.TASK_FAILED, error_class=_class_name(result.result))
+
+    def late_result(self, record: RunRecord) -> str:
+        """What the tracked task's result backend says as its run times out (for the log line)."""
+        return late_result(self.app, record)
 
 
 def _class_name(value: Any) -> str | None:

@@ -29,7 +29,7 @@ try:
 except ModuleNotFoundError as exc:  # a bare install: no Celery
     raise missing_extra(exc, "celery", "the Celery face") from None
 
-from alma_schedule.tasks.composition import composition_of
+from alma_schedule.tasks.composition import composition_of, our_queue_names
 from alma_schedule.tasks.definitions import apply_limits
 
 if TYPE_CHECKING:
@@ -49,16 +49,6 @@ def consumed_queues(worker: Any) -> set[str] | None:
     selected = getattr(queues, "consume_from", None)
     names = selected if selected else queues
     return {str(name) for name in names}
-
-
-def our_queue_names(composition: Composition) -> dict[str, str]:
-    """Our three queue names, without validating any setting (those given to ``install``, else peeked)."""
-    given = composition.given_settings
-    if given is not None:
-        return {"tick_queue": given.tick_queue, "run_queue": given.run_queue, "collect_queue": given.collect_queue}
-    from alma_schedule.settings import queue_names
-
-    return queue_names(conf=composition.app.conf)
 
 
 def accept_problem(app: Celery, served: list[str]) -> str | None:

@@ -204,6 +204,16 @@ def composition_of(app: Celery) -> Composition | None:
     return found if isinstance(found, Composition) else None
 
 
+def our_queue_names(composition: Composition) -> dict[str, str]:
+    """Our three queue names, without validating any setting (those given to ``install``, else peeked)."""
+    given = composition.given_settings
+    if given is not None:
+        return {"tick_queue": given.tick_queue, "run_queue": given.run_queue, "collect_queue": given.collect_queue}
+    from alma_schedule.settings import queue_names
+
+    return queue_names(conf=composition.app.conf)
+
+
 @worker_process_init.connect(weak=False)
 def _after_fork(**_: Any) -> None:
     for composition in list(_ALL):
@@ -217,4 +227,4 @@ def _on_exit(**_: Any) -> None:
             composition.close()
 
 
-__all__ = ["AlmaTasks", "Composition", "bind", "composition_of"]
+__all__ = ["AlmaTasks", "Composition", "bind", "composition_of", "our_queue_names"]

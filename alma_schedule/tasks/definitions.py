@@ -11,7 +11,9 @@
 
 Every task pins what the fleet's app-wide defaults must not change (:data:`PINNED`):
 ``acks_late=False``, ``reject_on_worker_lost=False``, ``retry_on_worker_lost=False`` (a run is never
-redelivered after its effect may have happened) and ``serializer='json'``. Time limits come from
+redelivered after its effect may have happened), ``serializer='json'``, and the ``Request`` and
+``Strategy`` of :mod:`alma_schedule.tasks.poison` (a message that is not a well-formed call of the
+task is refused and dead-lettered, never crashes the worker). Time limits come from
 settings, which a fleet's app reads only in a worker: :func:`apply_limits` sets them on the task
 objects, from the worker bootstep (or at once when ``install`` was given settings).
 
@@ -73,6 +75,9 @@ PINNED: dict[str, Any] = {
     "reject_on_worker_lost": False,
     "retry_on_worker_lost": False,
     "serializer": "json",
+    # poison messages are refused, never crash the worker (alma_schedule.tasks.poison)
+    "Request": "alma_schedule.tasks.poison:CheckedRequest",
+    "Strategy": "alma_schedule.tasks.poison:strategy",
 }
 
 

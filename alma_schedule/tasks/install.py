@@ -20,7 +20,10 @@ What it does to the app, and nothing else:
 * adds a worker bootstep (:mod:`alma_schedule.tasks.bootstep`): a worker serving one of our queues
   validates our settings, refuses an ``accept_content`` other than JSON and a production store with
   the ``memory://`` broker, sets our tasks' time limits, and (run or collect queue) checks that
-  every kind stored can be served; else it refuses to start with one line naming the setting.
+  every kind stored can be served; else it refuses to start with one line naming the setting;
+* adds a consumer bootstep guarding Celery's answers to poison (:mod:`alma_schedule.tasks.dead_letter`):
+  a message of our queues that is no well-formed call of our task is refused, counted and
+  republished to ``dead_queue``, and never stops the worker.
 * with ``beat_clock=True``, connects a ``beat_init`` receiver that makes ``celery -A <app> beat``
   the clock (one ``alma_schedule.tick`` entry; :mod:`alma_schedule.tasks.beat_clock`).
 
@@ -43,6 +46,7 @@ from alma_schedule.errors import ConfigurationError
 from alma_schedule.model import COLLECT_TASK, RUN_MANY_TASK, RUN_TASK, TICK_TASK
 from alma_schedule.tasks.bootstep import KindCheckStep
 from alma_schedule.tasks.composition import Composition, bind, composition_of
+from alma_schedule.tasks.dead_letter import GuardStep
 from alma_schedule.tasks.definitions import define_tasks
 
 if TYPE_CHECKING:
@@ -145,4 +149,5 @@ def install_on(
     if app.configured:
         _apply_routes(app, app.conf, settings)
     app.steps["worker"].add(KindCheckStep)
+    app.steps["consumer"].add(GuardStep)
     return composition

@@ -7,6 +7,9 @@ does not reach these tests; a per-item mark (which wins over the command line) r
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 import pytest
 
 _CELERY_NOISE = (
@@ -21,3 +24,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if "/tests/celery/" in str(item.path).replace("\\", "/"):
             for spec in _CELERY_NOISE:
                 item.add_marker(pytest.mark.filterwarnings(spec))
+
+
+@pytest.fixture
+def redis_client(redis_url: str) -> Iterator[Any]:
+    """A redis-py client of the test's own Redis db (``redis_url``), closed after."""
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()

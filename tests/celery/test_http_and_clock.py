@@ -160,25 +160,27 @@ def test_post_tick_and_healthz_through_a_real_server(sqlite_url: str, redis_url:
     migrate_store(sqlite_url)
     clock = {"now": utcnow()}
     settings = make_settings(
-        sqlite_url, redis_url, http_secret=Secret("s3cret"), http_max_body=64,
+        sqlite_url, redis_url, http_secret=Secret("s3cret-s3cret-s3cret"), http_max_body=64,
         heartbeat_max_age=timedelta(minutes=5), clock=lambda: clock["now"],
     )
     store = open_store(sqlite_url)
     try:
         with Server(create_http_app(settings)) as base, httpx.Client(base_url=base, timeout=10) as client:
             assert client.post("/tick").status_code == 401
-            assert client.post("/tick", headers={SECRET_HEADER: "s3cret!"}).status_code == 401
-            assert client.post("/tick", headers={SECRET_HEADER: "S3CRET"}).status_code == 401
-            big = client.post("/tick", headers={SECRET_HEADER: "s3cret"}, content=b"x" * 65)
+            assert client.post("/tick", headers={SECRET_HEADER: "s3cret-s3cret-s3cret!"}).status_code == 401
+            assert client.post("/tick", headers={SECRET_HEADER: "S3CRET-S3CRET-S3CRET"}).status_code == 401
+            big = client.post("/tick", headers={SECRET_HEADER: "s3cret-s3cret-s3cret"}, content=b"x" * 65)
             assert big.status_code == 413
             assert r.llen("alma.tick") == 0  # nothing refused was enqueued
 
-            ok = client.post("/tick", headers={SECRET_HEADER: "s3cret"})
+            ok = client.post("/tick", headers={SECRET_HEADER: "s3cret-s3cret-s3cret"})
             assert ok.status_code == 202 and ok.json()["next_wake_at"] is None  # no tick has stored a hint
             at = "2026-01-01T00:00:00+00:00"
-            with_now = client.post("/tick", headers={SECRET_HEADER: "s3cret"}, content=json.dumps({"now": at}))
+            with_now = client.post(
+                "/tick", headers={SECRET_HEADER: "s3cret-s3cret-s3cret"}, content=json.dumps({"now": at})
+            )
             assert with_now.status_code == 202
-            bad = client.post("/tick", headers={SECRET_HEADER: "s3cret"}, content=b'{"now": 5}')
+            bad = client.post("/tick", headers={SECRET_HEADER: "s3cret-s3cret-s3cret"}, content=b'{"now": 5}')
             assert bad.status_code == 400
             sent = messages(r, "alma.tick")
             assert [m["headers"]["id"] for m in sent] == [ok.json()["task_id"], with_now.json()["task_id"]]
@@ -196,7 +198,7 @@ def test_post_tick_and_healthz_through_a_real_server(sqlite_url: str, redis_url:
             wake = clock["now"] + timedelta(minutes=3)
             store.put_routine(make_routine("wakes", next_due_at=wake), now=clock["now"])
             store.heartbeat(clock["now"])  # what the last tick stored is what POST /tick answers
-            hinted = client.post("/tick", headers={SECRET_HEADER: "s3cret"})
+            hinted = client.post("/tick", headers={SECRET_HEADER: "s3cret-s3cret-s3cret"})
             assert hinted.status_code == 202 and hinted.json()["next_wake_at"] == wake.isoformat()
     finally:
         store.close()

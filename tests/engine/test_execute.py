@@ -113,16 +113,24 @@ def test_submit_then_collect_delivers_once(make, clock, runner) -> None:
     assert runner.deliveries == [key]
 
 
-def test_collect_past_the_deadline_times_out(make, clock, runner) -> None:
+def test_collect_at_the_deadline_plus_the_clock_tolerance_times_out_never_before(make, clock, runner) -> None:
     sched = make(dispatcher=RecordingDispatcher())
+    tolerance = sched.settings.clock_tolerance
+    assert tolerance > timedelta(seconds=1)
     sched.register(spec("r1", {"cron": "0 * * * *"}, behave="submit", deadline_s=600, polls=99))
     key = _claim(sched, clock, at=T0 + HOUR)
     sched.execute(key)
-    clock.set(T0 + HOUR + 10 * MINUTE)
+    deadline = T0 + HOUR + 10 * MINUTE
+    clock.set(deadline)
     assert [k.run_id for k in sched.tick().blocked] == []  # at the deadline, not past it
     assert sched.collect(key).state == "submitted"
-    clock.set(T0 + HOUR + 10 * MINUTE + timedelta(seconds=1))
-    assert [k.run_id for k in sched.tick().blocked] == [key.run_id]
+    clock.set(deadline + timedelta(seconds=1))
+    assert [k.run_id for k in sched.tick().blocked] == [key.run_id]  # past it: shown
+    # ... but a worker whose clock trails by up to the tolerance may still start its message
+    assert sched.collect(key).state == "submitted"
+    clock.set(deadline + tolerance - timedelta(microseconds=1))
+    assert sched.collect(key).state == "submitted"
+    clock.set(deadline + tolerance)  # when its poll is due (policies.backoff.next_poll)
     polled = len(runner.collects)
     done = sched.collect(key)
     assert (done.state, done.reason) == ("timed_out", "deadline_passed")

@@ -16,6 +16,7 @@ def test_environment_and_flags_with_flags_winning() -> None:
     assert s.run_queue == "flagged"
     assert s.tick_period == timedelta(minutes=2)
     assert load_settings(environ={}) == Settings()
+    assert Settings().dead_queue == "alma.dead"
 
 
 @pytest.mark.parametrize(
@@ -27,6 +28,9 @@ def test_environment_and_flags_with_flags_winning() -> None:
         ({"ALMA_TASK_EVENTS": "maybe"}, "ALMA_TASK_EVENTS"),
         ({"ALMA_TICK_EXPIRES": "90s"}, "ALMA_TICK_EXPIRES"),
         ({"ALMA_CLOCK": "x"}, "ALMA_CLOCK"),
+        ({"ALMA_DEAD_QUEUE": "alma.run"}, "ALMA_DEAD_QUEUE"),
+        ({"ALMA_DEAD_QUEUE": "mine", "ALMA_TICK_QUEUE": "mine"}, "ALMA_TICK_QUEUE"),
+        ({"ALMA_DEAD_QUEUE": " "}, "ALMA_DEAD_QUEUE"),
     ],
 )
 def test_unknown_or_malformed_settings_are_named(environ: dict[str, str], named: str) -> None:

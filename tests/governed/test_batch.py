@@ -161,7 +161,7 @@ def test_past_the_deadline_the_engine_times_out_without_polling(store: Any, cloc
     h, provider, sink, _, _ = make(store, clock)
     h.register("digest", "job", goal=GOAL, budget=BUDGET)
     key = submitted(h)
-    clock.advance(DEADLINE + timedelta(seconds=1))
+    clock.advance(DEADLINE + h.settings.clock_tolerance + timedelta(seconds=1))  # timed_out past the tolerance
     rec = h.collect(key)
     assert (rec.state, rec.reason) == ("timed_out", "deadline_passed")
     assert provider.count("poll") == 0 and sink.attempts == 0
