@@ -7,7 +7,7 @@ import click
 from alma_schedule.cli.context import CliContext, emit_json, handle_errors, json_option, print_table
 from alma_schedule.cli.wiring import build_schedule, parse_instant
 from alma_schedule.errors import InvalidInput, NotFound
-from alma_schedule.model import NON_TERMINAL, REASONS, TERMINAL, RunRecord, RunState, Scope
+from alma_schedule.model import NON_TERMINAL, REASONS, TERMINAL, WAITING, RunRecord, RunState, Scope
 from alma_schedule.settings import parse_duration
 
 SENT_NOTE = (
@@ -148,7 +148,7 @@ def record(obj: CliContext, scope: str, routine_id: str, run_id: str, outcome: s
         raise NotFound.of("run", f"{sc}/{routine_id}/{run_id}")
     raise InvalidInput(
         f"run {sc}/{routine_id}/{run_id} is {result.record.state}: "
-        f"only {', '.join(sorted(NON_TERMINAL))} runs can be recorded"
+        f"only {', '.join(sorted(NON_TERMINAL | WAITING))} runs can be recorded"
     )
 
 

@@ -10,6 +10,8 @@ once per locked routine inside its transaction and writes what it answers.
   next fire, for ``one_shot_window``. ``max_catch_up`` (optional) caps that window. A fire whose
   window has already closed at ``now`` is recorded ``skipped(missed)`` (``Fire(missed=True)``).
 * ``next_due_at`` = the first fire after ``max(fire, now)`` (None when the schedule is exhausted).
+* ``Fire.buffer`` = the routine's ``overlap`` is ``latest`` (``policy_of(routine.schedule)``): a fire
+  its active run blocks waits ``buffered`` instead of ``skipped(overlap)`` (:mod:`~alma_schedule.policies.overlap`).
 * A routine that cannot be planned (a bad schedule row, a resolver that raises) is a ``Defer`` with
   back-off :func:`alma_schedule.policies.backoff.retry_at` (``Timers.backoff(defer_first,
   defer_max, error_count)``): one entry in the tick's ``errors``, and every other routine still runs.
@@ -24,9 +26,10 @@ from functools import lru_cache
 from typing import Any
 
 from alma_schedule.core import ScheduleValue, fire_id, latest_fire, next_fire, parse_schedule
+from alma_schedule.core.policy import policy_of
 from alma_schedule.errors import AlmaScheduleError
 from alma_schedule.model import Decision, Defer, Fire, NotDue, Routine
-from alma_schedule.policies import backoff
+from alma_schedule.policies import backoff, overlap
 from alma_schedule.settings import Settings
 
 from .runtime import Runtime
@@ -76,6 +79,7 @@ def decide(routine: Routine, now: datetime, settings: Settings) -> Fire | NotDue
         next_due_at=following,
         resend_at=now + settings.resend_first,
         missed=now >= expires_at,
+        buffer=overlap.buffers(policy_of(routine.schedule).overlap),
     )
 
 

@@ -82,16 +82,18 @@ def tick(rt: Runtime, now: datetime | None = None) -> TickReport:
     planner = Planner(rt, at)
     claimed: list[RunKey] = []
     skipped: list[RunKey] = []
+    buffered: list[RunKey] = []
     errors: list[TickError] = []
     for _ in range(s.tick_max_batches):
         batch = store.claim_due(at, s.claim_limit, planner, timers)
         claimed.extend(r.key for r in batch.claimed)
         skipped.extend(r.key for r in batch.skipped)
+        buffered.extend(r.key for r in batch.buffered)
         errors.extend(TickError(f"{d.org}/{d.uid}/{d.routine_id}", d.error) for d in batch.deferred if d.first)
         err = _send("run", dispatcher.send_runs, batch.claimed)
         if err:
             errors.append(err)
-        if len(batch.claimed) + len(batch.skipped) + len(batch.deferred) < s.claim_limit:
+        if len(batch.claimed) + len(batch.skipped) + len(batch.deferred) + len(batch.buffered) < s.claim_limit:
             break
 
     depth = _queue_depth(rt)
@@ -128,6 +130,7 @@ def tick(rt: Runtime, now: datetime | None = None) -> TickReport:
         errors=tuple(errors),
         expired=tuple(r.key for r in resends.expired),
         sends_paused=not sends,
+        buffered=tuple(buffered),
     )
     if blocked:
         log.warning("tick %s: %d blocked run(s), e.g. %s", at.isoformat(), len(blocked), blocked[0].key)
@@ -169,6 +172,8 @@ def _plan_one(rt: Runtime, planner: Planner, routine: Routine) -> tuple[PlannedF
     if supersession.supersedable(blocking.state, blocking.origin):
         return planned("claim", f"due; supersedes claimed {blocking.run_id} (skipped: missed)"), None
     why = f"overlap with run {blocking.run_id} ({blocking.state})"
+    if fire.buffer:  # overlap latest: it waits, replacing an older buffered fire
+        return planned("buffer", f"{why}: waits buffered until it ends"), None
     return planned("skip:overlap", why), PlannedRoutine(k.org, k.uid, k.routine_id, why)
 
 

@@ -15,7 +15,7 @@ from alma_schedule.model.protocols import Dispatcher, RoutineRunner, RunHandle
 from alma_schedule.model.reasons import REASONS, Reason
 from alma_schedule.model.results import ClaimResult, RunResult
 from alma_schedule.model.routine import Routine, RoutineSpec, RoutineVersion
-from alma_schedule.model.run import ACTIVE, ANNOTATABLE, EDGES, NON_TERMINAL, TERMINAL, RunRecord, RunState
+from alma_schedule.model.run import ACTIVE, ANNOTATABLE, EDGES, NON_TERMINAL, TERMINAL, WAITING, RunRecord, RunState
 from alma_schedule.model.tick import (
     ClaimBatch,
     Decision,
@@ -34,7 +34,7 @@ from alma_schedule.model.time import SettableTime, aware_utc, system_time, trust
 
 __all__ = [
     "ACTIVE", "ANNOTATABLE", "COLLECT_TASK", "EDGES", "MANUAL_PREFIX", "MAX_ID_LENGTH",
-    "NON_TERMINAL", "OUR_TASKS", "REASONS", "RUN_MANY_TASK", "RUN_TASK", "TERMINAL", "TICK_TASK",
+    "NON_TERMINAL", "OUR_TASKS", "REASONS", "RUN_MANY_TASK", "RUN_TASK", "TERMINAL", "TICK_TASK", "WAITING",
     "Ceiling", "ClaimBatch", "ClaimResult", "Data", "Decision", "Defer", "Deferral", "Dispatcher", "Fire",
     "NotDue", "PlannedFire", "PlannedRoutine", "Reason", "Resends", "ReserveResult", "Routine", "RoutineKey",
     "RoutineRunner", "RoutineSpec", "RoutineVersion", "RunHandle", "RunKey", "RunRecord", "RunResult",

@@ -54,8 +54,11 @@ class ClaimResult(Data):
 
     ``reason`` is one of ``won``, ``duplicate`` (the edge was already
     taken), ``overlap``, ``superseded``, ``deleted``, ``disabled``, ``paused``, ``not_found``.
+    ``released``: the routine's buffered fire that this write's transaction moved to ``claimed``
+    (it ended the active run); the caller sends it after the commit (a tick re-sends it otherwise).
     """
 
     won: bool
     record: RunRecord | None
     reason: str
+    released: RunRecord | None = None

@@ -21,7 +21,9 @@ class Fire(Data):
     """``decide``'s answer for a due routine: claim this fire and move the index.
 
     ``missed=True`` records the fire ``skipped(missed)`` instead of claiming it (past
-    ``max_catch_up``). ``resend_at`` is when the first re-send may happen.
+    ``max_catch_up``). ``resend_at`` is when the first re-send may happen. ``buffer=True`` (the
+    routine's ``overlap: latest``): a fire the routine's active run blocks waits as its one
+    ``buffered`` row (replacing an older one) instead of ``skipped(overlap)``.
     """
 
     run_id: str
@@ -30,6 +32,7 @@ class Fire(Data):
     next_due_at: datetime | None
     resend_at: datetime | None = None
     missed: bool = False
+    buffer: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,11 +67,13 @@ class Deferral(Data):
 
 @dataclass(frozen=True, slots=True)
 class ClaimBatch(Data):
-    """What one ``claim_due`` transaction did."""
+    """What one ``claim_due`` transaction did. ``buffered``: fires recorded ``buffered`` behind the
+    routine's active run (overlap ``latest``); a buffered row they replaced is in ``skipped``."""
 
     claimed: tuple[RunRecord, ...] = ()
     skipped: tuple[RunRecord, ...] = ()
     deferred: tuple[Deferral, ...] = ()
+    buffered: tuple[RunRecord, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +136,7 @@ class TickReport(Data):
     errors: tuple[TickError, ...] = ()
     expired: tuple[RunKey, ...] = ()
     sends_paused: bool = False
+    buffered: tuple[RunKey, ...] = ()
 
     SAMPLE = 5
 
@@ -145,6 +151,7 @@ class TickReport(Data):
             "blocked": len(self.blocked),
             "errors": len(self.errors),
             "sends_paused": self.sends_paused,
+            "buffered": len(self.buffered),
             "ids": {
                 "claimed": [str(k) for k in self.claimed[:n]],
                 "skipped": [str(k) for k in (self.skipped + self.expired)[:n]],

@@ -20,6 +20,7 @@ from alma_schedule.model import (
     ANNOTATABLE,
     NON_TERMINAL,
     TERMINAL,
+    WAITING,
     Ceiling,
     Routine,
     RunKey,
@@ -40,7 +41,7 @@ from alma_schedule.stores.validation import (
 )
 
 RKey = tuple[str, str, str]
-ALL_STATES = NON_TERMINAL | TERMINAL
+ALL_STATES = NON_TERMINAL | WAITING | TERMINAL
 
 __all__ = [
     "ALL_STATES",

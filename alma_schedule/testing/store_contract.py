@@ -8,6 +8,7 @@ the ``store`` fixture (a fresh, empty store per test).
 from __future__ import annotations
 
 from alma_schedule.testing.contract_backoff import BackoffContract
+from alma_schedule.testing.contract_buffered import BufferedContract
 from alma_schedule.testing.contract_claims import ClaimContract
 from alma_schedule.testing.contract_input import InputContract
 from alma_schedule.testing.contract_money import MoneyContract
@@ -19,6 +20,7 @@ from alma_schedule.testing.contract_streak import StreakContract
 
 __all__ = [
     "BackoffContract",
+    "BufferedContract",
     "ClaimContract",
     "InputContract",
     "MoneyContract",
@@ -34,6 +36,7 @@ __all__ = [
 class StoreContract(
     RoutineContract,
     ClaimContract,
+    BufferedContract,
     BackoffContract,
     RunContract,
     StreakContract,

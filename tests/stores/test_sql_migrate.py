@@ -163,11 +163,12 @@ def test_postgres_migrations_wait_for_the_advisory_lock() -> None:
         thread = threading.Thread(target=lambda: (migrate_store(url), done.set()))
         thread.start()
         try:
-            # pg_locks is the whole server's: count only this test database's waiters (another test
-            # run on the same server may have its own migrator waiting in its own database)
+            # The migrator polls the lock (pg_try_advisory_lock between transactions): wait until a
+            # session of this test database has tried it (another test run on the same server may
+            # have its own migrator polling in its own database)
             queued = (
-                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
-                " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND pid <> pg_backend_pid() AND query LIKE '%pg_try_advisory_lock%'"
             )
 
             def migrator_queued() -> bool:
@@ -177,7 +178,7 @@ def test_postgres_migrations_wait_for_the_advisory_lock() -> None:
             deadline = time.monotonic() + 60
             while not migrator_queued():  # until the migrator is queued on the lock
                 assert not done.is_set(), "migrate_store finished while another session held the lock"
-                assert time.monotonic() < deadline, "the migrator never queued on the advisory lock"
+                assert time.monotonic() < deadline, "the migrator never tried the advisory lock"
                 done.wait(0.05)
             assert not done.is_set()
             tables = holder.execute("SELECT count(*) FROM pg_tables WHERE tablename = 'routines'").fetchone()

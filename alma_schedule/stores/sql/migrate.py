@@ -7,23 +7,29 @@ database that already holds a fleet's ``alembic_version``, ``routines`` or ``run
 nor touches them. Idempotent: a store already at head is left alone. Safe when several processes
 migrate at once:
 
-* PostgreSQL: a session-level ``pg_advisory_lock`` is held around the whole upgrade, and the
-  upgrade itself is one transaction (transactional DDL): the second migrator waits, then finds the
-  store at head and does nothing.
+* PostgreSQL: a session-level advisory lock is held around the whole upgrade (taken by polling
+  ``pg_try_advisory_lock`` between transactions: a waiter blocked inside a statement would hold a
+  snapshot that the holder's ``CREATE INDEX CONCURRENTLY`` waits for, a deadlock), and the
+  upgrade itself is one transaction (transactional DDL) that Alembic owns, so a revision may open
+  an ``autocommit_block()`` for ``CREATE INDEX CONCURRENTLY`` (the work before it commits first;
+  such a step is written to be re-run): the second migrator waits, then finds the store at head
+  and does nothing.
 * SQLite: the upgrade runs in ONE ``BEGIN IMMEDIATE`` transaction (the engine's begin hook), which
   takes the database's write lock before Alembic reads the current revision.
 
 A 0.1.0 store (our five tables in the default schema beside an ``alembic_version`` at
 ``0001_initial``, and no version table of ours) is refused with :class:`AdoptionRequired` unless
-``adopt=True``, which, in the same one transaction, moves the five tables into the namespace
-(:mod:`.queries.adopt`), stamps our version table at ``0001_initial``, removes 0.1.0's row from
-``alembic_version`` (dropping the table when nothing else is in it) and upgrades to head. Adoption
+``adopt=True``, which, in one transaction, moves the five tables into the namespace
+(:mod:`.queries.adopt`), stamps our version table at ``0001_initial`` and removes 0.1.0's row from
+``alembic_version`` (dropping the table when nothing else is in it); the upgrade to head follows
+in its own transaction (a failure there leaves an adopted store at ``0001_initial``). Adoption
 is the one OFFLINE migration: stop workers and clocks first (a 0.1.0 process would lose its tables
 mid-flight), migrate, then start the new version.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,8 +98,7 @@ def migrate(url: str, *, adopt: bool = False, schema: str | None = None) -> Migr
     try:
         with mapped_errors(parsed), engine.connect() as conn:
             if space.postgres:
-                conn.execute(q.advisory_lock())
-                conn.commit()
+                _take_lock(conn)
             try:
                 adopted = _prepare(conn, space, adopt=adopt, where=safe_url(parsed))
                 cfg = alembic_config(space)
@@ -101,6 +106,8 @@ def migrate(url: str, *, adopt: bool = False, schema: str | None = None) -> Migr
                 try:
                     if adopted:
                         command.stamp(cfg, LEGACY_REVISION)
+                    # Alembic owns the upgrade's transaction (a revision's autocommit block needs it).
+                    conn.commit()
                     command.upgrade(cfg, "head")
                 except CommandError as exc:
                     raise SchemaMismatch(
@@ -116,6 +123,18 @@ def migrate(url: str, *, adopt: bool = False, schema: str | None = None) -> Migr
             return Migration(current_revision(conn, space) or "", space.name, adopted)
     finally:
         engine.dispose()
+
+
+def _take_lock(conn: Connection) -> None:
+    """Poll the migration lock until this session holds it (no transaction stays open meanwhile)."""
+    pause = 0.05
+    while True:
+        taken = bool(conn.execute(q.try_advisory_lock()).scalar())
+        conn.commit()
+        if taken:
+            return
+        time.sleep(pause)
+        pause = min(pause * 2, 1.0)
 
 
 def _prepare(conn: Connection, space: Namespace, *, adopt: bool, where: str) -> tuple[str, ...]:

@@ -13,6 +13,12 @@ State predicates are rendered as SQL literals (never bound), matching the partia
 
 from __future__ import annotations
 
+from alma_schedule.stores.sql.queries.buffered import (
+    SELECT_BUFFERED_LOCKED,
+    buffered_params,
+    expirable,
+    replace_buffered,
+)
 from alma_schedule.stores.sql.queries.common import (
     ACTIVE,
     NON_TERMINAL,
@@ -37,6 +43,7 @@ from alma_schedule.stores.sql.queries.maintenance import (
     reindex_batch,
     select_last_tick,
     select_schema_version,
+    try_advisory_lock,
 )
 from alma_schedule.stores.sql.queries.money import reserve_upsert, select_spend, spend_adjust
 from alma_schedule.stores.sql.queries.reads import blocked, last_completed_delivery, list_runs, stuck
@@ -70,6 +77,7 @@ from alma_schedule.stores.sql.queries.tick import (
     expire_claimed,
     insert_runs,
     move_due,
+    peek_expiring,
     peek_runs,
     select_due,
     supersede,
@@ -85,6 +93,7 @@ __all__ = [
     "NON_TERMINAL",
     "ORDER_TAIL",
     "Params",
+    "SELECT_BUFFERED_LOCKED",
     "SELECT_RUN",
     "SELECT_RUN_LOCKED",
     "SELECT_RUN_WITH_ROUTINE",
@@ -94,6 +103,7 @@ __all__ = [
     "advisory_lock",
     "advisory_unlock",
     "blocked",
+    "buffered_params",
     "cas",
     "defer_batch",
     "delete_of",
@@ -101,6 +111,7 @@ __all__ = [
     "erase_expired",
     "erase_results",
     "existing_runs",
+    "expirable",
     "expire_claimed",
     "in_states",
     "insert_routine",
@@ -115,11 +126,13 @@ __all__ = [
     "list_runs",
     "lit",
     "move_due",
+    "peek_expiring",
     "peek_runs",
     "prune",
     "purge_candidates",
     "record_heartbeat",
     "reindex_batch",
+    "replace_buffered",
     "reserve_upsert",
     "routine_pk",
     "run_params",
@@ -135,5 +148,6 @@ __all__ = [
     "supersede",
     "take_polls",
     "take_resends",
+    "try_advisory_lock",
     "update_routine",
 ]

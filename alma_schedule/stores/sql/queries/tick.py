@@ -12,7 +12,18 @@ from sqlalchemy.sql import ColumnElement
 
 from alma_schedule.model import Reason, RunState
 from alma_schedule.policies import backoff, supersession
-from alma_schedule.stores.sql.queries.common import _KEY_COLS, Key3, Params, _arrays, _insert, _unnest, dt, lit
+from alma_schedule.stores.sql.queries.buffered import EXPIRABLE, expirable
+from alma_schedule.stores.sql.queries.common import (
+    _KEY_COLS,
+    Key3,
+    Params,
+    _arrays,
+    _insert,
+    _unnest,
+    dt,
+    in_states,
+    lit,
+)
 from alma_schedule.stores.sql.schema import routines, runs
 from alma_schedule.stores.sql.types import UtcDateTime
 
@@ -226,14 +237,29 @@ def _pk_in(sub: sa.Select[Any]) -> ColumnElement[bool]:
     return sa.tuple_(runs.c.org, runs.c.uid, runs.c.routine_id, runs.c.run_id).in_(sub)
 
 
+def _expiring(now: datetime, limit: int) -> sa.Select[Any]:
+    return (
+        sa.select(runs.c.org, runs.c.uid, runs.c.routine_id, runs.c.run_id)
+        .where(expirable(now))
+        .order_by(runs.c.expires_at, *ORDER_TAIL)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+    )
+
+
 def expire_claimed(now: datetime, limit: int) -> Any:
-    """``claimed`` rows past ``expires_at`` -> ``skipped(missed)`` (skip-locked, returned)."""
+    """``claimed`` (and ``buffered``) rows past ``expires_at`` -> ``skipped(missed)`` (skip-locked, returned)."""
     return (
         sa.update(runs)
-        .where(_pk_in(_take(runs.c.expires_at, RunState.CLAIMED, now, limit)), runs.c.state == lit(RunState.CLAIMED))
+        .where(_pk_in(_expiring(now, limit)), in_states(*EXPIRABLE))
         .values(state=lit(RunState.SKIPPED), reason=lit(Reason.MISSED), state_at=dt(now), finished_at=dt(now))
         .returning(*runs.c)
     )
+
+
+def peek_expiring(now: datetime, limit: int) -> sa.Select[Any]:
+    """Read-only: what :func:`expire_claimed` would expire (same predicate, same order)."""
+    return sa.select(runs).where(expirable(now)).order_by(runs.c.expires_at, *ORDER_TAIL).limit(limit)
 
 
 def take_resends(now: datetime, limit: int, pushes: Sequence[datetime], cap: datetime) -> Any:

@@ -13,6 +13,13 @@ placeholder schema ``SCHEMA``. Each part of the issue adds its block, delimited 
 
 from __future__ import annotations
 
+from typing import Any
+
+import sqlalchemy as sa
+from alembic import context, op
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.schema import ExecutableDDLElement
+
 revision = "0004_schedule_policies"
 down_revision = "0003_faults"
 branch_labels = None
@@ -22,9 +29,100 @@ depends_on = None
 SCHEMA = "alma_schedule_schema"
 
 
+def _where(sql: str) -> dict[str, Any]:
+    return {"postgresql_where": sa.text(sql), "sqlite_where": sa.text(sql), "schema": SCHEMA}
+
+
+class _Validate(ExecutableDDLElement):
+    """``ALTER TABLE <runs> VALIDATE CONSTRAINT <name>`` (PostgreSQL), the table name translated."""
+
+    inherit_cache = False
+
+    def __init__(self, table: str, name: str) -> None:
+        self.table = sa.Table(table, sa.MetaData(), schema=SCHEMA)  # a Table: the schema map applies
+        self.name = name
+
+
+@compiles(_Validate)
+def _validate_sql(element: _Validate, compiler: Any, **kw: Any) -> str:
+    table = compiler.preparer.format_table(element.table)
+    return f"ALTER TABLE {table} VALIDATE CONSTRAINT {compiler.preparer.quote(element.name)}"
+
+
+# --- buffered: overlap latest (the state ``buffered``, one buffered fire per routine) ---
+BUFFERED_STATES = (
+    "state IN ('claimed', 'running', 'submitted', 'collecting', "
+    "'completed', 'failed', 'refused', 'skipped', 'timed_out', 'buffered')"
+)
+UNBUFFERED_STATES = (
+    "state IN ('claimed', 'running', 'submitted', 'collecting', "
+    "'completed', 'failed', 'refused', 'skipped', 'timed_out')"
+)
+
+
+def _runs_state_check(states: str, *, validate: bool) -> None:
+    """Replace ``ck_runs_state`` by ``states``. PostgreSQL: drop and add ``NOT VALID`` in this
+    transaction (no table scan under the exclusive lock), then ``VALIDATE`` (a scan that lets writes
+    through). SQLite cannot alter a CHECK: a batch rebuild copies the runs table (the embedded
+    store: one file, one writer; the copy holds the write lock for its duration)."""
+    if op.get_bind().dialect.name == "postgresql":
+        op.drop_constraint("ck_runs_state", "runs", schema=SCHEMA, type_="check")
+        op.create_check_constraint("ck_runs_state", "runs", sa.text(states), schema=SCHEMA, postgresql_not_valid=True)
+        if validate:
+            op.execute(_Validate("runs", "ck_runs_state"))
+        return
+    # Batch mode reflects the table, which SQLite can only do under its real (prefixed) name.
+    real = context.config.attributes["namespace"].table("runs")
+    with op.batch_alter_table(real, recreate="always") as batch:
+        batch.drop_constraint("ck_runs_state", type_="check")
+        batch.create_check_constraint("ck_runs_state", sa.text(states))
+
+
+def _buffered_upgrade() -> None:
+    _runs_state_check(BUFFERED_STATES, validate=True)
+    if op.get_bind().dialect.name == "postgresql":
+        # Outside the transaction (CONCURRENTLY: writers go on). A build that failed leaves an
+        # INVALID index behind: drop it first, so a re-run builds it again.
+        with op.get_context().autocommit_block():
+            op.drop_index("uq_runs_one_buffered", "runs", schema=SCHEMA, postgresql_concurrently=True, if_exists=True)
+            op.create_index(
+                "uq_runs_one_buffered",
+                "runs",
+                ["org", "uid", "routine_id"],
+                unique=True,
+                postgresql_concurrently=True,
+                **_where("state = 'buffered'"),
+            )
+    else:
+        op.create_index(
+            "uq_runs_one_buffered", "runs", ["org", "uid", "routine_id"], unique=True, **_where("state = 'buffered'")
+        )
+
+
+def _buffered_downgrade() -> None:
+    if op.get_bind().dialect.name == "postgresql":
+        with op.get_context().autocommit_block():
+            op.drop_index("uq_runs_one_buffered", "runs", schema=SCHEMA, postgresql_concurrently=True, if_exists=True)
+    else:
+        op.drop_index("uq_runs_one_buffered", "runs", schema=SCHEMA)
+    # A buffered row cannot outlive the state: it ends skipped(missed) before the CHECK narrows.
+    runs = sa.table("runs", sa.column("state"), sa.column("reason"), schema=SCHEMA)
+    op.execute(runs.update().where(runs.c.state == "buffered").values(state="skipped", reason="missed"))
+    _runs_state_check(UNBUFFERED_STATES, validate=True)
+
+
+# --- end buffered ---
+
+
 def upgrade() -> None:
-    """Each part's block below (none yet)."""
+    """Each part's block below."""
+    # --- buffered: overlap latest ---
+    _buffered_upgrade()
+    # --- end buffered ---
 
 
 def downgrade() -> None:
     """The blocks of :func:`upgrade` undone, in reverse order."""
+    # --- buffered: overlap latest ---
+    _buffered_downgrade()
+    # --- end buffered ---

@@ -1,0 +1,79 @@
+"""SQL statements of the store, overlap ``latest``: the routine's one buffered fire
+(:mod:`alma_schedule.policies.overlap`).
+
+A ``buffered`` row sits outside the one-open-run index (``uq_runs_one_active``) and inside its own,
+``uq_runs_one_buffered`` (``(org, uid, routine_id) WHERE state = 'buffered'``): at most one per
+routine. Every statement here reaches it through that index. None of them runs in a tick that has no
+``latest`` routine (the expiry arm of :func:`expirable` rides in the existing expiry statement).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.sql import ColumnElement
+
+from alma_schedule.model import RunState
+from alma_schedule.policies import overlap
+from alma_schedule.stores.sql.queries.common import _KEY_COLS, Key3, Params, _unnest, dt, lit
+from alma_schedule.stores.sql.schema import runs
+
+#: The states the expiry sweep closes past ``expires_at``: ``claimed`` and ``buffered`` fires.
+EXPIRABLE = (RunState.CLAIMED, RunState.BUFFERED)
+
+
+def expirable(now: datetime) -> ColumnElement[bool]:
+    """``claimed`` or ``buffered`` rows whose window has closed: one arm per partial index
+    (``ix_runs_expires``, ``uq_runs_one_buffered``), so the planner reads both, never the table."""
+    return sa.or_(
+        sa.and_(runs.c.state == lit(RunState.CLAIMED), runs.c.expires_at <= now),
+        sa.and_(runs.c.state == lit(overlap.BUFFER_STATE), runs.c.expires_at <= now),
+    )
+
+
+def replace_buffered(dialect: str, keys: Sequence[Key3], now: datetime) -> tuple[Any, Params]:
+    """The buffered rows of these routines -> ``skipped(overlap)`` (a newer fire replaces them),
+    returned. One statement whatever the number of routines (PostgreSQL: ``unnest``)."""
+    state, reason = overlap.REPLACED
+    values = {"state": lit(state), "reason": lit(reason), "state_at": dt(now), "finished_at": dt(now)}
+    waiting = runs.c.state == lit(overlap.BUFFER_STATE)
+    if dialect == "postgresql":
+        k = _unnest("b", _KEY_COLS)
+        stmt = (
+            sa.update(runs)
+            .values(values)
+            .where(runs.c.org == k.c.org, runs.c.uid == k.c.uid, runs.c.routine_id == k.c.routine_id, waiting)
+            .returning(*runs.c)
+        )
+        return stmt, {
+            "b_org": [k_[0] for k_ in keys],
+            "b_uid": [k_[1] for k_ in keys],
+            "b_routine_id": [k_[2] for k_ in keys],
+        }
+    stmt = (
+        sa.update(runs)
+        .values(values)
+        .where(sa.tuple_(runs.c.org, runs.c.uid, runs.c.routine_id).in_(list(keys)), waiting)
+        .returning(*runs.c)
+    )
+    return stmt, {}
+
+
+#: The routine's buffered row, locked (params: ``b_org``, ``b_uid``, ``b_routine_id``).
+SELECT_BUFFERED_LOCKED = (
+    sa.select(runs)
+    .where(
+        runs.c.org == sa.bindparam("b_org"),
+        runs.c.uid == sa.bindparam("b_uid"),
+        runs.c.routine_id == sa.bindparam("b_routine_id"),
+        runs.c.state == lit(overlap.BUFFER_STATE),
+    )
+    .with_for_update()
+)
+
+
+def buffered_params(org: str, uid: str, routine_id: str) -> dict[str, str]:
+    return {"b_org": org, "b_uid": uid, "b_routine_id": routine_id}
