@@ -236,3 +236,69 @@ def test_cli_migrate_unreachable_database_is_one_line_without_the_password() -> 
     assert "hunter2" not in result.output
     assert "postgresql+psycopg://alma:***@127.0.0.1:9/alma" in lines[0]
     assert lines[0].startswith("error: ")
+
+
+def _checks(url: str, schema: str = "alma") -> dict[str, str]:
+    """The CHECK constraints of the runs table as the database reports them."""
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            postgres = engine.dialect.name == "postgresql"
+            found = sa.inspect(conn).get_check_constraints(
+                "runs" if postgres else f"{schema}_runs", schema=schema if postgres else None
+            )
+            return {c["name"]: " ".join(c["sqltext"].split()) for c in found}
+    finally:
+        engine.dispose()
+
+
+def _alembic(url: str, target: str, *, up: bool) -> None:
+    from alembic import command
+
+    from alma_schedule.stores.sql.migrate import alembic_config
+    from alma_schedule.stores.sql.namespace import Namespace
+
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            cfg = alembic_config(Namespace.of(None, engine.dialect.name))
+            cfg.attributes["connection"] = conn
+            (command.upgrade if up else command.downgrade)(cfg, target)
+            conn.commit()
+    finally:
+        engine.dispose()
+
+
+def test_the_state_check_admits_buffered_and_a_downgrade_undoes_the_buffered_block(
+    empty_url: str, scratch: Path
+) -> None:
+    from alma_schedule.testing.builders import MINUTE, T0, TIMERS, running
+    from alma_schedule.testing.contract_buffered import LATEST
+
+    migrate_store(empty_url)
+    if empty_url.startswith("sqlite"):
+        declared_url = f"sqlite:///{scratch}/declared.sqlite3"
+        _declared(declared_url)
+        assert _checks(empty_url) == _checks(declared_url)
+    else:
+        with pg_database(migrated=False) as declared_url:
+            _declared(declared_url)
+            assert _checks(empty_url) == _checks(declared_url)
+    assert "'buffered'" in _checks(empty_url)["ck_runs_state"]
+    with opened(empty_url) as store:
+        register(store)
+        running(store)
+        [buffered] = store.claim_due(T0 + MINUTE, 10, LATEST, TIMERS).buffered
+    _alembic(empty_url, "0003_faults", up=False)
+    assert "'buffered'" not in _checks(empty_url)["ck_runs_state"]
+    assert "uq_runs_one_buffered" not in " ".join(index_ddl(empty_url))
+    engine = sa.create_engine(empty_url)
+    with engine.connect() as conn:  # the buffered row ended skipped(missed) before the CHECK narrowed
+        row = conn.execute(
+            sa.text(f"SELECT state, reason FROM {table_name(empty_url, 'runs')} WHERE run_id = :r"),
+            {"r": buffered.run_id},
+        ).one()
+    engine.dispose()
+    assert tuple(row) == ("skipped", "missed")
+    assert migrate_store(empty_url) == HEAD_REVISION
+    assert _diffs(empty_url) == []

@@ -106,8 +106,17 @@ def _buffered_downgrade() -> None:
     else:
         op.drop_index("uq_runs_one_buffered", "runs", schema=SCHEMA)
     # A buffered row cannot outlive the state: it ends skipped(missed) before the CHECK narrows.
-    runs = sa.table("runs", sa.column("state"), sa.column("reason"), schema=SCHEMA)
-    op.execute(runs.update().where(runs.c.state == "buffered").values(state="skipped", reason="missed"))
+    runs = sa.Table(  # a Table (not a table clause): the schema map applies to it
+        "runs",
+        sa.MetaData(),
+        sa.Column("state", sa.String(16)),
+        sa.Column("reason", sa.String(64)),
+        sa.Column("state_at", sa.DateTime(timezone=True)),
+        sa.Column("finished_at", sa.DateTime(timezone=True)),
+        schema=SCHEMA,
+    )
+    ended = {"state": "skipped", "reason": "missed", "finished_at": runs.c.state_at}
+    op.execute(runs.update().where(runs.c.state == "buffered").values(ended))
     _runs_state_check(UNBUFFERED_STATES, validate=True)
 
 
