@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from alma_schedule.model.data import Data
 from alma_schedule.model.run import RunRecord
@@ -62,3 +63,10 @@ class ClaimResult(Data):
     record: RunRecord | None
     reason: str
     released: RunRecord | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready values; ``released`` only when a buffered fire was released (0.1.0's shape otherwise)."""
+        out = Data.to_dict(self)
+        if self.released is None:
+            del out["released"]
+        return out

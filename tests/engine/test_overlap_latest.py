@@ -18,6 +18,17 @@ def _ledger(sched, routine_id="r1"):
     return sorted((r.run_id, r.state, r.reason) for r in rows)
 
 
+def _busy(make, clock):
+    """A latest routine whose 08:05 fire is ``submitted`` (the routine is busy), on a recording dispatcher."""
+    disp = RecordingDispatcher()
+    sched = make(dispatcher=disp)
+    sched.register(spec("r1", LATEST, behave="submit", polls=99))
+    clock.set(T0 + 5 * MINUTE)
+    first = sched.tick().claimed[0]
+    sched.execute(first)
+    return disp, sched, first
+
+
 def test_decide_marks_the_fire_of_a_latest_routine() -> None:
     settings = Settings()
     now = make_routine(schedule=LATEST).registered_at + 10 * MINUTE
@@ -29,12 +40,7 @@ def test_decide_marks_the_fire_of_a_latest_routine() -> None:
 
 @every_store
 def test_a_submitted_run_buffers_the_latest_fire_and_its_end_runs_it(make, clock, runner) -> None:
-    disp = RecordingDispatcher()
-    sched = make(dispatcher=disp)
-    sched.register(spec("r1", LATEST, behave="submit", polls=99))
-    clock.set(T0 + 5 * MINUTE)
-    first = sched.tick().claimed[0]
-    sched.execute(first)  # submitted: the routine is busy
+    disp, sched, first = _busy(make, clock)
     for minutes in (10, 15):
         clock.set(T0 + minutes * MINUTE)
         report = sched.tick()
@@ -88,12 +94,7 @@ def test_a_finish_sends_the_released_fire_in_process(make, clock, runner) -> Non
 
 
 def test_a_failed_send_of_the_released_fire_is_resent_by_a_tick(make, clock, runner) -> None:
-    disp = RecordingDispatcher()
-    sched = make(dispatcher=disp)
-    sched.register(spec("r1", LATEST, behave="submit", polls=99))
-    clock.set(T0 + 5 * MINUTE)
-    first = sched.tick().claimed[0]
-    sched.execute(first)
+    disp, sched, first = _busy(make, clock)
     clock.set(T0 + 10 * MINUTE)
     sched.tick()
     disp.fail = True

@@ -18,7 +18,7 @@ from sqlalchemy.sql import ColumnElement
 
 from alma_schedule.model import RunState
 from alma_schedule.policies import overlap
-from alma_schedule.stores.sql.queries.common import _KEY_COLS, Key3, Params, _unnest, dt, lit
+from alma_schedule.stores.sql.queries.common import Key3, Params, end_runs_of, lit
 from alma_schedule.stores.sql.schema import runs
 
 #: The states the expiry sweep closes past ``expires_at``: ``claimed`` and ``buffered`` fires.
@@ -38,28 +38,7 @@ def replace_buffered(dialect: str, keys: Sequence[Key3], now: datetime) -> tuple
     """The buffered rows of these routines -> ``skipped(overlap)`` (a newer fire replaces them),
     returned. One statement whatever the number of routines (PostgreSQL: ``unnest``)."""
     state, reason = overlap.REPLACED
-    values = {"state": lit(state), "reason": lit(reason), "state_at": dt(now), "finished_at": dt(now)}
-    waiting = runs.c.state == lit(overlap.BUFFER_STATE)
-    if dialect == "postgresql":
-        k = _unnest("b", _KEY_COLS)
-        stmt = (
-            sa.update(runs)
-            .values(values)
-            .where(runs.c.org == k.c.org, runs.c.uid == k.c.uid, runs.c.routine_id == k.c.routine_id, waiting)
-            .returning(*runs.c)
-        )
-        return stmt, {
-            "b_org": [k_[0] for k_ in keys],
-            "b_uid": [k_[1] for k_ in keys],
-            "b_routine_id": [k_[2] for k_ in keys],
-        }
-    stmt = (
-        sa.update(runs)
-        .values(values)
-        .where(sa.tuple_(runs.c.org, runs.c.uid, runs.c.routine_id).in_(list(keys)), waiting)
-        .returning(*runs.c)
-    )
-    return stmt, {}
+    return end_runs_of(dialect, "b", keys, state, reason, now, runs.c.state == lit(overlap.BUFFER_STATE))
 
 
 #: The routine's buffered row, locked (params: ``b_org``, ``b_uid``, ``b_routine_id``).

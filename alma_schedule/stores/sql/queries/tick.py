@@ -21,6 +21,7 @@ from alma_schedule.stores.sql.queries.common import (
     _insert,
     _unnest,
     dt,
+    end_runs_of,
     in_states,
     lit,
 )
@@ -123,30 +124,10 @@ def supersede(dialect: str, keys: Sequence[Key3], now: datetime) -> tuple[Any, P
     """Older schedule ``claimed`` runs of these routines -> ``skipped(missed)`` (CAS), returned: the
     ``SUPERSEDE`` placement of :func:`alma_schedule.policies.supersession.place`, set-based."""
     state, reason = supersession.SUPERSEDED
-    values = {"state": lit(state), "reason": lit(reason), "state_at": dt(now), "finished_at": dt(now)}
     cas = sa.and_(
         runs.c.state == lit(supersession.SUPERSEDABLE_STATE), runs.c.origin == lit(supersession.SUPERSEDABLE_ORIGIN)
     )
-    if dialect == "postgresql":
-        k = _unnest("s", _KEY_COLS)
-        stmt = (
-            sa.update(runs)
-            .values(values)
-            .where(runs.c.org == k.c.org, runs.c.uid == k.c.uid, runs.c.routine_id == k.c.routine_id, cas)
-            .returning(*runs.c)
-        )
-        return stmt, {
-            "s_org": [k_[0] for k_ in keys],
-            "s_uid": [k_[1] for k_ in keys],
-            "s_routine_id": [k_[2] for k_ in keys],
-        }
-    stmt = (
-        sa.update(runs)
-        .values(values)
-        .where(sa.tuple_(runs.c.org, runs.c.uid, runs.c.routine_id).in_(list(keys)), cas)
-        .returning(*runs.c)
-    )
-    return stmt, {}
+    return end_runs_of(dialect, "s", keys, state, reason, now, cas)
 
 
 #: Run columns that differ between the rows one ``claim_due`` inserts; every other column has the
