@@ -18,7 +18,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from alma_schedule.model import RunRecord, RunState
+from alma_schedule.model import RunKey, RunRecord, RunState
 from alma_schedule.policies import overlap
 from alma_schedule.stores.sql import queries as q
 from alma_schedule.stores.sql.rows import run_from_row
@@ -40,6 +40,19 @@ class BufferedMixin(SqlBase):
         if self.dialect == "postgresql" or len(keys) <= 2000:
             return [keys] if keys else []
         return [keys[i : i + 2000] for i in range(0, len(keys), 2000)]
+
+    def _end_open_run(
+        self, conn: Any, key: RunKey, from_states: list[str], values: dict[str, Any], now: datetime
+    ) -> tuple[RunRecord | None, RunRecord | None]:
+        """The terminal CAS of the routine's open run (None when it moved nothing) and, when the same
+        statement saw a buffered row of the routine, its release (see :meth:`_release_buffered`)."""
+        row = conn.execute(*q.ending_cas(key, from_states, values)).first()
+        if row is None:
+            return None, None
+        released = None
+        if row._mapping[q.HAS_BUFFERED]:
+            released = self._release_buffered(conn, (key.org, key.uid, key.routine_id), now)
+        return run_from_row(row), released
 
     def _release_buffered(
         self, conn: Any, rk: Key3, now: datetime, *, resend_at: datetime | None = None

@@ -121,11 +121,10 @@ class RunsMixin(BufferedMixin):
         transaction; None when the row was no longer ``claimed``."""
         values = {"state": RunState.SKIPPED, "reason": inactive, "state_at": now, "finished_at": now}
         with self._tx() as conn:
-            skipped = conn.execute(*q.cas(key, [RunState.CLAIMED], values)).first()
+            skipped, released = self._end_open_run(conn, key, [RunState.CLAIMED], values, now)
             if skipped is None:
                 return None
-            released = self._release_buffered(conn, (key.org, key.uid, key.routine_id), now)
-            return ClaimResult(False, run_from_row(skipped), inactive, released)
+            return ClaimResult(False, skipped, inactive, released)
 
     def submit(
         self,
@@ -198,8 +197,9 @@ class RunsMixin(BufferedMixin):
                 "erase_at": erase_at,
                 **settle,
             }
-            new = run_from_row(conn.execute(*q.cas(key, [rec.state], values)).one())
-            released = self._release_buffered(conn, rk, now)
+            new, released = self._end_open_run(conn, key, [rec.state], values, now)
+            if new is None:  # the row is locked: cannot happen
+                raise StoreConflict(f"run {key} changed under finish(); nothing was written")
             self._move(conn, money)
             if routine is not None:
                 self._streak(conn, rk, dict(routine._mapping), result, now, timers)
@@ -238,10 +238,12 @@ class RunsMixin(BufferedMixin):
                 return ClaimResult(False, rec, "duplicate")
             settle, money = _settlement(rec, rec.cost_micros)
             values = {"state": outcome, "reason": reason, "state_at": now, "finished_at": now, **settle}
-            new = run_from_row(conn.execute(*q.cas(key, [rec.state], values)).one())
-            released = None
-            if rec.state in NON_TERMINAL:  # the open run ended (a recorded buffered row releases nothing)
-                released = self._release_buffered(conn, (key.org, key.uid, key.routine_id), now)
+            if rec.state in NON_TERMINAL:  # the open run ends: release the routine's buffered fire
+                new, released = self._end_open_run(conn, key, [rec.state], values, now)
+            else:  # a recorded buffered row releases nothing
+                new, released = run_from_row(conn.execute(*q.cas(key, [rec.state], values)).one()), None
+            if new is None:  # the row is locked: cannot happen
+                raise StoreConflict(f"run {key} changed under record(); nothing was written")
             self._move(conn, money)
             return ClaimResult(True, new, "won", released)
 

@@ -14,8 +14,10 @@ State predicates are rendered as SQL literals (never bound), matching the partia
 from __future__ import annotations
 
 from alma_schedule.stores.sql.queries.buffered import (
+    HAS_BUFFERED,
     SELECT_BUFFERED_LOCKED,
     buffered_params,
+    ending_cas,
     expirable,
     replace_buffered,
 )
@@ -88,6 +90,7 @@ from alma_schedule.stores.sql.queries.tick import (
 __all__ = [
     "ACTIVE",
     "FIRE_VARYING",
+    "HAS_BUFFERED",
     "Key3",
     "MIGRATION_LOCK_KEY",
     "NON_TERMINAL",
@@ -108,6 +111,7 @@ __all__ = [
     "defer_batch",
     "delete_of",
     "dt",
+    "ending_cas",
     "erase_expired",
     "erase_results",
     "existing_runs",

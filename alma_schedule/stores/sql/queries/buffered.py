@@ -9,7 +9,8 @@ routine. Every statement here reaches it through that index. None of them runs i
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -18,7 +19,8 @@ from sqlalchemy.sql import ColumnElement
 
 from alma_schedule.model import RunState
 from alma_schedule.policies import overlap
-from alma_schedule.stores.sql.queries.common import Key3, Params, end_runs_of, lit
+from alma_schedule.stores.sql.queries.common import Key3, Params, end_runs_of, in_states, lit
+from alma_schedule.stores.sql.queries.runs import _RUN_KEY, run_params
 from alma_schedule.stores.sql.schema import runs
 
 #: The states the expiry sweep closes past ``expires_at``: ``claimed`` and ``buffered`` fires.
@@ -52,6 +54,39 @@ SELECT_BUFFERED_LOCKED = (
     )
     .with_for_update()
 )
+
+
+#: The label of :func:`ending_cas`'s extra column: whether the routine has a buffered row.
+HAS_BUFFERED = "has_buffered"
+
+
+@functools.lru_cache(maxsize=512)
+def _ending_cas(from_states: tuple[str, ...], columns: tuple[str, ...]) -> Any:
+    other = runs.alias("waiting")
+    waiting = (
+        sa.exists()
+        .where(
+            other.c.org == runs.c.org,
+            other.c.uid == runs.c.uid,
+            other.c.routine_id == runs.c.routine_id,
+            other.c.state == lit(overlap.BUFFER_STATE),
+        )
+        .label(HAS_BUFFERED)
+    )
+    return (
+        sa.update(runs)
+        .where(_RUN_KEY, in_states(*from_states))
+        .values({c: sa.bindparam(f"v_{c}", type_=runs.c[c].type) for c in columns})
+        .returning(*runs.c, waiting)
+    )
+
+
+def ending_cas(key: Any, from_states: Sequence[str], values: Mapping[str, Any]) -> tuple[Any, Params]:
+    """The terminal compare-and-set of :func:`~.runs.cas` that also answers, in the same statement,
+    whether the routine has a buffered row (column :data:`HAS_BUFFERED`): the release costs a
+    round trip only when there is something to release."""
+    stmt = _ending_cas(tuple(sorted(from_states)), tuple(sorted(values)))
+    return stmt, run_params(key, **{f"v_{c}": v for c, v in values.items()})
 
 
 def buffered_params(org: str, uid: str, routine_id: str) -> dict[str, str]:
