@@ -10,19 +10,17 @@ migrate at once:
 * PostgreSQL: a session-level advisory lock is held around the whole upgrade (taken by polling
   ``pg_try_advisory_lock`` between transactions: a waiter blocked inside a statement would hold a
   snapshot that the holder's ``CREATE INDEX CONCURRENTLY`` waits for, a deadlock), and the
-  upgrade itself is one transaction (transactional DDL) that Alembic owns, so a revision may open
-  an ``autocommit_block()`` for ``CREATE INDEX CONCURRENTLY`` (the work before it commits first;
-  such a step is written to be re-run): the second migrator waits, then finds the store at head
-  and does nothing.
+  upgrade itself is one transaction (transactional DDL), except where a revision commits it to
+  build an index ``CONCURRENTLY`` (such a step is written to be re-run): the second migrator
+  waits, then finds the store at head and does nothing.
 * SQLite: the upgrade runs in ONE ``BEGIN IMMEDIATE`` transaction (the engine's begin hook), which
   takes the database's write lock before Alembic reads the current revision.
 
 A 0.1.0 store (our five tables in the default schema beside an ``alembic_version`` at
 ``0001_initial``, and no version table of ours) is refused with :class:`AdoptionRequired` unless
-``adopt=True``, which, in one transaction, moves the five tables into the namespace
-(:mod:`.queries.adopt`), stamps our version table at ``0001_initial`` and removes 0.1.0's row from
-``alembic_version`` (dropping the table when nothing else is in it); the upgrade to head follows
-in its own transaction (a failure there leaves an adopted store at ``0001_initial``). Adoption
+``adopt=True``, which, in the same one transaction, moves the five tables into the namespace
+(:mod:`.queries.adopt`), stamps our version table at ``0001_initial``, removes 0.1.0's row from
+``alembic_version`` (dropping the table when nothing else is in it) and upgrades to head. Adoption
 is the one OFFLINE migration: stop workers and clocks first (a 0.1.0 process would lose its tables
 mid-flight), migrate, then start the new version.
 """
@@ -106,8 +104,6 @@ def migrate(url: str, *, adopt: bool = False, schema: str | None = None) -> Migr
                 try:
                     if adopted:
                         command.stamp(cfg, LEGACY_REVISION)
-                    # Alembic owns the upgrade's transaction (a revision's autocommit block needs it).
-                    conn.commit()
                     command.upgrade(cfg, "head")
                 except CommandError as exc:
                     raise SchemaMismatch(

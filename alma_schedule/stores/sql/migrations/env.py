@@ -1,10 +1,8 @@
 """Alembic environment of the alma-schedule store (run by :func:`alma_schedule.stores.sql.migrate_store`).
 
 The caller hands over an open connection (``config.attributes["connection"]``) that already holds
-the migration lock and no open transaction; this script runs the revisions inside ONE transaction
-on it that Alembic begins (SQLite: ``BEGIN IMMEDIATE``; PostgreSQL: transactional DDL), so a
-migration applies entirely or not at all, except where a revision opens an ``autocommit_block()``
-(PostgreSQL's ``CREATE INDEX CONCURRENTLY``): the work before it commits there.
+the migration lock; this script only runs the revisions inside ONE transaction on it (SQLite:
+``BEGIN IMMEDIATE``; PostgreSQL: transactional DDL), so a migration applies entirely or not at all.
 
 How the namespace reaches the scripts: they declare every table in the placeholder schema
 (``alma_schedule_schema``, a literal in each script), and the connection comes from

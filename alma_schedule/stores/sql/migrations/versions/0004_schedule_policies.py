@@ -29,8 +29,37 @@ depends_on = None
 SCHEMA = "alma_schedule_schema"
 
 
-def _where(sql: str) -> dict[str, Any]:
-    return {"postgresql_where": sa.text(sql), "sqlite_where": sa.text(sql), "schema": SCHEMA}
+def _postgres() -> bool:
+    return bool(op.get_context().dialect.name == "postgresql")
+
+
+def _index_concurrently(
+    name: str, table: str, columns: list[str], where: str | None = None, *, unique: bool = False
+) -> None:
+    """``CREATE [UNIQUE] INDEX CONCURRENTLY IF NOT EXISTS`` on PostgreSQL: outside a transaction, so
+    old workers keep writing (the migration's session-level lock is still held); the revision's
+    earlier changes are committed first (which is why every step of it is idempotent). A plain
+    index on SQLite, the embedded store, inside the revision's transaction."""
+    kw: dict[str, Any] = {"schema": SCHEMA, "unique": unique}
+    if where is not None:
+        kw["postgresql_where"] = sa.text(where)
+        kw["sqlite_where"] = sa.text(where)
+    if not _postgres():
+        op.create_index(name, table, columns, **kw)
+        return
+    bind = op.get_bind()
+    bind.commit()
+    level = bind.get_isolation_level()
+    bind.execution_options(isolation_level="AUTOCOMMIT")
+    try:
+        op.create_index(name, table, columns, postgresql_concurrently=True, if_not_exists=True, **kw)
+    finally:
+        bind.commit()  # ends SQLAlchemy's autobegun (autocommit) transaction so the level can change
+        bind.execution_options(isolation_level=level)
+
+
+def _drop_index(name: str, table: str) -> None:
+    op.drop_index(name, table, schema=SCHEMA, if_exists=True if _postgres() else None)
 
 
 class _Validate(ExecutableDDLElement):
@@ -65,7 +94,7 @@ def _runs_state_check(states: str, *, validate: bool) -> None:
     transaction (no table scan under the exclusive lock), then ``VALIDATE`` (a scan that lets writes
     through). SQLite cannot alter a CHECK: a batch rebuild copies the runs table (the embedded
     store: one file, one writer; the copy holds the write lock for its duration)."""
-    if op.get_bind().dialect.name == "postgresql":
+    if _postgres():
         op.drop_constraint("ck_runs_state", "runs", schema=SCHEMA, type_="check")
         op.create_check_constraint("ck_runs_state", "runs", sa.text(states), schema=SCHEMA, postgresql_not_valid=True)
         if validate:
@@ -80,31 +109,14 @@ def _runs_state_check(states: str, *, validate: bool) -> None:
 
 def _buffered_upgrade() -> None:
     _runs_state_check(BUFFERED_STATES, validate=True)
-    if op.get_bind().dialect.name == "postgresql":
-        # Outside the transaction (CONCURRENTLY: writers go on). A build that failed leaves an
-        # INVALID index behind: drop it first, so a re-run builds it again.
-        with op.get_context().autocommit_block():
-            op.drop_index("uq_runs_one_buffered", "runs", schema=SCHEMA, postgresql_concurrently=True, if_exists=True)
-            op.create_index(
-                "uq_runs_one_buffered",
-                "runs",
-                ["org", "uid", "routine_id"],
-                unique=True,
-                postgresql_concurrently=True,
-                **_where("state = 'buffered'"),
-            )
-    else:
-        op.create_index(
-            "uq_runs_one_buffered", "runs", ["org", "uid", "routine_id"], unique=True, **_where("state = 'buffered'")
-        )
+    # A failed CONCURRENTLY build leaves an INVALID index: drop it first, so a re-run builds it again.
+    if _postgres():
+        _drop_index("uq_runs_one_buffered", "runs")
+    _index_concurrently("uq_runs_one_buffered", "runs", ["org", "uid", "routine_id"], "state = 'buffered'", unique=True)
 
 
 def _buffered_downgrade() -> None:
-    if op.get_bind().dialect.name == "postgresql":
-        with op.get_context().autocommit_block():
-            op.drop_index("uq_runs_one_buffered", "runs", schema=SCHEMA, postgresql_concurrently=True, if_exists=True)
-    else:
-        op.drop_index("uq_runs_one_buffered", "runs", schema=SCHEMA)
+    _drop_index("uq_runs_one_buffered", "runs")
     # A buffered row cannot outlive the state: it ends skipped(missed) before the CHECK narrows.
     runs = sa.Table(  # a Table (not a table clause): the schema map applies to it
         "runs",
