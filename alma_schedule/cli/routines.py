@@ -11,8 +11,9 @@ import click
 from alma_schedule.cli.context import CliContext, emit_json, handle_errors, json_option, print_table
 from alma_schedule.cli.routines_add import add, update
 from alma_schedule.cli.wiring import build_schedule
-from alma_schedule.errors import NotFound
-from alma_schedule.model import Routine, RunRecord, Scope
+from alma_schedule.core.policy import policy_of
+from alma_schedule.errors import AlmaScheduleError, NotFound
+from alma_schedule.model import Routine, RunRecord, RunState, Scope
 from alma_schedule.policies import finished
 
 
@@ -143,13 +144,26 @@ def show(obj: CliContext, scope: str, routine_id: str, as_json: bool) -> None:
     """
     r = _get(obj, Scope.parse(scope), routine_id)
     now = obj.settings.now()
+    overlap = _overlap_fields(obj, r)
     if as_json:
-        emit_json(routine_json(r, now))
+        emit_json({**routine_json(r, now), **overlap})
         return
     rows = [(k, plain_value(v)) for k, v in r.to_dict().items()]
     rows.append(("state", state_text(r, now)))
     rows.append(("last run (fire, state)", _last_run_text(last_scheduled_run(obj.store(), r.scope, r.routine_id))))
+    rows.append(("overlap", overlap["overlap"]))
+    rows.append(("buffered run", overlap["buffered_run"] or "-"))
     print_table(f"routine {r.key}", ["field", "value"], rows)
+
+
+def _overlap_fields(obj: CliContext, r: Routine) -> dict[str, Any]:
+    """The overlap policy (``skip`` / ``latest``) and the run id of the routine's buffered fire (or None)."""
+    try:
+        mode = policy_of(r.schedule).overlap
+    except AlmaScheduleError:  # a stored schedule this version cannot read: say so, show the rest
+        mode = "unreadable"
+    waiting = obj.store().list_runs(r.scope, routine_id=r.routine_id, state=RunState.BUFFERED, limit=1)
+    return {"overlap": mode, "buffered_run": waiting[0].run_id if waiting else None}
 
 
 _PAST = {"disable": "disabled", "enable": "enabled", "pause": "paused", "resume": "resumed", "delete": "deleted"}

@@ -7,7 +7,7 @@ import click
 from alma_schedule.cli.context import CliContext, emit_json, handle_errors, json_option, print_table
 from alma_schedule.cli.wiring import build_schedule, parse_instant
 from alma_schedule.errors import InvalidInput, NotFound, RegistrationRefused
-from alma_schedule.model import NON_TERMINAL, REASONS, TERMINAL, RunRecord, RunState, Scope
+from alma_schedule.model import NON_TERMINAL, REASONS, TERMINAL, WAITING, RunRecord, RunState, Scope
 from alma_schedule.policies.blocked import blocked_why
 from alma_schedule.runners.governed.money import usd_to_micros
 from alma_schedule.settings import parse_duration
@@ -172,7 +172,7 @@ def record(
         raise NotFound.of("run", f"{sc}/{routine_id}/{run_id}")
     raise InvalidInput(
         f"run {sc}/{routine_id}/{run_id} is {result.record.state}: "
-        f"only {', '.join(sorted(NON_TERMINAL))} runs can be recorded"
+        f"only {', '.join(sorted(NON_TERMINAL | WAITING))} runs can be recorded"
     )
 
 

@@ -21,6 +21,8 @@ once per locked routine inside its transaction and writes what it answers.
     ``skipped(missed)``.
   - ``max_runs``: once ``schedule_claims >= max_runs`` nothing is due (``NotDue(None)``); the claim
     transaction counts the claims and clears the index itself (:func:`claims_left`).
+* ``Fire.buffer`` = the routine's ``overlap`` is ``latest`` (``policy_of(routine.schedule)``): a fire
+  its active run blocks waits ``buffered`` instead of ``skipped(overlap)`` (:mod:`~alma_schedule.policies.overlap`).
 * A routine that cannot be planned (a bad schedule row, a resolver that raises) is a ``Defer`` with
   back-off :func:`alma_schedule.policies.backoff.retry_at` (``Timers.backoff(defer_first,
   defer_max, error_count)``): one entry in the tick's ``errors``, and every other routine still runs.
@@ -46,7 +48,7 @@ from alma_schedule.core import (
 )
 from alma_schedule.errors import AlmaScheduleError
 from alma_schedule.model import Decision, Defer, Fire, NotDue, Routine
-from alma_schedule.policies import backoff
+from alma_schedule.policies import backoff, overlap
 from alma_schedule.settings import Settings
 
 from .runtime import Runtime
@@ -132,6 +134,7 @@ def decide(routine: Routine, now: datetime, settings: Settings) -> Fire | NotDue
         resend_at=now + settings.resend_first,
         missed=now >= expires_at,
         max_runs=policy.max_runs,
+        buffer=overlap.buffers(policy.overlap),
     )
 
 

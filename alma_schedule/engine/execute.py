@@ -25,6 +25,10 @@
   handle won ``submitted -> collecting``, then only from ``collecting``. A collector that lost the
   collecting CAS therefore never ends a run the winner is delivering.
 * :func:`record`: the operator's CAS from any non-terminal state to a terminal one; never resends.
+* Overlap ``latest``: the store transaction that ends the routine's open run (a finish, a ``record``,
+  a ``start`` that finds the routine paused) releases its buffered fire (``ClaimResult.released``);
+  this process sends it right after that commit (:func:`send_released`). A failed send is logged:
+  the released row is ``claimed`` with a ``resend_at``, so a tick re-sends it.
 """
 
 from __future__ import annotations
@@ -54,7 +58,7 @@ from .runtime import Runtime, UnknownKind
 
 log = logging.getLogger("alma_schedule.engine")
 
-__all__ = ["collect", "execute", "record"]
+__all__ = ["collect", "execute", "record", "send_released"]
 
 _RUNNER_OUTCOMES = frozenset({RunState.COMPLETED, RunState.FAILED, RunState.REFUSED, RunState.SUBMITTED})
 _DEFAULT_REASON: dict[str, str] = {
@@ -80,11 +84,24 @@ def _checked(result: object, *, allowed: frozenset[str]) -> RunResult:
     return result
 
 
+def send_released(rt: Runtime, res: ClaimResult) -> None:
+    """Send the buffered fire the store released with ``res`` (after its commit), if any. Never
+    raises: a failed send leaves a ``claimed`` row that a tick re-sends (``resend_at``)."""
+    released = res.released
+    if released is None:
+        return
+    try:
+        rt.dispatcher.send_runs([released])
+    except Exception as exc:
+        log.warning("sending the released buffered fire %s failed (%s): a tick re-sends it", released.key, exc)
+
+
 def _finish(rt: Runtime, key: RunKey, result: RunResult, now: datetime, owned: str | None) -> RunRecord:
     """Finish from the state the caller owns (``owned``; None for a collector that owns nothing yet:
     then only from ``submitted``, the state it read)."""
     from_states = {owned or RunState.SUBMITTED}
     res = rt.store.finish(key, result, now=now, timers=rt.timers, from_states=from_states)
+    send_released(rt, res)
     if res.record is None:
         raise NotFound.of("run", key)
     if not res.won:
@@ -137,6 +154,7 @@ def execute(rt: Runtime, key: RunKey, now: datetime | None = None) -> RunRecord:
         log.warning("run %s not started: its window closed at %s", key, current.expires_at.isoformat())
         return current
     started = rt.store.start(key, now=at)
+    send_released(rt, started)  # a paused / disabled / deleted routine: its buffered fire meets it too
     if started.record is None:
         raise NotFound.of("run", key)
     if not started.won:
@@ -239,10 +257,13 @@ def record(
     cost_micros: int | None = None,
 ) -> ClaimResult:
     """The operator's reconciliation: CAS any non-terminal run to ``outcome(reason)``, settled at the
-    recorded cost (``cost_micros``, else the run's stored cost). Never resends."""
+    recorded cost (``cost_micros``, else the run's stored cost). Never resends the recorded run; the
+    buffered fire its end releases is sent (:func:`send_released`)."""
     key = RunKey.of(check_scope(scope), routine_id, run_id)  # validated when built
     if outcome not in TERMINAL:
         raise InvalidInput(f"outcome {outcome!r} is not a terminal state ({', '.join(sorted(TERMINAL))})")
     if reason not in REASONS:
         raise InvalidInput(f"reason {reason!r} is not a known reason code (one of: {', '.join(sorted(REASONS))})")
-    return rt.store.record(key, outcome, reason, now=rt.now(now), cost_micros=cost_micros)
+    res = rt.store.record(key, outcome, reason, now=rt.now(now), cost_micros=cost_micros)
+    send_released(rt, res)
+    return res

@@ -109,16 +109,18 @@ def tick(rt: Runtime, now: datetime | None = None) -> TickReport:
     planner = Planner(rt, at)
     claimed: list[RunKey] = []
     skipped: list[RunKey] = []
+    buffered: list[RunKey] = []
     errors: list[TickError] = []
     _maintain("reconcile_zone_data", lambda: reconcile_zones(rt), errors)  # once per process, then no-op
     for _ in range(s.tick_max_batches):
         batch = store.claim_due(at, s.claim_limit, planner, timers)
         claimed.extend(r.key for r in batch.claimed)
         skipped.extend(r.key for r in batch.skipped)
+        buffered.extend(r.key for r in batch.buffered)
         err = _send("run", dispatcher.send_runs, batch.claimed)
         if err:
             errors.append(err)
-        if len(batch.claimed) + len(batch.skipped) + len(batch.deferred) < s.claim_limit:
+        if len(batch.claimed) + len(batch.skipped) + len(batch.deferred) + len(batch.buffered) < s.claim_limit:
             break
 
     depth = _queue_depth(rt)
@@ -153,6 +155,7 @@ def tick(rt: Runtime, now: datetime | None = None) -> TickReport:
         erroring_count=failing.count,
         next_wake_at=next_wake_at,
         blocked_why=tuple(blocked_why(r, at) for r in blocked),
+        buffered=tuple(buffered),
     )
     if failing.count:
         log.warning("tick %s: %d routine(s) cannot be planned, e.g. %s", at.isoformat(), failing.count, errors[0])
@@ -213,6 +216,8 @@ def _plan_fire(rt: Runtime, routine: Routine, decision: Decision) -> tuple[Plann
     if supersession.supersedable(blocking.state, blocking.origin):
         return planned("claim", f"due; supersedes claimed {blocking.run_id} (skipped: missed)"), None
     why = f"overlap with run {blocking.run_id} ({blocking.state})"
+    if fire.buffer:  # overlap latest: it waits, replacing an older buffered fire
+        return planned("buffer", f"{why}: waits buffered until it ends"), None
     return planned("skip:overlap", why), PlannedRoutine(k.org, k.uid, k.routine_id, why)
 
 

@@ -22,6 +22,7 @@ from alma_schedule.model.run import (
     EDGES,
     NON_TERMINAL,
     TERMINAL,
+    WAITING,
     BlockedWhy,
     RunRecord,
     RunState,
@@ -46,7 +47,7 @@ from alma_schedule.model.time import SettableTime, aware_utc, system_time, trust
 
 __all__ = [
     "ACTIVE", "ANNOTATABLE", "BLOCKED_WHY", "COLLECT_TASK", "EDGES", "MANUAL_PREFIX", "MAX_ID_LENGTH",
-    "NON_TERMINAL", "OUR_TASKS", "REASONS", "RUN_MANY_TASK", "RUN_TASK", "TERMINAL", "TICK_TASK",
+    "NON_TERMINAL", "OUR_TASKS", "REASONS", "RUN_MANY_TASK", "RUN_TASK", "TERMINAL", "TICK_TASK", "WAITING",
     "BlockedWhy", "Ceiling", "ClaimBatch", "ClaimResult", "Data", "Decision", "Defer", "Deferral", "Dispatcher",
     "Erroring", "Fire",
     "NotDue", "PlannedFire", "PlannedRoutine", "Reason", "Resends", "ReserveResult", "Routine", "RoutineKey",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from alma_schedule.model.data import Data
 from alma_schedule.model.run import RunRecord
@@ -54,8 +55,18 @@ class ClaimResult(Data):
 
     ``reason`` is one of ``won``, ``duplicate`` (the edge was already
     taken), ``overlap``, ``superseded``, ``deleted``, ``disabled``, ``paused``, ``not_found``.
+    ``released``: the routine's buffered fire that this write's transaction moved to ``claimed``
+    (it ended the active run); the caller sends it after the commit (a tick re-sends it otherwise).
     """
 
     won: bool
     record: RunRecord | None
     reason: str
+    released: RunRecord | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready values; ``released`` only when a buffered fire was released (0.1.0's shape otherwise)."""
+        out = Data.to_dict(self)
+        if self.released is None:
+            del out["released"]
+        return out

@@ -21,6 +21,7 @@ __all__ = [
     "EDGES",
     "NON_TERMINAL",
     "TERMINAL",
+    "WAITING",
     "BlockedWhy",
     "RunRecord",
     "RunState",
@@ -39,25 +40,34 @@ class RunState(enum.StrEnum):
     REFUSED = "refused"
     SKIPPED = "skipped"
     TIMED_OUT = "timed_out"
+    #: A fire that came due during an active run of an ``overlap: latest`` routine: it waits, at
+    #: most one per routine, outside the one-open-run index, and is released (``claimed``) by the
+    #: transaction that ends the active run. Non-terminal, but not in :data:`NON_TERMINAL`.
+    BUFFERED = "buffered"
 
 
+#: The states of the routine's ONE open run (the one-open-run partial unique index): a ``buffered``
+#: row is non-terminal too, but waits outside it (see :data:`WAITING`).
 NON_TERMINAL: frozenset[str] = frozenset({RunState.CLAIMED, RunState.RUNNING, RunState.SUBMITTED, RunState.COLLECTING})
 TERMINAL: frozenset[str] = frozenset(
     {RunState.COMPLETED, RunState.FAILED, RunState.REFUSED, RunState.SKIPPED, RunState.TIMED_OUT}
 )
+#: Non-terminal states outside the one-open-run index: the routine's one ``buffered`` fire.
+WAITING: frozenset[str] = frozenset({RunState.BUFFERED})
 #: States that make a newer fire ``skipped(overlap)`` (a claimed MANUAL run blocks as well).
 ACTIVE: frozenset[str] = frozenset({RunState.RUNNING, RunState.SUBMITTED, RunState.COLLECTING})
 
 #: The guarded edges of the state graph: target state -> states it may be entered from by its
 #: ordinary writer. The operator's ``record`` may move ANY non-terminal state to a terminal one.
 EDGES: Mapping[str, frozenset[str]] = {
+    RunState.CLAIMED: frozenset({RunState.BUFFERED}),  # released when the active run ends
     RunState.RUNNING: frozenset({RunState.CLAIMED}),
     RunState.SUBMITTED: frozenset({RunState.RUNNING}),
     RunState.COLLECTING: frozenset({RunState.SUBMITTED}),
     RunState.COMPLETED: frozenset({RunState.RUNNING, RunState.COLLECTING}),
     RunState.FAILED: frozenset({RunState.RUNNING, RunState.SUBMITTED, RunState.COLLECTING}),
     RunState.REFUSED: frozenset({RunState.RUNNING}),
-    RunState.SKIPPED: frozenset({RunState.CLAIMED}),
+    RunState.SKIPPED: frozenset({RunState.CLAIMED, RunState.BUFFERED}),
     RunState.TIMED_OUT: frozenset({RunState.SUBMITTED}),
 }
 

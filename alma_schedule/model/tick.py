@@ -23,7 +23,9 @@ class Fire(Data):
     ``missed=True`` records the fire ``skipped(missed)`` instead of claiming it (past
     ``max_catch_up``). ``resend_at`` is when the first re-send may happen. ``max_runs`` is the
     routine's limit (issue 15), set when it has one: a claimed fire then counts in
-    ``routines.schedule_claims`` (:mod:`alma_schedule.policies.limits`).
+    ``routines.schedule_claims`` (:mod:`alma_schedule.policies.limits`). ``buffer=True`` (the
+    routine's ``overlap: latest``): a fire the routine's active run blocks waits as its one
+    ``buffered`` row (replacing an older one) instead of ``skipped(overlap)``.
     """
 
     run_id: str
@@ -33,6 +35,7 @@ class Fire(Data):
     resend_at: datetime | None = None
     missed: bool = False
     max_runs: int | None = None
+    buffer: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,11 +79,13 @@ class Erroring(Data):
 
 @dataclass(frozen=True, slots=True)
 class ClaimBatch(Data):
-    """What one ``claim_due`` transaction did."""
+    """What one ``claim_due`` transaction did. ``buffered``: fires recorded ``buffered`` behind the
+    routine's active run (overlap ``latest``); a buffered row they replaced is in ``skipped``."""
 
     claimed: tuple[RunRecord, ...] = ()
     skipped: tuple[RunRecord, ...] = ()
     deferred: tuple[Deferral, ...] = ()
+    buffered: tuple[RunRecord, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +161,7 @@ class TickReport(Data):
     next_wake_at: datetime | None = None
     #: Why each run of ``blocked`` waits (same order): ``policies.blocked.blocked_why``.
     blocked_why: tuple[str, ...] = ()
+    buffered: tuple[RunKey, ...] = ()
 
     SAMPLE = 5
 
@@ -172,6 +178,7 @@ class TickReport(Data):
             "erroring": self.erroring_count,
             "sends_paused": self.sends_paused,
             "next_wake_at": None if self.next_wake_at is None else self.next_wake_at.isoformat(),
+            "buffered": len(self.buffered),
             "ids": {
                 "claimed": [str(k) for k in self.claimed[:n]],
                 "skipped": [str(k) for k in (self.skipped + self.expired)[:n]],

@@ -7,6 +7,7 @@ calls them where it computes in Python and builds its set-based statements from 
 
 * :mod:`~alma_schedule.policies.streak`: the failure streak and its pause latch;
 * :mod:`~alma_schedule.policies.supersession`: a newer schedule fire versus the routine's open run;
+* :mod:`~alma_schedule.policies.overlap`: overlap ``latest``, the routine's one buffered fire;
 * :mod:`~alma_schedule.policies.backoff`: the planning back-off of a routine that cannot be planned;
 * :mod:`~alma_schedule.policies.settlement`: moving a run's reservation to what it cost;
 * :mod:`~alma_schedule.policies.blocked`: why a run waits for an operator (the words shown);

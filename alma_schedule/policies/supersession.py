@@ -9,7 +9,8 @@ A routine has at most one non-terminal run. When ``claim_due`` records a NEW sch
   SUPERSEDED: moved ``claimed -> skipped(missed)`` by compare-and-set in the same transaction, and
   the new fire is ``claimed`` (the newer fire carries the work; the old one would only be late);
 * any other open run (``running``, ``submitted``, ``collecting``, or a ``claimed`` MANUAL run)
-  blocks: the new fire is recorded ``skipped(overlap)`` and the open run is untouched.
+  blocks: the new fire is recorded ``skipped(overlap)`` and the open run is untouched; with
+  ``overlap: latest`` (``buffer``) it is recorded ``buffered`` instead (:mod:`.overlap`).
 
 A later ``start`` of a superseded run loses with the reason ``superseded`` (the row is
 ``skipped(missed)``); any other lost start is a ``duplicate``.
@@ -49,6 +50,7 @@ class Placement(enum.StrEnum):
     SUPERSEDE = "supersede"  # the open run is superseded (skipped(missed)), then the fire is claimed
     OVERLAP = "overlap"  # the open run blocks: the fire is recorded skipped(overlap)
     MISSED = "missed"  # decided missed: recorded skipped(missed), nothing else moves
+    BUFFER = "buffer"  # the open run blocks and the routine buffers (overlap latest): buffered
 
 
 def supersedable(state: str, origin: str) -> bool:
@@ -56,16 +58,17 @@ def supersedable(state: str, origin: str) -> bool:
     return state == SUPERSEDABLE_STATE and origin == SUPERSEDABLE_ORIGIN
 
 
-def place(missed: bool, open_state: str | None, open_origin: str | None) -> Placement:
-    """The placement of a new schedule fire, given whether ``decide`` called it missed and the
-    state and origin of the routine's non-terminal run (None, None: there is none)."""
+def place(missed: bool, open_state: str | None, open_origin: str | None, *, buffer: bool = False) -> Placement:
+    """The placement of a new schedule fire, given whether ``decide`` called it missed, the state
+    and origin of the routine's non-terminal run (None, None: there is none), and whether the
+    routine buffers a blocked fire (``Fire.buffer``, overlap ``latest``)."""
     if missed:
         return Placement.MISSED
     if open_state is None:
         return Placement.CLAIM
     if supersedable(open_state, open_origin or ""):
         return Placement.SUPERSEDE
-    return Placement.OVERLAP
+    return Placement.BUFFER if buffer else Placement.OVERLAP
 
 
 def lost_start_reason(state: str, reason: str | None) -> str:

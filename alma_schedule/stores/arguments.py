@@ -21,6 +21,7 @@ from alma_schedule.model import (
     BLOCKED_WHY,
     NON_TERMINAL,
     TERMINAL,
+    WAITING,
     Ceiling,
     Routine,
     RunKey,
@@ -41,7 +42,7 @@ from alma_schedule.stores.validation import (
 )
 
 RKey = tuple[str, str, str]
-ALL_STATES = NON_TERMINAL | TERMINAL
+ALL_STATES = NON_TERMINAL | WAITING | TERMINAL
 
 __all__ = [
     "ALL_STATES",

@@ -10,7 +10,11 @@ Conventions (all backends, checked by the contract suite in :mod:`alma_schedule.
   (:data:`alma_schedule.model.EDGES`) and return :class:`ClaimResult`: a loser gets the current
   record and a reason, never an exception. Nothing moves backwards; nothing moves on age.
 * At most ONE non-terminal run (``claimed``, ``running``, ``submitted``, ``collecting``) exists per
-  routine: a database constraint (partial unique index) enforces it, not a read.
+  routine: a database constraint (partial unique index) enforces it, not a read. Beside it, at
+  most ONE ``buffered`` fire (overlap ``latest``; its own partial unique index), which no owner
+  moves: every write that moves the open run to a terminal state releases it, in the SAME
+  transaction, to ``claimed`` (or ``skipped(missed)`` past its window) and returns it as
+  ``ClaimResult.released`` for the caller to send after the commit.
 * The store holds no policy: fire instants, expiries, back-offs and thresholds come from the caller
   (``decide``, :class:`Timers`), and the rules that apply them (the failure streak, supersession,
   the planning back-off, money settlement) are the pure functions of :mod:`alma_schedule.policies`.
@@ -116,16 +120,21 @@ class Store(Protocol):
         the error back-off) and, in a NEW statement, inserts the run row: ``claimed`` (``resend_at``
         from the Fire or ``now + timers.resend_first``), or
         ``skipped(overlap)`` when the routine has a non-terminal run other than an older schedule
-        ``claimed`` one, which is superseded to ``skipped(missed)`` first (CAS, same transaction).
+        ``claimed`` one, which is superseded to ``skipped(missed)`` first (CAS, same transaction);
+        with ``Fire.buffer`` (overlap ``latest``) such a blocked fire is inserted ``buffered``
+        instead, and the routine's older buffered row (if any) becomes ``skipped(overlap)``: ONE more
+        statement, issued only when the batch holds a ``buffer`` fire.
         ``Fire(missed=True)`` records ``skipped(missed)``. ``NotDue`` only moves ``next_due_at``.
         ``Defer`` sets ``defer_until``/``last_error`` and bumps ``error_count``. The returned
-        :class:`ClaimBatch` lists claimed rows, skipped rows (overlap, missed and superseded) and
-        deferrals (``first`` True when the routine's ``error_count`` was 0).
+        :class:`ClaimBatch` lists claimed rows, skipped rows (overlap, missed, superseded and
+        replaced buffered rows), deferrals (``first`` True when the routine's ``error_count`` was 0)
+        and the rows inserted ``buffered``.
 
         ``max_runs`` (issue 15): for each ``claimed`` row inserted from a ``Fire`` whose ``max_runs``
         is set, the same transaction adds 1 to the routine's ``schedule_claims`` and, when that
         reaches ``max_runs``, sets ``next_due_at`` NULL in the same statement (SQL: one batched
-        UPDATE after the insert, none for a batch without such fires). Skipped rows never count.
+        UPDATE after the insert, none for a batch without such fires). Skipped and buffered rows
+        never count.
         """
         ...
 
@@ -139,8 +148,9 @@ class Store(Protocol):
         ...
 
     def take_resends(self, now: datetime, limit: int, timers: Timers, *, send: bool = True) -> Resends:
-        """System, atomic. First expires: ``claimed`` rows with ``expires_at <= now`` become
-        ``skipped(missed)`` (always, even with ``send=False``). Then, if ``send``, takes up to
+        """System, atomic. First expires: ``claimed`` and ``buffered`` rows with ``expires_at <= now``
+        become ``skipped(missed)`` (always, even with ``send=False``); a fire buffered behind an
+        expired manual run is released to ``claimed`` with ``resend_at = now``. Then, if ``send``, takes up to
         ``limit`` ``claimed`` rows with ``resend_at <= now`` (skip-locked), bumps ``send_attempts``
         and pushes ``resend_at`` by ``backoff(resend_first, resend_max, attempts)`` in the same
         statement, so concurrent callers take each row once. Each list holds at most ``limit``
@@ -159,7 +169,9 @@ class Store(Protocol):
         deleted, disabled or paused the row becomes ``skipped`` with that reason instead (and the
         result has ``won=False``, reason = that state). A loser gets ``superseded`` (the row is
         skipped(missed)), ``duplicate`` (any other state), or ``not_found``, with the current record.
-        Every guarded write below answers a wrong edge with ``duplicate`` and the unchanged record."""
+        The inactive-routine skip and the release of the routine's buffered fire are ONE
+        transaction (``released``). Every guarded write below answers a wrong edge with
+        ``duplicate`` and the unchanged record."""
         ...
 
     def submit(
@@ -200,7 +212,9 @@ class Store(Protocol):
         ``next_due_at`` NULL), and the money settlement (spend rows moved from reserved to
         ``result.cost_micros`` or the recorded cost; the run's reservation cleared), and
         ``erase_at = now + timers.result_retention`` when result text is kept (and no ``erase_at``
-        was annotated). :class:`InvalidInput` for a non-terminal outcome or an unknown reason code.
+        was annotated), and the release of the routine's buffered fire (``released``; its
+        ``resend_at`` keeps the delay of its claim). :class:`InvalidInput` for a non-terminal
+        outcome or an unknown reason code. A ``buffered`` row is never finished (no owner).
 
         ``from_states`` NARROWS the states the run may be finished from (None = every source of
         ``EDGES[result.outcome]``; never widens them): a caller finishes only from the state it owns
@@ -213,11 +227,12 @@ class Store(Protocol):
     def record(
         self, key: RunKey, outcome: str, reason: str, *, now: datetime, cost_micros: int | None = None
     ) -> ClaimResult:
-        """The operator's reconciliation (tenant): CAS from ANY non-terminal state to the terminal
-        ``outcome``; SETTLES AT THE RECORDED COST: ``cost_micros`` when given (the run's cost becomes
-        it), else the run's stored cost (an orphan that recorded nothing is released; an uncertain
-        run stored its whole bound); never touches the streak; never resends. :class:`InvalidInput`
-        for a cost that is not integer micro-USD >= 0."""
+        """The operator's reconciliation (tenant): CAS from ANY non-terminal state (``buffered``
+        too) to the terminal ``outcome``; SETTLES AT THE RECORDED COST: ``cost_micros`` when given
+        (the run's cost becomes it), else the run's stored cost (an orphan that recorded nothing is
+        released; an uncertain run stored its whole bound); never touches the streak; never
+        resends; ending the open run releases the routine's buffered fire in the same transaction
+        (``released``). :class:`InvalidInput` for a cost that is not integer micro-USD >= 0."""
         ...
 
     # --- the blocked marker (issue 14) ---

@@ -102,7 +102,7 @@ def check_reason(name: str, value: object, *, optional: bool = True) -> str | No
 def check_from_states(outcome: str, from_states: Collection[str] | None) -> frozenset[str]:
     """The states ``finish(outcome)`` may leave: :data:`EDGES` of ``outcome``, narrowed to
     ``from_states`` when given (never widened). A bare str or an unknown / terminal state is refused."""
-    allowed = EDGES[outcome]
+    allowed = EDGES[outcome] & NON_TERMINAL  # never a waiting (buffered) fire: it has no owner
     if from_states is None:
         return allowed
     if isinstance(from_states, str) or not isinstance(from_states, Collection):

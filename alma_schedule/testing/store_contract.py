@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from alma_schedule.testing.contract_backoff import BackoffContract
 from alma_schedule.testing.contract_blocked import BlockedContract
+from alma_schedule.testing.contract_buffered import BufferedContract
 from alma_schedule.testing.contract_claims import ClaimContract
 from alma_schedule.testing.contract_input import InputContract
 from alma_schedule.testing.contract_limits import LimitsContract
@@ -25,6 +26,7 @@ __all__ = [
     "BackoffContract",
     "DeadlinePollContract",
     "BlockedContract",
+    "BufferedContract",
     "ClaimContract",
     "InputContract",
     "LimitsContract",
@@ -44,6 +46,7 @@ __all__ = [
 class StoreContract(
     RoutineContract,
     ClaimContract,
+    BufferedContract,
     BackoffContract,
     RunContract,
     StreakContract,

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from alma_schedule.model import BlockedWhy, Ceiling, ClaimResult, RunKey, RunRecord, RunResult
+from alma_schedule.model import NON_TERMINAL, BlockedWhy, Ceiling, ClaimBatch, ClaimResult, RunKey, RunRecord, RunResult
 from alma_schedule.stores.base import Store
 from alma_schedule.testing.builders import (
     DAY,
@@ -288,6 +288,33 @@ class StoreRaceContract:
                 assert got.blocked_why is None
             else:
                 assert got.blocked_why in whys and got.blocked_at == T0
+    def test_finishes_racing_latest_claims_never_leave_two_open_or_an_orphan_buffer(self, store: Store) -> None:
+        """Overlap latest: 4 threads end the active runs (each end releases the buffered fire) while 4
+        claim the routines' newer fires (each replaces or buffers, or supersedes a released one).
+        Whatever the interleaving, every routine ends with its newest fire as its ONE open run
+        (``claimed``) and nothing buffered: never two open, no fire lost, no orphan buffer."""
+        from alma_schedule.testing.contract_buffered import LATEST
+
+        runs = _running(store, self.scaled(200))
+        assert len(store.claim_due(T0 + MINUTE, 1000, LATEST, TIMERS).buffered) == len(runs)
+        newest = T0 + 2 * MINUTE
+
+        def job(i: int) -> None:
+            if i < 4:
+                for rec in runs[i::4]:
+                    store.finish(rec.key, RunResult.completed(), now=newest, timers=TIMERS)
+                return
+            while store.claim_due(newest, 25, LATEST, TIMERS) != ClaimBatch():
+                pass
+
+        race(8, job)
+        while store.claim_due(newest, 1000, LATEST, TIMERS) != ClaimBatch():
+            pass  # what the racing claimers skipped while locked
+        for rec in runs:
+            rows = store.list_runs(SCOPE, routine_id=rec.routine_id, limit=100)
+            open_ = [(r.run_id, r.state) for r in rows if r.state in NON_TERMINAL or r.state == "buffered"]
+            # every active run ended, so nothing waits: the newest fire is the one open run, claimed
+            assert open_ == [(fire_id(newest), "claimed")], (rec.routine_id, rows)
 
     def test_20_routines_race_the_org_ceiling(self, store: Store) -> None:
         runs = _running(store, 20)

@@ -10,6 +10,7 @@ Kinds:
 * ``count``: inserts one row into ``e2e_effects`` (the test's own table, in the database of
   ``settings.database_url``) per run, then optionally sleeps ``definition["sleep"]`` seconds.
   A duplicate execution would insert a second row (no unique constraint: the test counts).
+  ``definition["gate"]``: a file path; the run then lasts until that file exists (the test ends it).
 
 Worker hook (only where ``E2E_KILL_ONCE`` names an existing file): the first task that enters
 ``task_prerun`` deletes the file and SIGKILLs its worker (parent, then itself) -- a worker dying
@@ -67,6 +68,11 @@ class CountRunner:
         pause = float(routine.definition.get("sleep", 0) or 0)
         if pause:
             time.sleep(pause)
+        gate = routine.definition.get("gate")
+        if gate:  # a slow run the test ends: wait (at most two minutes) until the gate file exists
+            deadline = time.monotonic() + 120
+            while not os.path.exists(str(gate)) and time.monotonic() < deadline:
+                time.sleep(0.05)
         return RunResult.completed()
 
 

@@ -8,6 +8,8 @@
 * A worker SIGKILLed between dispatch and ``running``: the fire is re-sent and runs once.
 * A worker SIGKILLed mid-run: the run stays ``running``, is never re-run, and shows in the tick
   report's ``blocked`` and in the store's ``stuck``.
+* Overlap ``latest``: the fire due during a slow run waits ``buffered`` and runs right after it,
+  sent by the worker that ended the run, exactly once, never in parallel.
 
 The test kind ``count`` reaches the subprocess workers through the ordinary ``alma_schedule.runners``
 entry point group (a dist-info on ``PYTHONPATH``, see ``e2e_runners``); ``E2E_SECONDS`` shortens the
@@ -239,3 +241,45 @@ def test_a_worker_killed_mid_run_stays_running_is_never_rerun_and_is_blocked(e2e
     time.sleep(1)
     assert e2e.state(key) == "running"
     assert e2e.effects() == Counter({(key.org, key.uid, key.routine_id, key.run_id): 1})
+
+
+# --------------------------------------------------------------------------- overlap latest
+
+EVERY = 6  # seconds: the buffered fire's window (until the next fire) outlasts the release by seconds
+
+
+def test_a_buffered_fire_runs_right_after_the_slow_run_once_never_in_parallel(e2e: E2E) -> None:
+    """Overlap latest: the fire due during a slow run waits buffered; the WORKER that ends the run
+    releases and sends it (no tick runs after the gate opens): it runs right after, exactly once,
+    never in parallel, on a worker that could run two at once."""
+    schedule, procs = e2e.schedule, e2e.procs
+    gate = e2e.tmp_path / "gate"
+    timing = {"every": f"{EVERY}s", "overlap": "latest"}
+    spec = RoutineSpec(SCOPE.org, SCOPE.uid, "slow", "count", timing, {"gate": str(gate)})
+    schedule.register(spec, now=utcnow() - timedelta(seconds=EVERY - 1))  # the first fire is due in a second
+    procs.worker("w", e2e.env(), "alma.run,alma.collect", 2)
+    wait_worker_ready(procs, "w")
+
+    def state(run_id: str) -> str | None:
+        rec = schedule.store.get(RunKey.of(SCOPE, "slow", run_id))
+        return None if rec is None else rec.state
+
+    first = wait_for(lambda: schedule.tick().claimed, 30, 0.2, "the first fire to be claimed")[0]
+    wait_for(lambda: state(first.run_id) == "running", 30, what="the first run to start")
+    buffered = wait_for(lambda: schedule.tick().buffered, 30, 0.2, "the next fire to be buffered")[0]
+    assert state(first.run_id) == "running" and state(buffered.run_id) == "buffered"
+
+    gate.write_text("open")  # the first run ends now; no tick runs from here on
+    wait_for(lambda: state(buffered.run_id) == "completed", 60, what="the buffered fire to run")
+
+    done = schedule.store.get(RunKey.of(SCOPE, "slow", first.run_id))
+    after = schedule.store.get(RunKey.of(SCOPE, "slow", buffered.run_id))
+    assert done is not None and after is not None and done.state == "completed"
+    assert done.finished_at is not None and after.started_at is not None
+    assert after.started_at >= done.finished_at  # never in parallel: it started after the first ended
+    assert after.send_attempts == 0  # sent by the worker that finished the first run, not re-sent by a tick
+    ran = Counter({(SCOPE.org, SCOPE.uid, "slow", first.run_id): 1, (SCOPE.org, SCOPE.uid, "slow", buffered.run_id): 1})
+    assert e2e.effects() == ran  # each exactly once
+    runs = schedule.runs(SCOPE, routine_id="slow", limit=100)
+    assert {r.state for r in runs} <= {"completed", "skipped"}  # nothing left open or buffered
+    assert all(r.reason == "overlap" for r in runs if r.state == "skipped")  # replaced buffered fires only

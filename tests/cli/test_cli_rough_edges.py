@@ -91,7 +91,7 @@ def test_record_of_nothing_exits_1_in_text_and_json_alike(env: dict[str, str], r
         recorded = json.loads(ok(run(env, *args, first["run_id"], "--outcome", "failed", "--json")))
         assert recorded["won"] is True and recorded["record"]["state"] == "failed"
     text = fails(run(env, *args, first["run_id"], "--outcome", "failed"))
-    assert "only claimed, collecting, running, submitted runs can be recorded" in text
+    assert "only buffered, claimed, collecting, running, submitted runs can be recorded" in text
     again = run(env, *args, first["run_id"], "--outcome", "failed", "--json")
     assert fails(again) == text
     assert json.loads(again.stdout)["won"] is False

@@ -13,6 +13,7 @@ from alma_schedule.model import (
     EDGES,
     NON_TERMINAL,
     TERMINAL,
+    WAITING,
     RunKey,
     Scope,
     TickReport,
@@ -51,7 +52,8 @@ def test_governed_key_is_stable_and_unambiguous() -> None:
 def test_state_graph_is_acyclic_and_terminal_states_are_sinks() -> None:
     for target, sources in EDGES.items():
         assert not (sources & TERMINAL), target  # nothing leaves a terminal state
-    assert NON_TERMINAL | TERMINAL == set(EDGES) | {"claimed"}
+    assert NON_TERMINAL | WAITING | TERMINAL == set(EDGES) | {"buffered"}
+    assert not (WAITING & (NON_TERMINAL | TERMINAL))  # buffered: non-terminal, outside the open-run set
 
 
 def test_tick_report_is_small_json() -> None:

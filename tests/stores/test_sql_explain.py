@@ -161,3 +161,28 @@ def test_without_the_indexes_the_same_statements_scan_the_tables(loaded: tuple[s
     ):
         nodes = list(_nodes(_generic_plan(conninfo, statement, params, without=drop)))
         assert any(n["Node Type"] == "Seq Scan" and n.get("Relation Name") == table for n in nodes), nodes
+
+
+def test_overlap_latest_statements_use_indexes(loaded: tuple[str, SqlStore]) -> None:
+    """A batch of ``latest`` routines costs ONE more statement (the buffered rows they replace), and
+    a terminal write looks for the routine's buffered row through its partial index, in its own
+    statement."""
+    from alma_schedule.model import RunResult
+    from alma_schedule.testing.contract_buffered import buffering
+
+    conninfo, store = loaded
+    at = NOW + timedelta(minutes=2)
+    with _captured(store) as seen:
+        batch = store.claim_due(at, DUE, buffering(fire_next_due(window=timedelta(hours=1))), TIMERS)
+    assert batch.claimed
+    assert len(seen) == 6  # lock, advance, duplicates, replace buffered, supersede, insert
+    _check(conninfo, seen)
+    started = store.start(batch.claimed[0].key, now=at)
+    assert started.won
+    with _captured(store) as seen:
+        store.finish(batch.claimed[0].key, RunResult.completed(), now=at, timers=TIMERS)
+    # no buffered row: the terminal UPDATE itself answers so (an EXISTS through the partial index)
+    # and no statement is added
+    ending = [s for s in seen if "'buffered'" in s[0]]
+    assert [s[0].lstrip().split()[0] for s in ending] == ["UPDATE"], [s[0] for s in seen]
+    assert "uq_runs_one_buffered" in _check(conninfo, ending)

@@ -29,7 +29,7 @@ from alma_schedule.model import (
     RunState,
     Scope,
 )
-from alma_schedule.policies import backoff, settlement, streak, supersession
+from alma_schedule.policies import backoff, overlap, settlement, streak, supersession
 from alma_schedule.settings import Timers
 from alma_schedule.stores.arguments import (
     annotate_args,
@@ -41,6 +41,7 @@ from alma_schedule.stores.arguments import (
     submit_args,
     transition_args,
 )
+from alma_schedule.stores.memory.buffered import BufferedMixin
 from alma_schedule.stores.validation import require_utc
 
 RKey = tuple[str, str, str]
@@ -54,7 +55,7 @@ def _order(rec: RunRecord) -> tuple[datetime, str, str, str, str]:
     return (rec.fire_at, rec.run_id, rec.org, rec.uid, rec.routine_id)
 
 
-class RunsMixin:
+class RunsMixin(BufferedMixin):
     _lock: threading.RLock
     _routines: dict[RKey, Routine]
     _runs: dict[RKey, dict[str, RunRecord]]
@@ -76,6 +77,7 @@ class RunsMixin:
             self._active[rk] = rec.run_id
         elif active == rec.run_id:
             del self._active[rk]
+        self._index_buffered(rk, rec)
         self._runs.setdefault(rk, {})[rec.run_id] = rec
 
     def _find(self, rk: RKey, run_id: str) -> RunRecord | None:
@@ -144,6 +146,8 @@ class RunsMixin:
                 )
                 self._put_run(gone)
                 expired.append(gone)
+                if overlap.releases_on_expiry(rec.origin):  # sent below, with the re-sends
+                    self._release_buffered((rec.org, rec.uid, rec.routine_id), now, resend_at=now)
             resend = []
             if send:
                 for rec in self._resendable(now, limit):
@@ -159,6 +163,8 @@ class RunsMixin:
 
     def _expiring(self, now: datetime, limit: int) -> list[RunRecord]:
         rows = self._nonterminal(lambda r: r.state == RunState.CLAIMED and r.expires_at <= now)
+        waiting = (self._runs[rk][rid] for rk, rid in self._buffered.items())
+        rows.extend(r for r in waiting if r.expires_at <= now)  # a buffered fire expires alike
         rows.sort(key=lambda r: (r.expires_at, *_order(r)))
         return rows[: max(limit, 0)]
 
@@ -216,7 +222,7 @@ class RunsMixin:
                     rec, state=RunState.SKIPPED, reason=inactive, state_at=now, finished_at=now
                 )
                 self._put_run(new)
-                return ClaimResult(False, new, inactive)
+                return ClaimResult(False, new, inactive, self._release_buffered(rk, now))
             new = dataclasses.replace(rec, state=RunState.RUNNING, started_at=now, state_at=now)
             self._put_run(new)
             return ClaimResult(True, new, "won")
@@ -285,7 +291,7 @@ class RunsMixin:
             new = self._settle(new, cost)
             self._put_run(new)
             self._streak(rk, result, now, timers)
-            return ClaimResult(True, new, "won")
+            return ClaimResult(True, new, "won", self._release_buffered(rk, now))
 
     def record(
         self, key: RunKey, outcome: str, reason: str, *, now: datetime, cost_micros: int | None = None
@@ -303,7 +309,8 @@ class RunsMixin:
             )
             new = self._settle(new, cost)
             self._put_run(new)
-            return ClaimResult(True, new, "won")
+            released = self._release_buffered(rk, now) if rec.state in NON_TERMINAL else None
+            return ClaimResult(True, new, "won", released)
 
     # --- the blocked marker (issue 14) ---
 

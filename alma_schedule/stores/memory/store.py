@@ -53,6 +53,7 @@ class MemoryStore(TickMixin, ReadsMixin, WakeMixin, RederiveMixin, RenamedMethod
         self._versions: dict[RKey, list[RoutineVersion]] = {}
         self._runs: dict[RKey, dict[str, RunRecord]] = {}
         self._active: dict[RKey, str] = {}  # routine -> run_id of its one non-terminal run
+        self._buffered: dict[RKey, str] = {}  # routine -> run_id of its one buffered fire (overlap latest)
         self._spend: dict[tuple[str, str], int] = {}
         self._heartbeat: datetime | None = None
         self._next_wake: datetime | None = None
@@ -245,6 +246,7 @@ class MemoryStore(TickMixin, ReadsMixin, WakeMixin, RederiveMixin, RenamedMethod
                 del self._routines[k], self._bodies[k]
                 self._versions.pop(k, None)
                 self._runs.pop(k, None)
+                self._buffered.pop(k, None)
             return len(keys)
 
     def close(self) -> None:

@@ -62,6 +62,7 @@ class TickMixin(RunsMixin):
         claimed: list[RunRecord] = []
         skipped: list[RunRecord] = []
         deferred: list[Deferral] = []
+        buffered: list[RunRecord] = []
         with self._lock:
             for key in self._due(now, limit):
                 row = self._routines[key]
@@ -124,7 +125,12 @@ class TickMixin(RunsMixin):
                     decision.missed,
                     None if blocker is None else blocker.state,
                     None if blocker is None else blocker.origin,
+                    buffer=decision.buffer,
                 )
+                if decision.buffer and not decision.missed:  # overlap latest: the newer fire replaces it
+                    replaced = self._replace_buffered(key, now)
+                    if replaced is not None:
+                        skipped.append(replaced)
                 if placement == Placement.SUPERSEDE and blocker is not None:
                     state, reason = supersession.SUPERSEDED
                     gone = dataclasses.replace(blocker, state=state, reason=reason, state_at=now, finished_at=now)
@@ -135,12 +141,16 @@ class TickMixin(RunsMixin):
                     claimed.append(rec)
                     if decision.max_runs is not None:
                         self._count_claim(key, decision.max_runs)
+                elif placement == Placement.BUFFER:  # resend_at: the delay its release keeps
+                    due = resend_at or now + timers.resend_first
+                    rec = dataclasses.replace(base, state=RunState.BUFFERED, resend_at=due)
+                    buffered.append(rec)
                 else:
                     state, reason = supersession.MISSED if placement == Placement.MISSED else supersession.OVERLAP
                     rec = dataclasses.replace(base, state=state, reason=reason, finished_at=now)
                     skipped.append(rec)
                 self._put_run(rec)
-        return ClaimBatch(tuple(claimed), tuple(skipped), tuple(deferred))
+        return ClaimBatch(tuple(claimed), tuple(skipped), tuple(deferred), tuple(buffered))
 
     def _count_claim(self, key: RKey, max_runs: int) -> None:
         """max_runs: one more claimed schedule fire (:func:`alma_schedule.policies.limits.count_claim`)."""

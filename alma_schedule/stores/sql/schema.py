@@ -166,6 +166,15 @@ sa.Index(
     unique=True,
     **_where(NON_TERMINAL_SQL),
 )
+# Overlap latest: at most ONE buffered fire per routine (outside uq_runs_one_active; issue 15).
+sa.Index(
+    "uq_runs_one_buffered",
+    runs.c.org,
+    runs.c.uid,
+    runs.c.routine_id,
+    unique=True,
+    **_where("state = 'buffered'"),
+)
 # The sweeps of the tick: re-sends, expiries, polls (each over a handful of non-terminal rows).
 sa.Index("ix_runs_resend", runs.c.resend_at, **_where("state = 'claimed'"))
 sa.Index("ix_runs_expires", runs.c.expires_at, **_where("state = 'claimed'"))

@@ -2,8 +2,9 @@
 
 Every guarded transition is ONE ``UPDATE ... WHERE state IN (<edge sources>) RETURNING`` (the CAS
 of one edge of :data:`~alma_schedule.model.EDGES`); a loser re-reads the row and gets it with a
-reason, never an exception. Lock order, everywhere in the store: routine row, then run row, then
-spend rows in ceiling-key order (so concurrent transactions never deadlock).
+reason, never an exception. Lock order, everywhere in the store: routine row, then run row (then
+the routine's buffered row, released by a terminal write: :mod:`.store_buffered`), then spend rows in
+ceiling-key order (so concurrent transactions never deadlock).
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ from alma_schedule.stores.arguments import (
 )
 from alma_schedule.stores.sql import queries as q
 from alma_schedule.stores.sql.rows import run_from_row
-from alma_schedule.stores.sql.store_base import Abort, SqlBase
+from alma_schedule.stores.sql.store_base import Abort
+from alma_schedule.stores.sql.store_buffered import BufferedMixin
 from alma_schedule.stores.validation import check_routine_key, check_text
 
 
@@ -57,7 +59,7 @@ def _settlement(rec: RunRecord, cost: int) -> tuple[dict[str, Any], settlement.S
     return values, money
 
 
-class RunsMixin(SqlBase):
+class RunsMixin(BufferedMixin):
     # ------------------------------------------------------------------ helpers
 
     def _current(self, conn: Connection, key: RunKey, *, lock: bool = False) -> RunRecord | None:
@@ -85,35 +87,45 @@ class RunsMixin(SqlBase):
 
     def start(self, key: RunKey, *, now: datetime) -> ClaimResult:
         """CAS ``claimed -> running`` in ONE statement joined to the routine row; if that moved nothing,
-        a second statement decides: inactive routine -> ``skipped`` with that reason (CAS), else the
-        loser's reason with the current record."""
+        a second statement decides: inactive routine -> ``skipped`` with that reason (CAS, in ONE
+        transaction with the release of the routine's buffered fire), else the loser's reason with
+        the current record."""
         _, now = transition_args(key, now)
-        with self._tx(single=True) as conn:
-            for _attempt in range(3):
+        for _attempt in range(3):
+            with self._tx(single=True) as conn:
                 row = conn.execute(q.START_CAS, q.run_params(key, now=now)).first()
                 if row is not None:
                     return ClaimResult(True, run_from_row(row), "won")
                 found = conn.execute(q.SELECT_RUN_WITH_ROUTINE, q.run_params(key)).first()
-                if found is None:
-                    return ClaimResult(False, None, "not_found")
-                rec = run_from_row(found)
-                if rec.state != RunState.CLAIMED:
-                    return ClaimResult(False, rec, supersession.lost_start_reason(rec.state, rec.reason))
-                m = found._mapping
-                if m["r_exists"] is None or m["r_deleted_at"] is not None:
-                    inactive: str | None = "deleted"
-                elif not m["r_enabled"]:
-                    inactive = "disabled"
-                elif m["r_paused_reason"] is not None:
-                    inactive = "paused"
-                else:
-                    inactive = None  # the routine came back between the two statements: try again
-                if inactive is not None:
-                    values = {"state": RunState.SKIPPED, "reason": inactive, "state_at": now, "finished_at": now}
-                    skipped = conn.execute(*q.cas(key, [RunState.CLAIMED], values)).first()
-                    if skipped is not None:
-                        return ClaimResult(False, run_from_row(skipped), inactive)
-            raise StoreConflict(f"run {key} kept changing under start(); try again")
+            if found is None:
+                return ClaimResult(False, None, "not_found")
+            rec = run_from_row(found)
+            if rec.state != RunState.CLAIMED:
+                return ClaimResult(False, rec, supersession.lost_start_reason(rec.state, rec.reason))
+            m = found._mapping
+            if m["r_exists"] is None or m["r_deleted_at"] is not None:
+                inactive: str | None = "deleted"
+            elif not m["r_enabled"]:
+                inactive = "disabled"
+            elif m["r_paused_reason"] is not None:
+                inactive = "paused"
+            else:
+                inactive = None  # the routine came back between the two statements: try again
+            if inactive is not None:
+                skipped = self._skip_inactive(key, inactive, now)
+                if skipped is not None:
+                    return skipped
+        raise StoreConflict(f"run {key} kept changing under start(); try again")
+
+    def _skip_inactive(self, key: RunKey, inactive: str, now: datetime) -> ClaimResult | None:
+        """``claimed -> skipped(<inactive>)`` (CAS) and the release of the routine's buffered fire, ONE
+        transaction; None when the row was no longer ``claimed``."""
+        values = {"state": RunState.SKIPPED, "reason": inactive, "state_at": now, "finished_at": now}
+        with self._tx() as conn:
+            skipped, released = self._end_open_run(conn, key, [RunState.CLAIMED], values, now)
+            if skipped is None:
+                return None
+            return ClaimResult(False, skipped, inactive, released)
 
     def submit(
         self,
@@ -187,11 +199,13 @@ class RunsMixin(SqlBase):
                 "erase_at": erase_at,
                 **settle,
             }
-            new = run_from_row(conn.execute(*q.cas(key, [rec.state], values)).one())
+            new, released = self._end_open_run(conn, key, [rec.state], values, now)
+            if new is None:  # the row is locked: cannot happen
+                raise StoreConflict(f"run {key} changed under finish(); nothing was written")
             self._move(conn, money)
             if routine is not None:
                 self._streak(conn, rk, dict(routine._mapping), result, now, timers)
-            return ClaimResult(True, new, "won")
+            return ClaimResult(True, new, "won", released)
 
     def _streak(
         self,
@@ -242,9 +256,14 @@ class RunsMixin(SqlBase):
                 "cost_micros": cost,
                 **settle,
             }
-            new = run_from_row(conn.execute(*q.cas(key, [rec.state], values)).one())
+            if rec.state in NON_TERMINAL:  # the open run ends: release the routine's buffered fire
+                new, released = self._end_open_run(conn, key, [rec.state], values, now)
+            else:  # a recorded buffered row releases nothing
+                new, released = run_from_row(conn.execute(*q.cas(key, [rec.state], values)).one()), None
+            if new is None:  # the row is locked: cannot happen
+                raise StoreConflict(f"run {key} changed under record(); nothing was written")
             self._move(conn, money)
-            return ClaimResult(True, new, "won")
+            return ClaimResult(True, new, "won", released)
 
     # --- the blocked marker (issue 14) ---
 

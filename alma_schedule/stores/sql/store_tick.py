@@ -12,10 +12,15 @@ batch size (cost O(due), never O(routines)):
 5. one UPDATE superseding older schedule ``claimed`` runs to ``skipped(missed)`` (CAS, RETURNING);
 6. one INSERT of the run rows with an UNTARGETED ``ON CONFLICT DO NOTHING RETURNING`` (a targeted
    one raises on the partial unique index); a fire it did not take, whose key did not exist, lost
-   to the routine's non-terminal run: one more INSERT records it ``skipped(overlap)``;
+   to the routine's non-terminal run: one more INSERT records it ``skipped(overlap)``, or
+   ``buffered`` for an ``overlap: latest`` routine (``Fire.buffer``);
 7. ``max_runs`` (only when the batch claimed a fire of a limited routine): one UPDATE counting the
    claims in ``schedule_claims`` and clearing ``next_due_at`` of the routines it finishes
    (:mod:`alma_schedule.policies.limits`).
+
+Only when the batch holds fires of ``latest`` routines, one more UPDATE before step 5 moves their
+older ``buffered`` rows to ``skipped(overlap)`` (:mod:`.store_buffered`): a tick without such a
+routine issues exactly the statements above.
 
 Steps 5 and 6 are :func:`alma_schedule.policies.supersession.place` expressed set-based (its
 constants build the statements); step 3's ``Defer`` update is :func:`~alma_schedule.policies.backoff.deferred`.
@@ -48,13 +53,14 @@ from alma_schedule.model import (
     RunState,
     check_id,
 )
-from alma_schedule.policies import backoff, supersession
+from alma_schedule.policies import backoff, overlap, supersession
 from alma_schedule.settings import Timers
 from alma_schedule.stores.arguments import claim_manual_args
 from alma_schedule.stores.sql import queries as q
 from alma_schedule.stores.sql.rows import new_run, routine_from_row, run_from_row, run_from_values
 from alma_schedule.stores.sql.schema import runs
-from alma_schedule.stores.sql.store_base import RKey, SqlBase
+from alma_schedule.stores.sql.store_base import RKey
+from alma_schedule.stores.sql.store_buffered import BufferedMixin
 from alma_schedule.stores.validation import check_utc, require_utc
 
 Decision = Fire | NotDue | Defer
@@ -111,7 +117,7 @@ def _by_fire(rec: RunRecord) -> tuple[Any, ...]:
     return (rec.fire_at, rec.run_id, rec.org, rec.uid, rec.routine_id)
 
 
-class TickMixin(SqlBase):
+class TickMixin(BufferedMixin):
     def claim_due(self, now: datetime, limit: int, decide: Callable[[Routine], Any], timers: Timers) -> ClaimBatch:
         """System, ONE transaction, a constant number of statements (see the module docstring)."""
         now = require_utc("now", now)
@@ -158,12 +164,12 @@ class TickMixin(SqlBase):
                 conn.execute(*q.move_due(d, not_due, now))
             if defers:
                 conn.execute(*q.defer_batch(d, defers, now))
-            claimed, skipped = self._insert_fires(conn, fires, now, timers) if fires else ([], [])
-        return ClaimBatch(tuple(claimed), tuple(skipped), tuple(deferred))
+            claimed, skipped, buffered = self._insert_fires(conn, fires, now, timers) if fires else ([], [], [])
+        return ClaimBatch(tuple(claimed), tuple(skipped), tuple(deferred), tuple(buffered))
 
     def _insert_fires(
         self, conn: Any, fires: list[tuple[Routine, Fire]], now: datetime, timers: Timers
-    ) -> tuple[list[RunRecord], list[RunRecord]]:
+    ) -> tuple[list[RunRecord], list[RunRecord], list[RunRecord]]:
         d = self.dialect
         keys4 = [(r.org, r.uid, r.routine_id, f.run_id) for r, f in fires]
         existing: set[tuple[Any, ...]] = set()
@@ -171,6 +177,8 @@ class TickMixin(SqlBase):
             stmt, params = q.existing_runs(d, chunk)
             existing.update(tuple(row) for row in conn.execute(stmt, params).all())
         fresh = [(r, f) for (r, f), k in zip(fires, keys4, strict=True) if k not in existing]
+        latest = [(r.org, r.uid, r.routine_id) for r, f in fresh if f.buffer and not f.missed]
+        replaced = self._replace_buffered(conn, latest, now) if latest else []
         superseded: dict[RKey, RunRecord] = {}
         claims = [(r.org, r.uid, r.routine_id) for r, f in fresh if not f.missed]
         for chunk in self._chunks(claims):
@@ -200,8 +208,11 @@ class TickMixin(SqlBase):
             for key in conn.execute(*q.insert_runs(d, new_rows)).all():
                 inserted[tuple(key)] = run_from_values(by_key[tuple(key)])
         overlap_state, overlap_reason = supersession.OVERLAP
+        buffering = {(r.org, r.uid, r.routine_id, f.run_id) for r, f in fresh if f.buffer}
         lost = [
-            {**row, "state": overlap_state, "reason": overlap_reason, "resend_at": None, "finished_at": now}
+            {**row, "state": overlap.BUFFER_STATE}  # overlap latest: it waits (resend_at: its claim's)
+            if key in buffering
+            else {**row, "state": overlap_state, "reason": overlap_reason, "resend_at": None, "finished_at": now}
             for key, row in by_key.items()
             if key not in inserted
         ]
@@ -210,7 +221,8 @@ class TickMixin(SqlBase):
             for key in conn.execute(*q.insert_runs(d, lost)).all():
                 inserted[tuple(key)] = run_from_values(by_key[tuple(key)])
         claimed: list[RunRecord] = []
-        skipped: list[RunRecord] = []
+        skipped: list[RunRecord] = list(replaced)
+        buffered: list[RunRecord] = []
         for r, f in fresh:
             gone = superseded.get((r.org, r.uid, r.routine_id))
             if gone is not None:
@@ -218,7 +230,10 @@ class TickMixin(SqlBase):
             made = inserted.get((r.org, r.uid, r.routine_id, f.run_id))
             if made is None:  # cannot happen while run inserts lock their routine first: roll back
                 raise StoreConflict(f"fire {r.key}/{f.run_id} could not be recorded; nothing was claimed")
-            (claimed if made.state == RunState.CLAIMED else skipped).append(made)
+            if made.state == RunState.BUFFERED:
+                buffered.append(made)
+            else:
+                (claimed if made.state == RunState.CLAIMED else skipped).append(made)
         counted = [
             {"org": r.org, "uid": r.uid, "routine_id": r.routine_id, "max_runs": f.max_runs}
             for r, f in fresh
@@ -226,7 +241,7 @@ class TickMixin(SqlBase):
         ]
         if counted:  # max_runs: no statement at all for a batch without limited routines
             conn.execute(*q.count_claims(d, counted, now))
-        return claimed, skipped
+        return claimed, skipped, buffered
 
     def _chunks(self, items: list[Any]) -> list[list[Any]]:
         """PostgreSQL binds arrays (one statement whatever the size); SQLite binds each value, under
@@ -282,6 +297,9 @@ class TickMixin(SqlBase):
                 (run_from_row(r) for r in conn.execute(q.expire_claimed(now, n)).all()),
                 key=lambda r: (r.expires_at, *_by_fire(r)),
             )
+            for gone in expired:  # a blocking (manual) run expired: release the fire buffered behind it
+                if overlap.releases_on_expiry(gone.origin):  # resend_at now: the take below sends it
+                    self._release_buffered(conn, (gone.org, gone.uid, gone.routine_id), now, resend_at=now)
             resend: list[RunRecord] = []
             if send:
                 pushes, cap = _pushes(now, timers.resend_first, timers.resend_max)
@@ -321,7 +339,7 @@ class TickMixin(SqlBase):
         with self._tx(read=True) as conn:
             due = q.peek_runs(runs.c.resend_at, RunState.CLAIMED, now, n, live=True)
             resend = [run_from_row(r) for r in conn.execute(due).all()]
-            past = q.peek_runs(runs.c.expires_at, RunState.CLAIMED, now, n)
+            past = q.peek_expiring(now, n)
             expired = [run_from_row(r) for r in conn.execute(past).all()]
         return Resends(tuple(resend), tuple(expired))
 

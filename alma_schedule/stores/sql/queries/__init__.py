@@ -13,6 +13,14 @@ State predicates are rendered as SQL literals (never bound), matching the partia
 
 from __future__ import annotations
 
+from alma_schedule.stores.sql.queries.buffered import (
+    HAS_BUFFERED,
+    SELECT_BUFFERED_LOCKED,
+    buffered_params,
+    ending_cas,
+    expirable,
+    replace_buffered,
+)
 from alma_schedule.stores.sql.queries.common import (
     ACTIVE,
     NON_TERMINAL,
@@ -36,6 +44,7 @@ from alma_schedule.stores.sql.queries.maintenance import (
     reindex_batch,
     select_last_tick,
     select_schema_version,
+    try_advisory_lock,
 )
 from alma_schedule.stores.sql.queries.money import reserve_upsert, select_spend, spend_adjust
 from alma_schedule.stores.sql.queries.reads import blocked, last_completed_delivery, list_runs, stuck
@@ -71,6 +80,7 @@ from alma_schedule.stores.sql.queries.tick import (
     expire_claimed,
     insert_runs,
     move_due,
+    peek_expiring,
     peek_runs,
     select_due,
     set_next_polls,
@@ -90,12 +100,14 @@ from alma_schedule.stores.sql.queries.zones import save_zone_state, select_zone_
 __all__ = [
     "ACTIVE",
     "FIRE_VARYING",
+    "HAS_BUFFERED",
     "Key3",
     "MIGRATION_LOCK_KEY",
     "NON_TERMINAL",
     "ORDER_TAIL",
     "Params",
     "MARK_BLOCKED",
+    "SELECT_BUFFERED_LOCKED",
     "SELECT_RUN",
     "SELECT_RUN_LOCKED",
     "SELECT_RUN_WITH_ROUTINE",
@@ -106,13 +118,16 @@ __all__ = [
     "advisory_lock",
     "advisory_unlock",
     "blocked",
+    "buffered_params",
     "cas",
     "defer_batch",
     "delete_of",
     "dt",
+    "ending_cas",
     "erase_expired",
     "erase_results",
     "existing_runs",
+    "expirable",
     "expire_claimed",
     "in_states",
     "insert_routine",
@@ -127,6 +142,7 @@ __all__ = [
     "list_runs",
     "lit",
     "move_due",
+    "peek_expiring",
     "peek_runs",
     "prune",
     "purge_candidates",
@@ -139,6 +155,7 @@ __all__ = [
     "select_wake_hint",
     "wake_hint",
     "reindex_batch",
+    "replace_buffered",
     "reserve_upsert",
     "routine_pk",
     "run_params",
@@ -154,5 +171,6 @@ __all__ = [
     "supersede",
     "take_polls",
     "take_resends",
+    "try_advisory_lock",
     "update_routine",
 ]

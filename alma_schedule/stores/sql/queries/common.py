@@ -67,3 +67,32 @@ _KEY_COLS: list[tuple[str, sa.types.TypeEngine[Any]]] = [
     ("uid", sa.Text()),
     ("routine_id", sa.Text()),
 ]
+
+
+def end_runs_of(
+    dialect: str, name: str, keys: Sequence[Key3], state: str, reason: str, now: datetime, cas: ColumnElement[bool]
+) -> tuple[Any, Params]:
+    """The runs of these routines that match ``cas`` -> terminal ``state(reason)`` at ``now``,
+    returned. ONE statement whatever the number of routines (PostgreSQL: ``unnest`` of key arrays
+    named ``name``; SQLite: a row-value ``IN`` list)."""
+    values = {"state": lit(state), "reason": lit(reason), "state_at": dt(now), "finished_at": dt(now)}
+    if dialect == "postgresql":
+        k = _unnest(name, _KEY_COLS)
+        stmt = (
+            sa.update(runs)
+            .values(values)
+            .where(runs.c.org == k.c.org, runs.c.uid == k.c.uid, runs.c.routine_id == k.c.routine_id, cas)
+            .returning(*runs.c)
+        )
+        return stmt, {
+            f"{name}_org": [k_[0] for k_ in keys],
+            f"{name}_uid": [k_[1] for k_ in keys],
+            f"{name}_routine_id": [k_[2] for k_ in keys],
+        }
+    stmt = (
+        sa.update(runs)
+        .values(values)
+        .where(sa.tuple_(runs.c.org, runs.c.uid, runs.c.routine_id).in_(list(keys)), cas)
+        .returning(*runs.c)
+    )
+    return stmt, {}

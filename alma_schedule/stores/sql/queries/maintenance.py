@@ -99,5 +99,12 @@ def advisory_lock() -> Any:
     return sa.select(sa.func.pg_try_advisory_lock(sa.literal(MIGRATION_LOCK_KEY, sa.BigInteger)))
 
 
+def try_advisory_lock() -> Any:
+    """The migration lock without waiting (true when taken): a migrator polls it, so that no waiting
+    statement holds a snapshot that another migrator's ``CREATE INDEX CONCURRENTLY`` would wait for
+    (a deadlock)."""
+    return sa.select(sa.func.pg_try_advisory_lock(sa.literal(MIGRATION_LOCK_KEY, sa.BigInteger)))
+
+
 def advisory_unlock() -> Any:
     return sa.select(sa.func.pg_advisory_unlock(sa.literal(MIGRATION_LOCK_KEY, sa.BigInteger)))

@@ -12,7 +12,19 @@ from sqlalchemy.sql import ColumnElement
 
 from alma_schedule.model import Reason, RunState
 from alma_schedule.policies import backoff, limits, supersession
-from alma_schedule.stores.sql.queries.common import _KEY_COLS, Key3, Params, _arrays, _insert, _unnest, dt, lit
+from alma_schedule.stores.sql.queries.buffered import EXPIRABLE, expirable
+from alma_schedule.stores.sql.queries.common import (
+    _KEY_COLS,
+    Key3,
+    Params,
+    _arrays,
+    _insert,
+    _unnest,
+    dt,
+    end_runs_of,
+    in_states,
+    lit,
+)
 from alma_schedule.stores.sql.schema import routines, runs
 from alma_schedule.stores.sql.types import UtcDateTime
 
@@ -133,30 +145,10 @@ def supersede(dialect: str, keys: Sequence[Key3], now: datetime) -> tuple[Any, P
     """Older schedule ``claimed`` runs of these routines -> ``skipped(missed)`` (CAS), returned: the
     ``SUPERSEDE`` placement of :func:`alma_schedule.policies.supersession.place`, set-based."""
     state, reason = supersession.SUPERSEDED
-    values = {"state": lit(state), "reason": lit(reason), "state_at": dt(now), "finished_at": dt(now)}
     cas = sa.and_(
         runs.c.state == lit(supersession.SUPERSEDABLE_STATE), runs.c.origin == lit(supersession.SUPERSEDABLE_ORIGIN)
     )
-    if dialect == "postgresql":
-        k = _unnest("s", _KEY_COLS)
-        stmt = (
-            sa.update(runs)
-            .values(values)
-            .where(runs.c.org == k.c.org, runs.c.uid == k.c.uid, runs.c.routine_id == k.c.routine_id, cas)
-            .returning(*runs.c)
-        )
-        return stmt, {
-            "s_org": [k_[0] for k_ in keys],
-            "s_uid": [k_[1] for k_ in keys],
-            "s_routine_id": [k_[2] for k_ in keys],
-        }
-    stmt = (
-        sa.update(runs)
-        .values(values)
-        .where(sa.tuple_(runs.c.org, runs.c.uid, runs.c.routine_id).in_(list(keys)), cas)
-        .returning(*runs.c)
-    )
-    return stmt, {}
+    return end_runs_of(dialect, "s", keys, state, reason, now, cas)
 
 
 #: Run columns that differ between the rows one ``claim_due`` inserts; every other column has the
@@ -247,14 +239,29 @@ def _pk_in(sub: sa.Select[Any]) -> ColumnElement[bool]:
     return sa.tuple_(runs.c.org, runs.c.uid, runs.c.routine_id, runs.c.run_id).in_(sub)
 
 
+def _expiring(now: datetime, limit: int) -> sa.Select[Any]:
+    return (
+        sa.select(runs.c.org, runs.c.uid, runs.c.routine_id, runs.c.run_id)
+        .where(expirable(now))
+        .order_by(runs.c.expires_at, *ORDER_TAIL)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+    )
+
+
 def expire_claimed(now: datetime, limit: int) -> Any:
-    """``claimed`` rows past ``expires_at`` -> ``skipped(missed)`` (skip-locked, returned)."""
+    """``claimed`` (and ``buffered``) rows past ``expires_at`` -> ``skipped(missed)`` (skip-locked, returned)."""
     return (
         sa.update(runs)
-        .where(_pk_in(_take(runs.c.expires_at, RunState.CLAIMED, now, limit)), runs.c.state == lit(RunState.CLAIMED))
+        .where(_pk_in(_expiring(now, limit)), in_states(*EXPIRABLE))
         .values(state=lit(RunState.SKIPPED), reason=lit(Reason.MISSED), state_at=dt(now), finished_at=dt(now))
         .returning(*runs.c)
     )
+
+
+def peek_expiring(now: datetime, limit: int) -> sa.Select[Any]:
+    """Read-only: what :func:`expire_claimed` would expire (same predicate, same order)."""
+    return sa.select(runs).where(expirable(now)).order_by(runs.c.expires_at, *ORDER_TAIL).limit(limit)
 
 
 def take_resends(now: datetime, limit: int, pushes: Sequence[datetime], cap: datetime) -> Any:

@@ -16,7 +16,9 @@ from __future__ import annotations
 from typing import Any
 
 import sqlalchemy as sa
-from alembic import op
+from alembic import context, op
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.schema import ExecutableDDLElement
 
 revision = "0004_schedule_policies"
 down_revision = "0003_faults"
@@ -39,12 +41,23 @@ def _add_column(table: str, column: sa.Column[Any]) -> None:
     op.add_column(table, column, schema=SCHEMA, if_not_exists=True if _postgres() else None)
 
 
-def _index_concurrently(name: str, table: str, columns: list[str], where: str | None = None) -> None:
-    """``CREATE INDEX CONCURRENTLY IF NOT EXISTS`` on PostgreSQL: outside a transaction, so old
-    workers keep writing (the migration's session-level lock is still held); the revision's earlier
-    changes are committed first (which is why every step of it is idempotent). A plain index on
-    SQLite, the embedded store, inside the revision's transaction."""
-    kw: dict[str, Any] = {"schema": SCHEMA}
+def _drop_index(name: str, table: str) -> None:
+    op.drop_index(name, table, schema=SCHEMA, if_exists=True if _postgres() else None)
+
+
+def _drop_column(table: str, column: str) -> None:
+    with op.batch_alter_table(table, schema=SCHEMA) as batch:
+        batch.drop_column(column)
+
+
+def _index_concurrently(
+    name: str, table: str, columns: list[str], where: str | None = None, *, unique: bool = False
+) -> None:
+    """``CREATE [UNIQUE] INDEX CONCURRENTLY IF NOT EXISTS`` on PostgreSQL: outside a transaction, so
+    old workers keep writing (the migration's session-level lock is still held); the revision's
+    earlier changes are committed first (which is why every step of it is idempotent). A plain
+    index on SQLite, the embedded store, inside the revision's transaction."""
+    kw: dict[str, Any] = {"schema": SCHEMA, "unique": unique}
     if where is not None:
         kw["postgresql_where"] = sa.text(where)
         kw["sqlite_where"] = sa.text(where)
@@ -62,13 +75,77 @@ def _index_concurrently(name: str, table: str, columns: list[str], where: str | 
         bind.execution_options(isolation_level=level)
 
 
-def _drop_index(name: str, table: str) -> None:
-    op.drop_index(name, table, schema=SCHEMA, if_exists=True if _postgres() else None)
+class _Validate(ExecutableDDLElement):
+    """``ALTER TABLE <runs> VALIDATE CONSTRAINT <name>`` (PostgreSQL), the table name translated."""
+
+    inherit_cache = False
+
+    def __init__(self, table: str, name: str) -> None:
+        self.table = sa.Table(table, sa.MetaData(), schema=SCHEMA)  # a Table: the schema map applies
+        self.name = name
 
 
-def _drop_column(table: str, column: str) -> None:
-    with op.batch_alter_table(table, schema=SCHEMA) as batch:
-        batch.drop_column(column)
+@compiles(_Validate)
+def _validate_sql(element: _Validate, compiler: Any, **kw: Any) -> str:
+    table = compiler.preparer.format_table(element.table)
+    return f"ALTER TABLE {table} VALIDATE CONSTRAINT {compiler.preparer.quote(element.name)}"
+
+
+# --- buffered: overlap latest (the state ``buffered``, one buffered fire per routine) ---
+BUFFERED_STATES = (
+    "state IN ('claimed', 'running', 'submitted', 'collecting', "
+    "'completed', 'failed', 'refused', 'skipped', 'timed_out', 'buffered')"
+)
+UNBUFFERED_STATES = (
+    "state IN ('claimed', 'running', 'submitted', 'collecting', "
+    "'completed', 'failed', 'refused', 'skipped', 'timed_out')"
+)
+
+
+def _runs_state_check(states: str, *, validate: bool) -> None:
+    """Replace ``ck_runs_state`` by ``states``. PostgreSQL: drop and add ``NOT VALID`` in this
+    transaction (no table scan under the exclusive lock), then ``VALIDATE`` (a scan that lets writes
+    through). SQLite cannot alter a CHECK: a batch rebuild copies the runs table (the embedded
+    store: one file, one writer; the copy holds the write lock for its duration)."""
+    if _postgres():
+        op.drop_constraint("ck_runs_state", "runs", schema=SCHEMA, type_="check")
+        op.create_check_constraint("ck_runs_state", "runs", sa.text(states), schema=SCHEMA, postgresql_not_valid=True)
+        if validate:
+            op.execute(_Validate("runs", "ck_runs_state"))
+        return
+    # Batch mode reflects the table, which SQLite can only do under its real (prefixed) name.
+    real = context.config.attributes["namespace"].table("runs")
+    with op.batch_alter_table(real, recreate="always") as batch:
+        batch.drop_constraint("ck_runs_state", type_="check")
+        batch.create_check_constraint("ck_runs_state", sa.text(states))
+
+
+def _buffered_upgrade() -> None:
+    _runs_state_check(BUFFERED_STATES, validate=True)
+    # A failed CONCURRENTLY build leaves an INVALID index: drop it first, so a re-run builds it again.
+    if _postgres():
+        _drop_index("uq_runs_one_buffered", "runs")
+    _index_concurrently("uq_runs_one_buffered", "runs", ["org", "uid", "routine_id"], "state = 'buffered'", unique=True)
+
+
+def _buffered_downgrade() -> None:
+    _drop_index("uq_runs_one_buffered", "runs")
+    # A buffered row cannot outlive the state: it ends skipped(missed) before the CHECK narrows.
+    runs = sa.Table(  # a Table (not a table clause): the schema map applies to it
+        "runs",
+        sa.MetaData(),
+        sa.Column("state", sa.String(16)),
+        sa.Column("reason", sa.String(64)),
+        sa.Column("state_at", sa.DateTime(timezone=True)),
+        sa.Column("finished_at", sa.DateTime(timezone=True)),
+        schema=SCHEMA,
+    )
+    ended = {"state": "skipped", "reason": "missed", "finished_at": runs.c.state_at}
+    op.execute(runs.update().where(runs.c.state == "buffered").values(ended))
+    _runs_state_check(UNBUFFERED_STATES, validate=True)
+
+
+# --- end buffered ---
 
 
 def upgrade() -> None:
@@ -98,10 +175,16 @@ def upgrade() -> None:
     # workers (which never name the column) keep inserting and updating routines.
     _add_column("routines", sa.Column("schedule_claims", sa.Integer, nullable=False, server_default=sa.text("0")))
     # --- end window ---
+    # --- buffered: overlap latest ---
+    _buffered_upgrade()
+    # --- end buffered ---
 
 
 def downgrade() -> None:
     """The blocks of :func:`upgrade` undone, in reverse order."""
+    # --- buffered: overlap latest ---
+    _buffered_downgrade()
+    # --- end buffered ---
     # --- window: max_runs (routines.schedule_claims) ---
     _drop_column("routines", "schedule_claims")
     # --- end window ---

@@ -1,0 +1,93 @@
+"""SQL statements of the store, overlap ``latest``: the routine's one buffered fire
+(:mod:`alma_schedule.policies.overlap`).
+
+A ``buffered`` row sits outside the one-open-run index (``uq_runs_one_active``) and inside its own,
+``uq_runs_one_buffered`` (``(org, uid, routine_id) WHERE state = 'buffered'``): at most one per
+routine. Every statement here reaches it through that index. None of them runs in a tick that has no
+``latest`` routine (the expiry arm of :func:`expirable` rides in the existing expiry statement).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.sql import ColumnElement
+
+from alma_schedule.model import RunState
+from alma_schedule.policies import overlap
+from alma_schedule.stores.sql.queries.common import Key3, Params, end_runs_of, in_states, lit
+from alma_schedule.stores.sql.queries.runs import _RUN_KEY, run_params
+from alma_schedule.stores.sql.schema import runs
+
+#: The states the expiry sweep closes past ``expires_at``: ``claimed`` and ``buffered`` fires.
+EXPIRABLE = (RunState.CLAIMED, RunState.BUFFERED)
+
+
+def expirable(now: datetime) -> ColumnElement[bool]:
+    """``claimed`` or ``buffered`` rows whose window has closed: one arm per partial index
+    (``ix_runs_expires``, ``uq_runs_one_buffered``), so the planner reads both, never the table."""
+    return sa.or_(
+        sa.and_(runs.c.state == lit(RunState.CLAIMED), runs.c.expires_at <= now),
+        sa.and_(runs.c.state == lit(overlap.BUFFER_STATE), runs.c.expires_at <= now),
+    )
+
+
+def replace_buffered(dialect: str, keys: Sequence[Key3], now: datetime) -> tuple[Any, Params]:
+    """The buffered rows of these routines -> ``skipped(overlap)`` (a newer fire replaces them),
+    returned. One statement whatever the number of routines (PostgreSQL: ``unnest``)."""
+    state, reason = overlap.REPLACED
+    return end_runs_of(dialect, "b", keys, state, reason, now, runs.c.state == lit(overlap.BUFFER_STATE))
+
+
+#: The routine's buffered row, locked (params: ``b_org``, ``b_uid``, ``b_routine_id``).
+SELECT_BUFFERED_LOCKED = (
+    sa.select(runs)
+    .where(
+        runs.c.org == sa.bindparam("b_org"),
+        runs.c.uid == sa.bindparam("b_uid"),
+        runs.c.routine_id == sa.bindparam("b_routine_id"),
+        runs.c.state == lit(overlap.BUFFER_STATE),
+    )
+    .with_for_update()
+)
+
+
+#: The label of :func:`ending_cas`'s extra column: whether the routine has a buffered row.
+HAS_BUFFERED = "has_buffered"
+
+
+@functools.lru_cache(maxsize=512)
+def _ending_cas(from_states: tuple[str, ...], columns: tuple[str, ...]) -> Any:
+    other = runs.alias("waiting")
+    waiting = (
+        sa.exists()
+        .where(
+            other.c.org == runs.c.org,
+            other.c.uid == runs.c.uid,
+            other.c.routine_id == runs.c.routine_id,
+            other.c.state == lit(overlap.BUFFER_STATE),
+        )
+        .label(HAS_BUFFERED)
+    )
+    return (
+        sa.update(runs)
+        .where(_RUN_KEY, in_states(*from_states))
+        .values({c: sa.bindparam(f"v_{c}", type_=runs.c[c].type) for c in columns})
+        .returning(*runs.c, waiting)
+    )
+
+
+def ending_cas(key: Any, from_states: Sequence[str], values: Mapping[str, Any]) -> tuple[Any, Params]:
+    """The terminal compare-and-set of :func:`~.runs.cas` that also answers, in the same statement,
+    whether the routine has a buffered row (column :data:`HAS_BUFFERED`): the release costs a
+    round trip only when there is something to release."""
+    stmt = _ending_cas(tuple(sorted(from_states)), tuple(sorted(values)))
+    return stmt, run_params(key, **{f"v_{c}": v for c, v in values.items()})
+
+
+def buffered_params(org: str, uid: str, routine_id: str) -> dict[str, str]:
+    return {"b_org": org, "b_uid": uid, "b_routine_id": routine_id}
