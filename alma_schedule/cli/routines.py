@@ -33,7 +33,11 @@ def _last_run_text(run: RunRecord | None) -> str:
     return f"{run.fire_at.isoformat()} {run.state}" if run is not None else "-"
 
 
-def _routine_row(r: Routine, last: RunRecord | None) -> list[Any]:
+def _over_text(names: tuple[str, ...]) -> str:
+    return ", ".join(names) if names else "-"
+
+
+def _routine_row(r: Routine, last: RunRecord | None, over: tuple[str, ...] = ()) -> list[Any]:
     state = r.inactive_reason or "active"
     if r.paused_reason:
         state = f"paused ({r.paused_reason})"
@@ -47,6 +51,7 @@ def _routine_row(r: Routine, last: RunRecord | None) -> list[Any]:
         r.last_fire.isoformat() if r.last_fire else "-",
         r.consecutive_failures,
         r.last_error or "",
+        _over_text(over),
     ]
 
 
@@ -54,6 +59,7 @@ def _routine_row(r: Routine, last: RunRecord | None) -> list[Any]:
 #: resumes counting from (the last claimed fire, or the instant of a resume / enable / schedule change).
 ROUTINE_COLUMNS = [
     "id", "kind", "schedule", "state", "next due (UTC)", "last run (fire, state)", "cursor", "failures", "last error",
+    "over limits",
 ]
 PAGE = 50
 
@@ -89,19 +95,26 @@ def list_(obj: CliContext, scope: str, deleted: bool, as_json: bool) -> None:
 
     "last run" is the newest fire the schedule claimed (from the run ledger, with its state);
     "cursor" is where the schedule resumes counting from: the last claimed fire, or the instant of
-    a resume, an enable or a schedule change.
+    a resume, an enable or a schedule change. "over limits" names the registration limits a stored
+    row exceeds (`max_definition_bytes`, `max_schedule_bytes`, `max_nesting_depth`, `max_cap_usd`):
+    it keeps running; a re-registration would be refused (`--json`: `over_limits`).
 
     \b
     Example:
       alma-schedule routines list acme/alice --json
     """
+    from alma_schedule.engine.limits import over_limits
+
     sc = Scope.parse(scope)
     rows = obj.store().list_routines(sc, include_deleted=deleted)
+    settings = obj.settings
     if as_json:
-        emit_json([r.to_dict() for r in rows])
+        emit_json([{**r.to_dict(), "over_limits": list(over_limits(r, settings))} for r in rows])
         return
     store = obj.store()
-    table = [_routine_row(r, last_scheduled_run(store, sc, r.routine_id)) for r in rows]
+    table = [
+        _routine_row(r, last_scheduled_run(store, sc, r.routine_id), over_limits(r, settings)) for r in rows
+    ]
     print_table(f"routines of {sc}", ROUTINE_COLUMNS, table)
 
 

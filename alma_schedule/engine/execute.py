@@ -207,8 +207,8 @@ def record(
 ) -> ClaimResult:
     """The operator's reconciliation: CAS any non-terminal run to ``outcome(reason)``. Never resends."""
     key = RunKey.of(check_scope(scope), routine_id, run_id)  # validated when built
-    if outcome not in TERMINAL:
+    if not isinstance(outcome, str) or outcome not in TERMINAL:
         raise InvalidInput(f"outcome {outcome!r} is not a terminal state ({', '.join(sorted(TERMINAL))})")
-    if reason not in REASONS:
+    if not isinstance(reason, str) or reason not in REASONS:
         raise InvalidInput(f"reason {reason!r} is not a known reason code (one of: {', '.join(sorted(REASONS))})")
     return rt.store.record(key, outcome, reason, now=rt.now(now))

@@ -24,7 +24,7 @@ import logging
 from datetime import datetime
 
 from alma_schedule.core import next_fire, parse_schedule
-from alma_schedule.errors import InvalidSchedule, NotFound, Overlap, Refused
+from alma_schedule.errors import InvalidInput, InvalidSchedule, NotFound, Overlap, Refused
 from alma_schedule.model import (
     ClaimResult,
     Dispatcher,
@@ -246,7 +246,9 @@ class Scheduler:
 
     def decide(self, routine: Routine, *, now: datetime) -> Fire | NotDue:
         """The pure decision for one routine at ``now`` (for inspection; writes nothing)."""
-        return _decide(routine, now, self._rt.settings)
+        if not isinstance(routine, Routine):
+            raise InvalidInput(f"decide takes a Routine, not {type(routine).__name__}")
+        return _decide(routine, self._rt.peek_now(now), self._rt.settings)
 
     def plan(self, *, now: datetime | None = None) -> TickPlan:
         """What a tick at ``now`` would do, and why. Read-only; ``now`` may be any instant."""

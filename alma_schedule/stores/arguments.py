@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from alma_schedule.errors import InvalidInput
@@ -28,9 +28,11 @@ from alma_schedule.model import (
     check_id,
     check_scope,
 )
+from alma_schedule.model.time import MIN_INSTANT
 from alma_schedule.stores.validation import (
     check_from_states,
     check_json,
+    check_limit,
     check_micros,
     check_reason,
     check_routine_key,
@@ -48,10 +50,12 @@ __all__ = [
     "ManualClaimArgs",
     "PutRoutineArgs",
     "ReserveArgs",
+    "age_args",
     "annotate_args",
     "check_run_key",
     "claim_manual_args",
     "finish_args",
+    "list_routines_args",
     "list_runs_args",
     "put_routine_args",
     "record_args",
@@ -212,7 +216,7 @@ class FinishArgs:
 
 def finish_args(key: RunKey, result: RunResult, now: datetime, from_states: Collection[str] | None) -> FinishArgs:
     rk, now = transition_args(key, now)
-    if result.outcome not in TERMINAL:
+    if not isinstance(result.outcome, str) or result.outcome not in TERMINAL:
         raise InvalidInput(f"finish needs a terminal outcome, not {result.outcome!r}")
     check_reason("reason", result.reason)
     allowed = check_from_states(result.outcome, from_states)
@@ -224,7 +228,7 @@ def record_args(key: RunKey, outcome: str, reason: str, now: datetime) -> tuple[
     """``record``: ``(routine key, now)``; the outcome is terminal, the reason a known code."""
     rk = check_run_key(key)
     now = require_utc("now", now)
-    if outcome not in TERMINAL:
+    if not isinstance(outcome, str) or outcome not in TERMINAL:
         raise InvalidInput(f"record needs a terminal outcome, not {outcome!r}")
     check_reason("reason", reason, optional=False)
     return rk, now
@@ -254,20 +258,43 @@ def reserve_args(key: RunKey, day: str, amount_micros: int, ceilings: Sequence[C
     return ReserveArgs(rk, amount, keys, limits)
 
 
+def list_routines_args(scope: Scope, limit: int, after: str | None) -> tuple[int, str | None]:
+    """``list_routines``: ``(limit, after)``; ``after`` is a routine id's text (any text pages)."""
+    check_scope(scope)
+    return check_limit("limit", limit), check_text("after", after)
+
+
 def list_runs_args(
     scope: Scope,
     routine_id: str | None,
     state: str | None,
     since: datetime | None,
     before: tuple[datetime, str] | None,
-) -> tuple[datetime | None, tuple[datetime, str] | None]:
-    """``list_runs``: ``(since, before)`` with their datetimes in UTC; the run id of ``before`` is
-    returned as given (a backend that binds it checks it)."""
+    limit: int = 100,
+) -> tuple[datetime | None, tuple[datetime, str] | None, int]:
+    """``list_runs``: ``(since, before, limit)`` with their datetimes in UTC; ``before`` is a
+    ``(fire_at, run_id)`` pair whose run id is any text."""
     check_scope(scope)
     if routine_id is not None:
         check_id("routine_id", routine_id)
-    if state is not None and state not in ALL_STATES:
+    if state is not None and (not isinstance(state, str) or state not in ALL_STATES):
         raise InvalidInput(f"unknown run state {state!r}")
     since = check_utc("since", since, optional=True)
-    edge = None if before is None else (require_utc("before", before[0]), before[1])
-    return since, edge
+    edge = None
+    if before is not None:
+        if not isinstance(before, tuple) or len(before) != 2:
+            raise InvalidInput("before must be a (fire_at, run_id) pair")
+        edge = (require_utc("before", before[0]), check_text("before", before[1], optional=False) or "")
+    return since, edge, check_limit("limit", limit)
+
+
+def age_args(
+    name: str, now: datetime, span: timedelta, limit: int, *, times: int = 1
+) -> tuple[datetime, datetime, int]:
+    """``blocked`` / ``stuck``: ``(now, now - times * span, limit)``; ``span`` (named ``name``) is a
+    non-negative timedelta, and a cutoff reaching before :data:`MIN_INSTANT` reads from it."""
+    now = require_utc("now", now)
+    if not isinstance(span, timedelta) or span < timedelta(0):
+        raise InvalidInput(f"{name} must be a non-negative timedelta")
+    cutoff = MIN_INSTANT if span >= (now - MIN_INSTANT) / times else now - span * times
+    return now, cutoff, check_limit("limit", limit)

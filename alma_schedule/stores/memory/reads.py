@@ -17,7 +17,7 @@ from alma_schedule.model import (
     Scope,
     check_scope,
 )
-from alma_schedule.stores.arguments import list_runs_args, run_ref_args
+from alma_schedule.stores.arguments import age_args, list_runs_args, run_ref_args
 from alma_schedule.stores.memory.runs import RunsMixin, _order
 from alma_schedule.stores.validation import check_routine_key, require_utc
 
@@ -40,7 +40,7 @@ class ReadsMixin(RunsMixin):
         limit: int = 100,
         before: tuple[datetime, str] | None = None,
     ) -> list[RunRecord]:
-        since, edge = list_runs_args(scope, routine_id, state, since, before)
+        since, edge, limit = list_runs_args(scope, routine_id, state, since, before, limit)
         with self._lock:
             rows = [
                 r
@@ -74,11 +74,11 @@ class ReadsMixin(RunsMixin):
             return self._pollable(now, limit)
 
     def blocked(self, now: datetime, run_time_limit: timedelta, limit: int = 100) -> list[RunRecord]:
-        now = require_utc("now", now)
+        now, cutoff, limit = age_args("run_time_limit", now, run_time_limit, limit, times=2)
         with self._lock:
             rows = self._nonterminal(
                 lambda r: (
-                    (r.state in (RunState.RUNNING, RunState.COLLECTING) and now - r.state_at > 2 * run_time_limit)
+                    (r.state in (RunState.RUNNING, RunState.COLLECTING) and r.state_at < cutoff)
                     or (r.state == RunState.SUBMITTED and r.deadline is not None and now > r.deadline)
                 )
             )
@@ -86,11 +86,11 @@ class ReadsMixin(RunsMixin):
         return rows[: max(limit, 0)]
 
     def stuck(self, now: datetime, older_than: timedelta, limit: int = 100) -> list[RunRecord]:
-        now = require_utc("now", now)
+        _, cutoff, limit = age_args("older_than", now, older_than, limit)
         with self._lock:
-            rows = self._nonterminal(lambda r: r.state != RunState.CLAIMED and r.state_at < now - older_than)
+            rows = self._nonterminal(lambda r: r.state != RunState.CLAIMED and r.state_at < cutoff)
         rows.sort(key=lambda r: (r.state_at, *_order(r)))
-        return rows[: max(limit, 0)]
+        return rows[:limit]
 
     # ------------------------------------------------------------------ maintenance
 

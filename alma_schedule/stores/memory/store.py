@@ -25,10 +25,9 @@ from alma_schedule.model import (
     RoutineVersion,
     RunRecord,
     Scope,
-    check_scope,
 )
 from alma_schedule.policies import backoff
-from alma_schedule.stores.arguments import put_routine_args, set_enabled_args, set_paused_args
+from alma_schedule.stores.arguments import list_routines_args, put_routine_args, set_enabled_args, set_paused_args
 from alma_schedule.stores.base import RenamedMethods
 from alma_schedule.stores.memory.reads import ReadsMixin
 from alma_schedule.stores.memory.tick import TickMixin
@@ -192,7 +191,7 @@ class MemoryStore(TickMixin, ReadsMixin, RenamedMethods):
     def list_routines(
         self, scope: Scope, *, include_deleted: bool = False, limit: int = 1000, after: str | None = None
     ) -> list[Routine]:
-        check_scope(scope)
+        limit, after = list_routines_args(scope, limit, after)
         with self._lock:
             keys = sorted(
                 k
@@ -202,7 +201,7 @@ class MemoryStore(TickMixin, ReadsMixin, RenamedMethods):
                 and (after is None or k[2] > after)
                 and (include_deleted or row.deleted_at is None)
             )
-            return [self._out(k) for k in keys[: max(limit, 0)]]
+            return [self._out(k) for k in keys[:limit]]
 
     def routine_versions(self, scope: Scope, routine_id: str) -> list[RoutineVersion]:
         key = check_routine_key(scope, routine_id)

@@ -298,16 +298,14 @@ class RunsMixin(SqlBase):
         limit: int = 100,
         before: tuple[datetime, str] | None = None,
     ) -> list[RunRecord]:
-        since, edge = list_runs_args(scope, routine_id, state, since, before)
-        if edge is not None:  # the run id of the page edge is bound in the statement
-            edge = (edge[0], check_text("before", edge[1]) or "")
+        since, edge, limit = list_runs_args(scope, routine_id, state, since, before, limit)
         stmt = q.list_runs(
             scope.org,
             scope.uid,
             routine_id=routine_id,
             state=state,
             since=since,
-            limit=max(limit, 0),
+            limit=limit,
             before=edge,
         )
         with self._tx(read=True) as conn:

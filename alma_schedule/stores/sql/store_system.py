@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 
 from alma_schedule.model import Routine, RunRecord, Scope, check_scope
+from alma_schedule.stores.arguments import age_args
 from alma_schedule.stores.sql import queries as q
 from alma_schedule.stores.sql.rows import routine_from_row, run_from_row
 from alma_schedule.stores.sql.schema import routine_versions, routines, runs
@@ -29,17 +30,17 @@ class SystemMixin(SqlBase):
     def blocked(self, now: datetime, run_time_limit: timedelta, limit: int = 100) -> list[RunRecord]:
         """System: ``running``/``collecting`` for longer than ``2 * run_time_limit``, or ``submitted``
         past the deadline."""
-        now = require_utc("now", now)
+        now, cutoff, limit = age_args("run_time_limit", now, run_time_limit, limit, times=2)
         with self._tx(read=True) as conn:
-            rows = conn.execute(q.blocked(now, now - 2 * run_time_limit, max(limit, 0))).all()
+            rows = conn.execute(q.blocked(now, cutoff, limit)).all()
             return [run_from_row(r) for r in rows]
 
     def stuck(self, now: datetime, older_than: timedelta, limit: int = 100) -> list[RunRecord]:
         """System: ``running``/``submitted``/``collecting`` runs whose state was entered before
         ``now - older_than``."""
-        now = require_utc("now", now)
+        _, cutoff, limit = age_args("older_than", now, older_than, limit)
         with self._tx(read=True) as conn:
-            return [run_from_row(r) for r in conn.execute(q.stuck(now - older_than, max(limit, 0))).all()]
+            return [run_from_row(r) for r in conn.execute(q.stuck(cutoff, limit)).all()]
 
     def iter_routines(self, batch: int = 1000) -> Iterator[Routine]:
         """System: every routine in key order, one page (one short read transaction) at a time."""
