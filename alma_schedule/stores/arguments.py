@@ -29,6 +29,7 @@ from alma_schedule.model import (
     check_scope,
 )
 from alma_schedule.model.time import MIN_INSTANT
+from alma_schedule.settings import Timers
 from alma_schedule.stores.validation import (
     check_from_states,
     check_json,
@@ -53,16 +54,20 @@ __all__ = [
     "age_args",
     "annotate_args",
     "check_run_key",
+    "check_timers",
+    "claim_due_args",
     "claim_manual_args",
     "finish_args",
     "list_routines_args",
     "list_runs_args",
     "put_routine_args",
     "record_args",
+    "reindex_args",
     "reserve_args",
     "run_ref_args",
     "set_enabled_args",
     "set_paused_args",
+    "spend_args",
     "submit_args",
     "transition_args",
 ]
@@ -96,6 +101,8 @@ class PutRoutineArgs:
 
 
 def put_routine_args(routine: Routine, now: datetime) -> PutRoutineArgs:
+    if not isinstance(routine, Routine):
+        raise InvalidInput(f"put_routine takes a Routine, not {type(routine).__name__}")
     key = check_routine_key(routine.scope, routine.routine_id)
     check_id("kind", routine.kind)
     check_id("config_revision", routine.config_revision)
@@ -184,6 +191,8 @@ def submit_args(
 def annotate_args(key: RunKey, values: Mapping[str, Any]) -> tuple[RKey, dict[str, Any]]:
     """``annotate``: only :data:`ANNOTATABLE` fields; ``caps_crossed`` comes back as a tuple."""
     rk = check_run_key(key)
+    if not isinstance(values, Mapping) or not all(isinstance(name, str) for name in values):
+        raise InvalidInput("annotate takes a mapping of field names to values")
     unknown = sorted(set(values) - ANNOTATABLE)
     if unknown:
         raise InvalidInput(f"annotate cannot write {', '.join(unknown)}")
@@ -216,6 +225,8 @@ class FinishArgs:
 
 def finish_args(key: RunKey, result: RunResult, now: datetime, from_states: Collection[str] | None) -> FinishArgs:
     rk, now = transition_args(key, now)
+    if not isinstance(result, RunResult):
+        raise InvalidInput(f"finish takes a RunResult, not {type(result).__name__}")
     if not isinstance(result.outcome, str) or result.outcome not in TERMINAL:
         raise InvalidInput(f"finish needs a terminal outcome, not {result.outcome!r}")
     check_reason("reason", result.reason)
@@ -256,6 +267,34 @@ def reserve_args(key: RunKey, day: str, amount_micros: int, ceilings: Sequence[C
     if len(set(keys)) != len(keys):
         raise InvalidInput("a ceiling is listed twice")
     return ReserveArgs(rk, amount, keys, limits)
+
+
+def spend_args(ceiling_key: str, day: str) -> tuple[str, str]:
+    """``spend``: a ceiling key and a day, both text."""
+    return check_text("ceiling_key", ceiling_key, optional=False) or "", check_text("day", day, optional=False) or ""
+
+
+def claim_due_args(now: datetime, limit: int, decide: Any, timers: Timers) -> tuple[datetime, int]:
+    """``claim_due``: ``(now, limit)``; ``decide`` is callable and ``timers`` a :class:`Timers`."""
+    if not callable(decide):
+        raise InvalidInput("claim_due needs a callable decide")
+    check_timers(timers)
+    return require_utc("now", now), check_limit("limit", limit)
+
+
+def check_timers(timers: Timers) -> Timers:
+    """The timers a writing system call is given (``take_resends``, ``take_polls``, ``finish``)."""
+    if not isinstance(timers, Timers):
+        raise InvalidInput(f"timers must be a Timers, not {type(timers).__name__}")
+    return timers
+
+
+def reindex_args(derive: Any, tzdata_version: str | None, batch: int) -> int:
+    """``reindex``: ``derive`` is callable, the zone data version text; returns the page size."""
+    if not callable(derive):
+        raise InvalidInput("reindex needs a callable derive")
+    check_text("tzdata_version", tzdata_version)
+    return max(check_limit("batch", batch), 1)
 
 
 def list_routines_args(scope: Scope, limit: int, after: str | None) -> tuple[int, str | None]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from alma_schedule.testing.contract_backoff import BackoffContract
 from alma_schedule.testing.contract_claims import ClaimContract
+from alma_schedule.testing.contract_hostile import HostileContract
 from alma_schedule.testing.contract_input import InputContract
 from alma_schedule.testing.contract_money import MoneyContract
 from alma_schedule.testing.contract_reads import ReadContract
@@ -20,6 +21,7 @@ from alma_schedule.testing.contract_streak import StreakContract
 __all__ = [
     "BackoffContract",
     "ClaimContract",
+    "HostileContract",
     "InputContract",
     "MoneyContract",
     "ReadContract",
@@ -41,5 +43,6 @@ class StoreContract(
     SettlementContract,
     ReadContract,
     InputContract,
+    HostileContract,
 ):
     """Everything a backend must do, single-threaded. Provide a ``store`` fixture."""

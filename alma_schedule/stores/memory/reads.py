@@ -19,7 +19,7 @@ from alma_schedule.model import (
 )
 from alma_schedule.stores.arguments import age_args, list_runs_args, run_ref_args
 from alma_schedule.stores.memory.runs import RunsMixin, _order
-from alma_schedule.stores.validation import check_routine_key, require_utc
+from alma_schedule.stores.validation import check_limit, check_routine_key, require_utc
 
 
 class ReadsMixin(RunsMixin):
@@ -51,7 +51,7 @@ class ReadsMixin(RunsMixin):
                 and (edge is None or (r.fire_at, r.run_id) < edge)
             ]
         rows.sort(key=lambda r: (r.fire_at, r.run_id, r.routine_id), reverse=True)
-        return rows[: max(limit, 0)]
+        return rows[:limit]
 
     def last_completed_delivery(self, scope: Scope, routine_id: str) -> RunRecord | None:
         rk = check_routine_key(scope, routine_id)
@@ -64,11 +64,13 @@ class ReadsMixin(RunsMixin):
         return max(rows, key=_order, default=None)
 
     def peek_resends(self, now: datetime, limit: int) -> Resends:
+        limit = check_limit("limit", limit)
         now = require_utc("now", now)
         with self._lock:
             return Resends(tuple(self._resendable(now, limit)), tuple(self._expiring(now, limit)))
 
     def peek_polls(self, now: datetime, limit: int) -> list[RunRecord]:
+        limit = check_limit("limit", limit)
         now = require_utc("now", now)
         with self._lock:
             return self._pollable(now, limit)
@@ -83,7 +85,7 @@ class ReadsMixin(RunsMixin):
                 )
             )
         rows.sort(key=lambda r: (r.state_at, *_order(r)))
-        return rows[: max(limit, 0)]
+        return rows[:limit]
 
     def stuck(self, now: datetime, older_than: timedelta, limit: int = 100) -> list[RunRecord]:
         _, cutoff, limit = age_args("older_than", now, older_than, limit)
@@ -119,6 +121,7 @@ class ReadsMixin(RunsMixin):
             return self._erase(r for r in self._all_runs(scope) if r.result_text is not None)
 
     def erase_expired_results(self, now: datetime, limit: int = 1000) -> int:
+        limit = check_limit("limit", limit)
         now = require_utc("now", now)
         with self._lock:
             rows = [
@@ -127,4 +130,4 @@ class ReadsMixin(RunsMixin):
                 if r.result_text is not None and r.erase_at is not None and r.erase_at <= now
             ]
             rows.sort(key=lambda r: (r.erase_at, *_order(r)))
-            return self._erase(rows[: max(limit, 0)])
+            return self._erase(rows[:limit])

@@ -27,11 +27,17 @@ from alma_schedule.model import (
     Scope,
 )
 from alma_schedule.policies import backoff
-from alma_schedule.stores.arguments import list_routines_args, put_routine_args, set_enabled_args, set_paused_args
+from alma_schedule.stores.arguments import (
+    list_routines_args,
+    put_routine_args,
+    reindex_args,
+    set_enabled_args,
+    set_paused_args,
+)
 from alma_schedule.stores.base import RenamedMethods
 from alma_schedule.stores.memory.reads import ReadsMixin
 from alma_schedule.stores.memory.tick import TickMixin
-from alma_schedule.stores.validation import check_routine_key, check_text, check_utc
+from alma_schedule.stores.validation import check_limit, check_routine_key, check_utc
 from alma_schedule.stores.validation import require_utc as _utc
 
 RKey = tuple[str, str, str]
@@ -211,13 +217,15 @@ class MemoryStore(TickMixin, ReadsMixin, RenamedMethods):
     # ------------------------------------------------------------------ system reads / maintenance
 
     def list_inactive(self, limit: int = 1000) -> list[Routine]:
+        limit = check_limit("limit", limit)
         with self._lock:
             keys = sorted(
                 k for k, r in self._routines.items() if r.deleted_at is None and r.inactive_reason is not None
             )
-            return [self._out(k) for k in keys[: max(limit, 0)]]
+            return [self._out(k) for k in keys[:limit]]
 
     def iter_routines(self, batch: int = 1000) -> Iterator[Routine]:
+        batch = check_limit("batch", batch)
         after: RKey | None = None
         size = max(batch, 1)
         while True:
@@ -240,10 +248,11 @@ class MemoryStore(TickMixin, ReadsMixin, RenamedMethods):
             return self._heartbeat
 
     def purge_deleted(self, limit: int = 1000) -> int:
+        limit = check_limit("limit", limit)
         with self._lock:
             keys = sorted(
                 k for k, r in self._routines.items() if r.deleted_at is not None and k not in self._active
-            )[: max(limit, 0)]
+            )[:limit]
             for k in keys:
                 del self._routines[k], self._bodies[k]
                 self._versions.pop(k, None)
@@ -257,10 +266,9 @@ class MemoryStore(TickMixin, ReadsMixin, RenamedMethods):
         tzdata_version: str | None = None,
         batch: int = 1000,
     ) -> int:
-        check_text("tzdata_version", tzdata_version)
+        size = reindex_args(derive, tzdata_version, batch)
         changed = 0
         after: RKey | None = None
-        size = max(batch, 1)
         while True:
             with self._lock:
                 keys = sorted(k for k in self._routines if after is None or k > after)[:size]

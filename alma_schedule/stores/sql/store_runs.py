@@ -32,18 +32,20 @@ from alma_schedule.settings import Timers
 from alma_schedule.stores.arguments import (
     annotate_args,
     check_run_key,
+    check_timers,
     finish_args,
     list_runs_args,
     record_args,
     reserve_args,
     run_ref_args,
+    spend_args,
     submit_args,
     transition_args,
 )
 from alma_schedule.stores.sql import queries as q
 from alma_schedule.stores.sql.rows import run_from_row
 from alma_schedule.stores.sql.store_base import Abort, SqlBase
-from alma_schedule.stores.validation import check_routine_key, check_text
+from alma_schedule.stores.validation import check_routine_key
 
 
 def _settlement(rec: RunRecord, cost: int) -> tuple[dict[str, Any], settlement.Settlement]:
@@ -160,6 +162,7 @@ class RunsMixin(SqlBase):
         ONE transaction. The row is read locked; its state must be in ``EDGES[outcome]`` narrowed
         by ``from_states`` (else a loser: nothing written), and the update is guarded on it."""
         args = finish_args(key, result, now, from_states)
+        check_timers(timers)
         rk, now, allowed, cost_in, error_class = args.rk, args.now, args.allowed, args.cost, args.error_class
         with self._tx() as conn:
             routine = None
@@ -275,8 +278,7 @@ class RunsMixin(SqlBase):
 
     def spend(self, ceiling_key: str, day: str) -> int:
         """Reserved plus settled micro-USD of one ceiling on one day (system read)."""
-        check_text("ceiling_key", ceiling_key, optional=False)
-        check_text("day", day, optional=False)
+        ceiling_key, day = spend_args(ceiling_key, day)
         with self._tx(read=True) as conn:
             value = conn.execute(q.select_spend(ceiling_key, day)).scalar()
         return int(value or 0)
