@@ -139,3 +139,15 @@ def test_routines_list_flags_a_row_over_a_limit(tmp_path: Path) -> None:
     text = run("routines", "list", str(SCOPE), ALMA_MAX_DEFINITION_BYTES="1000")
     assert "over limits" in text and "max_definition_bytes" in text
     assert "max_definition_bytes" not in run("routines", "list", str(SCOPE))  # under the default: not flagged
+
+
+def test_a_money_literal_stored_by_0_1_0_is_still_read_and_flagged() -> None:
+    from alma_schedule.runners.governed.money import parse_budget
+
+    budget = {"budget": {"daily_usd": "5e-1", "per_turn_usd": " 0.25"}}
+    parsed = parse_budget(budget)  # what a run reads: the row keeps running
+    assert (parsed.daily_micros, parsed.per_run_micros) == (500_000, 250_000)
+    routine = make_routine("old", definition=budget)
+    assert over_limits(routine, load_settings(environ={})) == ("max_cap_usd",)  # registration would refuse it
+    with pytest.raises(RegistrationRefused, match="what a store can hold"):
+        parse_budget({"budget": {"daily_usd": "1e300000"}})  # compared before anything is multiplied

@@ -138,10 +138,11 @@ class MoneyPlan:
 
 
 def usd_to_micros(name: str, value: object) -> int:
-    """``0.5`` -> ``500000`` in exact decimal arithmetic: :func:`alma_schedule.model.usd_micros`
-    (every bound checked before any conversion) up to what a store can hold. Registration bounds
-    each cap by ``max_cap_usd`` first (``engine.limits``); a stored row above it keeps running."""
-    return usd_micros(name, value, max_usd=MAX_STORABLE_USD, setting="what a store can hold")
+    """``0.5`` -> ``500000`` in exact decimal arithmetic: :func:`alma_schedule.model.money.usd_micros`
+    (every bound checked before any conversion) up to what a store can hold, any decimal literal
+    read (``plain=False``: a row 0.1.0 stored keeps running). Registration checks the plain form
+    and ``max_cap_usd`` first (``engine.limits``); a stored row above that keeps running."""
+    return usd_micros(name, value, max_usd=MAX_STORABLE_USD, setting="what a store can hold", plain=False)
 
 
 def _tokens(name: str, value: object) -> int:
