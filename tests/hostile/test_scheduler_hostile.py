@@ -30,14 +30,25 @@ SCHEDULES = st.one_of(
 )
 
 
-def _run_ids(sched: Scheduler) -> list[str]:
-    return [r.run_id for r in sched.store.list_runs(SCOPE, limit=50)] or ["none"]
+def _pick(draw: Draw, items: list[Any]) -> Any:
+    """One of ``items`` (which depend on the store's state) through a drawn index: what is drawn does
+    not depend on the state, so hypothesis can replay and shrink an example."""
+    i = draw(st.integers(0, 49))
+    return items[i % len(items)] if items else "none"
+
+
+def _run_id(sched: Scheduler, draw: Draw) -> Any:
+    if draw(st.booleans()):
+        return draw(anything())
+    run_ids = [r.run_id for r in sched.store.list_runs(SCOPE, limit=50)]
+    return _pick(draw, run_ids)
 
 
 def _key(sched: Scheduler, draw: Draw) -> Any:
     if draw(st.booleans()):
         return draw(anything())
-    return RunKey.of(SCOPE, draw(st.sampled_from(["r1", "r2"])), draw(st.sampled_from(_run_ids(sched))))
+    run_ids = [r.run_id for r in sched.store.list_runs(SCOPE, limit=50)]
+    return RunKey.of(SCOPE, draw(st.sampled_from(["r1", "r2"])), _pick(draw, run_ids))
 
 
 def _spec(draw: Draw) -> Any:
@@ -92,9 +103,9 @@ OPS: dict[str, Op] = {
             before=d(st.one_of(st.none(), st.tuples(instants(), anything()), anything())),
         )
     ),
-    "run": lambda s, d: (lambda: s.run(d(SCOPES), d(IDS), d(or_hostile(*_run_ids(s))))),
+    "run": lambda s, d: (lambda: s.run(d(SCOPES), d(IDS), _run_id(s, d))),
     "decide": lambda s, d: (
-        lambda: s.decide(d(st.one_of(st.sampled_from(list(s.store.iter_routines())), anything())), now=d(NOW))
+        lambda: s.decide(_pick(d, list(s.store.iter_routines())) if d(st.booleans()) else d(anything()), now=d(NOW))
     ),
     "plan": lambda s, d: (lambda: s.plan(now=d(NOW))),
     "tick": lambda s, d: (lambda: s.tick(now=d(NOW))),
@@ -104,7 +115,7 @@ OPS: dict[str, Op] = {
         lambda: s.record(
             d(SCOPES),
             d(IDS),
-            d(or_hostile(*_run_ids(s))),
+            _run_id(s, d),
             d(or_hostile("failed", "completed", "running")),
             d(or_hostile("reconciled", "provider_error")),
             now=d(NOW),
