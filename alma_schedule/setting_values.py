@@ -6,6 +6,7 @@ the refusal of a production store with the in-memory broker. Re-exported by
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -31,23 +32,40 @@ _DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+(?:\.\d+)?)s)?
 
 
 def parse_duration(name: str, text: str | float | int | timedelta) -> timedelta:
-    """Parse ``90``, ``90s``, ``15m``, ``2h``, ``1d``, ``1h30m`` into a timedelta (> 0 not required)."""
+    """Parse ``90``, ``90s``, ``15m``, ``2h``, ``1d``, ``1h30m`` into a timedelta (> 0 not required).
+
+    ASCII digits only (``float`` would read other scripts' digits), finite, and within a
+    timedelta's range (about 2.7 million years): anything else is a :class:`ConfigurationError`."""
     if isinstance(text, timedelta):
         return text
-    if isinstance(text, bool):
+    if isinstance(text, bool) or not isinstance(text, (int, float, str)):
         raise ConfigurationError(f"{name}: expected a duration, got {text!r}")
     if isinstance(text, (int, float)):
-        return timedelta(seconds=text)
+        return _span(name, text, lambda: timedelta(seconds=text))
     raw = text.strip().lower()
+    if not raw.isascii():
+        raise ConfigurationError(f"{name}: {text!r} is not a duration (use e.g. 90s, 15m, 2h, 1d)")
     try:
-        return timedelta(seconds=float(raw))
+        seconds = float(raw)
     except ValueError:
         pass
+    else:
+        return _span(name, text, lambda: timedelta(seconds=seconds))
     m = _DURATION.match(raw)
     if not raw or not m or not any(m.groups()):
         raise ConfigurationError(f"{name}: {text!r} is not a duration (use e.g. 90s, 15m, 2h, 1d)")
     d, h, mi, s = m.groups()
-    return timedelta(days=int(d or 0), hours=int(h or 0), minutes=int(mi or 0), seconds=float(s or 0))
+    return _span(
+        name, text, lambda: timedelta(days=int(d or 0), hours=int(h or 0), minutes=int(mi or 0), seconds=float(s or 0))
+    )
+
+
+def _span(name: str, text: object, build: Callable[[], timedelta]) -> timedelta:
+    try:
+        return build()
+    except (OverflowError, ValueError):  # NaN, infinities, beyond timedelta's range
+        shown = text if isinstance(text, str) and len(text) <= 40 else type(text).__name__
+        raise ConfigurationError(f"{name}: {shown!r} is not a finite duration within range") from None
 
 
 def derived_tick_expires(period: timedelta) -> timedelta:

@@ -117,6 +117,11 @@ class Settings:
     ceiling_routine_daily_micros: int = _f(0, "Host daily ceiling per routine, micro-USD (0 = none).", "int")
     ceiling_org_daily_micros: int = _f(0, "Host daily ceiling per org, micro-USD (0 = none).", "int")
     money_day_tz: str = _f("UTC", "Time zone whose calendar day the ceilings count in.")
+    # --- limits of what registration accepts (a stored row over one keeps running; `routines list` flags it)
+    max_definition_bytes: int = _f(65_536, "Largest definition registration accepts, bytes of canonical JSON.", "int")
+    max_schedule_bytes: int = _f(4_096, "Largest schedule registration accepts, bytes of canonical JSON.", "int")
+    max_nesting_depth: int = _f(32, "Deepest nesting of a definition or schedule registration accepts (<= 64).", "int")
+    max_cap_usd: int = _f(1_000_000, "Largest money cap a routine's budget may name, USD.", "int")
     # --- providers and sinks
     provider: str | None = _f(None, "Provider of turn/job routines: 'openai' or (demo only) 'scripted'.")
     openai_base_url: str = _f("https://api.openai.com", "Base URL of the OpenAI-compatible API.", "url")
@@ -330,6 +335,7 @@ def _check(s: Settings) -> None:
     for name in ("claim_limit", "tick_max_batches", "run_batch_size"):
         if getattr(s, name) < 1:
             raise ConfigurationError(f"{env_name(name)} must be at least 1")
+    _check_limits(s)
     for name in (
         "resend_first", "poll_first", "run_time_limit", "defer_first", "one_shot_window",
         "tick_time_limit", "collect_time_limit", "run_batch_budget",
@@ -349,3 +355,13 @@ def _check_dead_queue(s: Settings) -> None:
             f"{env_name('dead_queue')}={s.dead_queue!r} is also {env_name(ours[s.dead_queue])}: "
             "refused messages must go to a queue no worker of ours consumes"
         )
+
+
+def _check_limits(s: Settings) -> None:
+    """The registration limits (issue 14, defect 7): each at least 1; the nesting depth at most the
+    stores' own :data:`~alma_schedule.stores.validation.MAX_JSON_DEPTH` (64)."""
+    for name in ("max_definition_bytes", "max_schedule_bytes", "max_nesting_depth", "max_cap_usd"):
+        if getattr(s, name) < 1:
+            raise ConfigurationError(f"{env_name(name)} must be at least 1")
+    if s.max_nesting_depth > 64:
+        raise ConfigurationError(f"{env_name('max_nesting_depth')} must be at most 64 (the stores' own limit)")

@@ -51,7 +51,11 @@ def routine_json(r: Routine, now: datetime) -> dict[str, Any]:
     return {**r.to_dict(), "state": finished.routine_state(r, now), "finished": finished.finished_reason(r, now)}
 
 
-def _routine_row(r: Routine, last: RunRecord | None, now: datetime) -> list[Any]:
+def _over_text(names: tuple[str, ...]) -> str:
+    return ", ".join(names) if names else "-"
+
+
+def _routine_row(r: Routine, last: RunRecord | None, now: datetime, over: tuple[str, ...] = ()) -> list[Any]:
     state = state_text(r, now)
     return [
         r.routine_id,
@@ -63,6 +67,7 @@ def _routine_row(r: Routine, last: RunRecord | None, now: datetime) -> list[Any]
         r.last_fire.isoformat() if r.last_fire else "-",
         r.consecutive_failures,
         r.last_error or "",
+        _over_text(over),
     ]
 
 
@@ -70,6 +75,7 @@ def _routine_row(r: Routine, last: RunRecord | None, now: datetime) -> list[Any]
 #: resumes counting from (the last claimed fire, or the instant of a resume / enable / schedule change).
 ROUTINE_COLUMNS = [
     "id", "kind", "schedule", "state", "next due (UTC)", "last run (fire, state)", "cursor", "failures", "last error",
+    "over limits",
 ]
 PAGE = 50
 
@@ -105,20 +111,27 @@ def list_(obj: CliContext, scope: str, deleted: bool, as_json: bool) -> None:
 
     "last run" is the newest fire the schedule claimed (from the run ledger, with its state);
     "cursor" is where the schedule resumes counting from: the last claimed fire, or the instant of
-    a resume, an enable or a schedule change.
+    a resume, an enable or a schedule change. "over limits" names the registration limits a stored
+    row exceeds (`max_definition_bytes`, `max_schedule_bytes`, `max_nesting_depth`, `max_cap_usd`):
+    it keeps running; a re-registration would be refused (`--json`: `over_limits`).
 
     \b
     Example:
       alma-schedule routines list acme/alice --json
     """
+    from alma_schedule.engine.limits import over_limits
+
     sc = Scope.parse(scope)
     rows = obj.store().list_routines(sc, include_deleted=deleted)
     now = obj.settings.now()
+    settings = obj.settings
     if as_json:
-        emit_json([routine_json(r, now) for r in rows])
+        emit_json([{**routine_json(r, now), "over_limits": list(over_limits(r, settings))} for r in rows])
         return
     store = obj.store()
-    table = [_routine_row(r, last_scheduled_run(store, sc, r.routine_id), now) for r in rows]
+    table = [
+        _routine_row(r, last_scheduled_run(store, sc, r.routine_id), now, over_limits(r, settings)) for r in rows
+    ]
     print_table(f"routines of {sc}", ROUTINE_COLUMNS, table)
 
 

@@ -41,6 +41,8 @@ def json_arg(name: str, text: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise InvalidInput(f"{name} is not JSON: {exc.msg} (line {exc.lineno} column {exc.colno})") from None
+    except RecursionError:  # the decoder recurses per level: a text of 100,000 '[' ends here
+        raise InvalidInput(f"{name} is nested too deeply to parse") from None
 
 
 def _register(obj: CliContext, spec: RoutineSpec, at: str | None, mode: RegisterMode) -> RegistrationReceipt:

@@ -37,6 +37,8 @@ def schedule_next(obj: object, schedule: str, count: int, after: str | None, as_
         value = json.loads(schedule)
     except json.JSONDecodeError as exc:
         raise InvalidSchedule(f"schedule is not JSON: {exc.msg}") from None
+    except RecursionError:  # the decoder recurses per level
+        raise InvalidSchedule("schedule is nested too deeply to parse") from None
     parsed = validate_schedule(value)
     start = _instant(after) if after else system_time().replace(microsecond=0)
     rows = preview_fires(parsed, start, start, count, policy=parse_policy(value))

@@ -260,9 +260,9 @@ def record(
     recorded cost (``cost_micros``, else the run's stored cost). Never resends the recorded run; the
     buffered fire its end releases is sent (:func:`send_released`)."""
     key = RunKey.of(check_scope(scope), routine_id, run_id)  # validated when built
-    if outcome not in TERMINAL:
+    if not isinstance(outcome, str) or outcome not in TERMINAL:
         raise InvalidInput(f"outcome {outcome!r} is not a terminal state ({', '.join(sorted(TERMINAL))})")
-    if reason not in REASONS:
+    if not isinstance(reason, str) or reason not in REASONS:
         raise InvalidInput(f"reason {reason!r} is not a known reason code (one of: {', '.join(sorted(REASONS))})")
     res = rt.store.record(key, outcome, reason, now=rt.now(now), cost_micros=cost_micros)
     send_released(rt, res)

@@ -2,8 +2,10 @@
 
 Steps (the store write is ONE transaction, a compare-and-set on the current revision):
 
-1. validate ids, the schedule (the core, with ``now``: an ``at`` before now is refused) and the
-   definition (JSON); every refusal is :class:`RegistrationRefused` with the reason;
+1. validate ids, then the size limits (``engine.limits``: definition and schedule bytes, nesting
+   depth, money caps; each refusal names its setting), then the schedule (the core, with ``now``:
+   an ``at`` before now is refused) and the definition (JSON); every refusal is
+   :class:`RegistrationRefused` with the reason;
 2. resolve the runner and ask it to ``validate`` the routine (any exception refuses, its message is
    the reason); an ``every`` shorter than the tick period gets a warning in the receipt;
 3. ``config_revision`` = sha256 of (kind, canonical schedule, definition, the runner's optional
@@ -51,6 +53,7 @@ from alma_schedule.errors import InvalidInput, InvalidSchedule, NotFound, Regist
 from alma_schedule.model import Routine, RoutineKey, RoutineSpec, check_id
 
 from .decide import claims_left
+from .limits import check_registration
 from .revision import canonical_json, config_revision
 from .runtime import Runtime, UnknownKind
 
@@ -220,6 +223,7 @@ def register(
     at = rt.now(now)
     RoutineKey(spec.org, spec.uid, spec.routine_id)  # validates the three ids
     check_id("kind", spec.kind)
+    check_registration(spec, rt.settings)  # the size limits, before anything costly
     try:
         schedule = validate_schedule(spec.schedule, now=at)
         # the stored schedule: its timing, canonical, and the policies that differ from the defaults

@@ -4,7 +4,9 @@ The hash covers (kind, schedule, definition, runner inputs): re-registering an u
 produces the same revision (a no-op), and any change to what a run would do produces a new one.
 The schedule is hashed in its canonical form (``parse_schedule(...).to_json()``) so ``{"every":
 "900"}`` and ``{"every": "15m"}`` are the same routine. JSON is canonical: sorted keys, no
-whitespace, UTF-8. Values that are not JSON (a datetime, a set) are refused, never stringified.
+whitespace, UTF-8. Values that are not JSON (a datetime, a set) are refused, never stringified;
+so is a value nested deeper than :data:`MAX_CANONICAL_DEPTH` (measured without recursion, before
+the encoder would recurse).
 """
 
 from __future__ import annotations
@@ -16,11 +18,39 @@ from typing import Any
 
 from alma_schedule.errors import InvalidInput
 
-__all__ = ["canonical_json", "config_revision"]
+__all__ = ["MAX_CANONICAL_DEPTH", "canonical_json", "config_revision", "nesting_depth"]
+
+#: The deepest value :func:`canonical_json` encodes (the stores keep at most 64 levels).
+MAX_CANONICAL_DEPTH = 64
+
+
+def nesting_depth(value: Any, stop: int) -> int:
+    """How many containers (mappings, lists, tuples) deep ``value`` is (a scalar: 0; ``{}``: 1),
+    walked with an explicit stack; the walk stops as soon as the depth passes ``stop`` (then the
+    answer is ``stop + 1``), so a hostile value costs at most its size and never recurses."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, Mapping):
+            children: Any = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        depth += 1
+        if depth > stop:
+            return stop + 1
+        deepest = max(deepest, depth)
+        stack.extend((child, depth) for child in children)
+    return deepest
 
 
 def canonical_json(value: Any) -> str:
-    """Canonical JSON text of ``value`` (sorted keys, compact, finite numbers only)."""
+    """Canonical JSON text of ``value`` (sorted keys, compact, finite numbers only, at most
+    :data:`MAX_CANONICAL_DEPTH` levels deep)."""
+    if nesting_depth(value, MAX_CANONICAL_DEPTH) > MAX_CANONICAL_DEPTH:
+        raise InvalidInput(f"nested deeper than {MAX_CANONICAL_DEPTH} levels")
     try:
         return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:

@@ -25,7 +25,7 @@ from datetime import datetime
 
 from alma_schedule.core import policy_of
 from alma_schedule.core.zones import zone_data
-from alma_schedule.errors import Finished, NotFound, Overlap, Refused
+from alma_schedule.errors import Finished, InvalidInput, NotFound, Overlap, Refused
 from alma_schedule.model import (
     ClaimResult,
     Dispatcher,
@@ -250,7 +250,9 @@ class Scheduler:
 
     def decide(self, routine: Routine, *, now: datetime) -> Fire | NotDue:
         """The pure decision for one routine at ``now`` (for inspection; writes nothing)."""
-        return _decide(routine, now, self._rt.settings)
+        if not isinstance(routine, Routine):
+            raise InvalidInput(f"decide takes a Routine, not {type(routine).__name__}")
+        return _decide(routine, self._rt.peek_now(now), self._rt.settings)
 
     def plan(self, *, now: datetime | None = None) -> TickPlan:
         """What a tick at ``now`` would do, and why. Read-only; ``now`` may be any instant."""

@@ -14,9 +14,15 @@ from datetime import UTC, datetime, timedelta
 
 from alma_schedule.errors import InvalidInput
 
-__all__ = ["SettableTime", "aware_utc", "system_time", "trusted_now"]
+__all__ = ["MAX_INSTANT", "MIN_INSTANT", "SettableTime", "aware_utc", "system_time", "trusted_now"]
 
 log = logging.getLogger("alma_schedule.time")
+
+#: The instants a caller's ``now`` may name: the engine adds windows, retention and back-offs to it
+#: and builds millisecond run ids from it, so an instant near ``datetime.min`` / ``datetime.max``
+#: (year 1, year 9999) would overflow somewhere downstream. Outside this range: :class:`InvalidInput`.
+MIN_INSTANT = datetime(1970, 1, 1, tzinfo=UTC)
+MAX_INSTANT = datetime(9000, 1, 1, tzinfo=UTC)
 
 
 def system_time() -> datetime:
@@ -25,13 +31,23 @@ def system_time() -> datetime:
 
 
 def aware_utc(name: str, value: object) -> datetime:
-    """``value`` as an aware UTC datetime; :class:`InvalidInput` naming ``name`` when it is not an
-    aware datetime (naive times are never read as local)."""
+    """``value`` as an aware UTC datetime in [:data:`MIN_INSTANT`, :data:`MAX_INSTANT`);
+    :class:`InvalidInput` naming ``name`` when it is not an aware datetime (naive times are never
+    read as local) or lies outside that range."""
     if not isinstance(value, datetime):
         raise InvalidInput(f"{name} must be a datetime, not {type(value).__name__}")
     if value.tzinfo is None or value.utcoffset() is None:
         raise InvalidInput(f"{name} must be timezone-aware (naive times are never read as local)")
-    return value.astimezone(UTC)
+    try:
+        instant = value.astimezone(UTC)
+    except OverflowError:  # e.g. 0001-01-01T00:00+14:00 has no UTC datetime
+        instant = None
+    if instant is None or not MIN_INSTANT <= instant < MAX_INSTANT:
+        raise InvalidInput(
+            f"{name} {value.isoformat()} is outside the supported range "
+            f"[{MIN_INSTANT.date().isoformat()}, {MAX_INSTANT.date().isoformat()})"
+        )
+    return instant
 
 
 def trusted_now(given: datetime | None, time_source: Callable[[], datetime], tolerance: timedelta) -> datetime:

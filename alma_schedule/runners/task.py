@@ -73,6 +73,8 @@ def task_id_for(key: RunKey) -> str:
 def _json_value(name: str, value: Any) -> Any:
     try:
         text = json.dumps(value, allow_nan=False)
+    except RecursionError:
+        raise InvalidInput(f"{name} is nested too deeply") from None
     except (TypeError, ValueError) as exc:
         raise InvalidInput(f"{name} must be JSON-serializable: {exc}") from None
     return json.loads(text)

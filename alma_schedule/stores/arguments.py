@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from alma_schedule.errors import InvalidInput
@@ -30,9 +30,12 @@ from alma_schedule.model import (
     check_id,
     check_scope,
 )
+from alma_schedule.model.time import MIN_INSTANT
+from alma_schedule.settings import Timers
 from alma_schedule.stores.validation import (
     check_from_states,
     check_json,
+    check_limit,
     check_micros,
     check_reason,
     check_routine_key,
@@ -50,18 +53,24 @@ __all__ = [
     "ManualClaimArgs",
     "PutRoutineArgs",
     "ReserveArgs",
+    "age_args",
     "annotate_args",
     "check_run_key",
+    "check_timers",
+    "claim_due_args",
     "claim_manual_args",
     "finish_args",
+    "list_routines_args",
     "list_runs_args",
     "mark_blocked_args",
     "put_routine_args",
     "record_args",
+    "reindex_args",
     "reserve_args",
     "run_ref_args",
     "set_enabled_args",
     "set_paused_args",
+    "spend_args",
     "submit_args",
     "transition_args",
 ]
@@ -95,6 +104,8 @@ class PutRoutineArgs:
 
 
 def put_routine_args(routine: Routine, now: datetime) -> PutRoutineArgs:
+    if not isinstance(routine, Routine):
+        raise InvalidInput(f"put_routine takes a Routine, not {type(routine).__name__}")
     key = check_routine_key(routine.scope, routine.routine_id)
     check_id("kind", routine.kind)
     check_id("config_revision", routine.config_revision)
@@ -183,6 +194,8 @@ def submit_args(
 def annotate_args(key: RunKey, values: Mapping[str, Any]) -> tuple[RKey, dict[str, Any]]:
     """``annotate``: only :data:`ANNOTATABLE` fields; ``caps_crossed`` comes back as a tuple."""
     rk = check_run_key(key)
+    if not isinstance(values, Mapping) or not all(isinstance(name, str) for name in values):
+        raise InvalidInput("annotate takes a mapping of field names to values")
     unknown = sorted(set(values) - ANNOTATABLE)
     if unknown:
         raise InvalidInput(f"annotate cannot write {', '.join(unknown)}")
@@ -215,7 +228,9 @@ class FinishArgs:
 
 def finish_args(key: RunKey, result: RunResult, now: datetime, from_states: Collection[str] | None) -> FinishArgs:
     rk, now = transition_args(key, now)
-    if result.outcome not in TERMINAL:
+    if not isinstance(result, RunResult):
+        raise InvalidInput(f"finish takes a RunResult, not {type(result).__name__}")
+    if not isinstance(result.outcome, str) or result.outcome not in TERMINAL:
         raise InvalidInput(f"finish needs a terminal outcome, not {result.outcome!r}")
     check_reason("reason", result.reason)
     allowed = check_from_states(result.outcome, from_states)
@@ -230,7 +245,7 @@ def record_args(
     the cost (None = the stored one) integer micro-USD."""
     rk = check_run_key(key)
     now = require_utc("now", now)
-    if outcome not in TERMINAL:
+    if not isinstance(outcome, str) or outcome not in TERMINAL:
         raise InvalidInput(f"record needs a terminal outcome, not {outcome!r}")
     check_reason("reason", reason, optional=False)
     cost = None if cost_micros is None else check_micros("cost_micros", cost_micros)
@@ -265,11 +280,49 @@ def reserve_args(key: RunKey, day: str, amount_micros: int, ceilings: Sequence[C
     rk = check_run_key(key)
     check_id("day", day)
     amount = check_micros("amount_micros", amount_micros)
+    if isinstance(ceilings, str) or not isinstance(ceilings, Sequence) or not all(
+        isinstance(c, Ceiling) for c in ceilings
+    ):
+        raise InvalidInput("ceilings must be a sequence of Ceiling")
     keys = [check_id("ceiling", c.key) for c in ceilings]
     limits = {c.key: check_micros("limit_micros", c.limit_micros) for c in ceilings}
     if len(set(keys)) != len(keys):
         raise InvalidInput("a ceiling is listed twice")
     return ReserveArgs(rk, amount, keys, limits)
+
+
+def spend_args(ceiling_key: str, day: str) -> tuple[str, str]:
+    """``spend``: a ceiling key and a day, both text."""
+    return check_text("ceiling_key", ceiling_key, optional=False) or "", check_text("day", day, optional=False) or ""
+
+
+def claim_due_args(now: datetime, limit: int, decide: Any, timers: Timers) -> tuple[datetime, int]:
+    """``claim_due``: ``(now, limit)``; ``decide`` is callable and ``timers`` a :class:`Timers`."""
+    if not callable(decide):
+        raise InvalidInput("claim_due needs a callable decide")
+    check_timers(timers)
+    return require_utc("now", now), check_limit("limit", limit)
+
+
+def check_timers(timers: Timers) -> Timers:
+    """The timers a writing system call is given (``take_resends``, ``take_polls``, ``finish``)."""
+    if not isinstance(timers, Timers):
+        raise InvalidInput(f"timers must be a Timers, not {type(timers).__name__}")
+    return timers
+
+
+def reindex_args(derive: Any, tzdata_version: str | None, batch: int) -> int:
+    """``reindex``: ``derive`` is callable, the zone data version text; returns the page size."""
+    if not callable(derive):
+        raise InvalidInput("reindex needs a callable derive")
+    check_text("tzdata_version", tzdata_version)
+    return max(check_limit("batch", batch), 1)
+
+
+def list_routines_args(scope: Scope, limit: int, after: str | None) -> tuple[int, str | None]:
+    """``list_routines``: ``(limit, after)``; ``after`` is a routine id's text (any text pages)."""
+    check_scope(scope)
+    return check_limit("limit", limit), check_text("after", after)
 
 
 def list_runs_args(
@@ -278,14 +331,31 @@ def list_runs_args(
     state: str | None,
     since: datetime | None,
     before: tuple[datetime, str] | None,
-) -> tuple[datetime | None, tuple[datetime, str] | None]:
-    """``list_runs``: ``(since, before)`` with their datetimes in UTC; the run id of ``before`` is
-    returned as given (a backend that binds it checks it)."""
+    limit: int = 100,
+) -> tuple[datetime | None, tuple[datetime, str] | None, int]:
+    """``list_runs``: ``(since, before, limit)`` with their datetimes in UTC; ``before`` is a
+    ``(fire_at, run_id)`` pair whose run id is any text."""
     check_scope(scope)
     if routine_id is not None:
         check_id("routine_id", routine_id)
-    if state is not None and state not in ALL_STATES:
+    if state is not None and (not isinstance(state, str) or state not in ALL_STATES):
         raise InvalidInput(f"unknown run state {state!r}")
     since = check_utc("since", since, optional=True)
-    edge = None if before is None else (require_utc("before", before[0]), before[1])
-    return since, edge
+    edge = None
+    if before is not None:
+        if not isinstance(before, tuple) or len(before) != 2:
+            raise InvalidInput("before must be a (fire_at, run_id) pair")
+        edge = (require_utc("before", before[0]), check_text("before", before[1], optional=False) or "")
+    return since, edge, check_limit("limit", limit)
+
+
+def age_args(
+    name: str, now: datetime, span: timedelta, limit: int, *, times: int = 1
+) -> tuple[datetime, datetime, int]:
+    """``blocked`` / ``stuck``: ``(now, now - times * span, limit)``; ``span`` (named ``name``) is a
+    non-negative timedelta, and a cutoff reaching before :data:`MIN_INSTANT` reads from it."""
+    now = require_utc("now", now)
+    if not isinstance(span, timedelta) or span < timedelta(0):
+        raise InvalidInput(f"{name} must be a non-negative timedelta")
+    cutoff = MIN_INSTANT if span >= (now - MIN_INSTANT) / times else now - span * times
+    return now, cutoff, check_limit("limit", limit)

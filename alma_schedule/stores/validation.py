@@ -8,7 +8,8 @@ the rest lives here so all backends accept exactly the same values:
   surrogates), at most :data:`MAX_JSON_DEPTH` levels deep. :func:`check_json` returns the canonical
   JSON text (sorted keys) that the store keeps.
 * Free text (result text, errors, batch ids) must be valid UTF-8 without NUL.
-* Datetimes must be aware; they are normalized to UTC.
+* Datetimes must be aware and in the supported range (``model.time.MIN_INSTANT`` to
+  ``MAX_INSTANT``); they are normalized to UTC.
 * Money is a non-negative ``int`` (never a bool or float).
 """
 
@@ -21,15 +22,20 @@ from datetime import UTC, datetime
 from typing import Any
 
 from alma_schedule.errors import InvalidInput
-from alma_schedule.model import EDGES, NON_TERMINAL, REASONS, RoutineKey, Scope, check_id, check_scope
+from alma_schedule.model import EDGES, NON_TERMINAL, REASONS, RoutineKey, Scope, aware_utc, check_id, check_scope
+from alma_schedule.model.time import MAX_INSTANT, MIN_INSTANT
 
 MAX_JSON_DEPTH = 64
+#: The largest page a read may ask for (a limit beyond it is refused, never sent to a driver).
+MAX_LIMIT = 2**31 - 1
 
 __all__ = [
     "MAX_JSON_DEPTH",
+    "MAX_LIMIT",
     "check_from_states",
     "check_id",
     "check_json",
+    "check_limit",
     "check_micros",
     "check_reason",
     "check_routine_key",
@@ -63,14 +69,13 @@ def check_text(name: str, value: object, *, optional: bool = True) -> str | None
 
 
 def check_utc(name: str, value: object, *, optional: bool = False) -> datetime | None:
-    """An aware datetime, returned in UTC. Naive datetimes are refused (never guessed)."""
+    """An aware datetime in the supported range, returned in UTC (:func:`aware_utc`). Naive
+    datetimes are refused (never guessed)."""
     if value is None and optional:
         return None
-    if not isinstance(value, datetime):
-        raise InvalidInput(f"{name} must be a datetime, not {type(value).__name__}")
-    if value.tzinfo is None or value.utcoffset() is None:
-        raise InvalidInput(f"{name} must be timezone-aware")
-    return value.astimezone(UTC)
+    if isinstance(value, datetime) and value.tzinfo is UTC and MIN_INSTANT <= value < MAX_INSTANT:
+        return value  # the common case, already checked
+    return aware_utc(name, value)
 
 
 def require_utc(name: str, value: object) -> datetime:
@@ -88,6 +93,16 @@ def check_micros(name: str, value: object) -> int:
     if value < 0:
         raise InvalidInput(f"{name} must not be negative")
     return value
+
+
+def check_limit(name: str, value: object) -> int:
+    """A page size: an ``int`` (never a bool or float) up to :data:`MAX_LIMIT`; a negative one reads
+    nothing (returned as 0)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInput(f"{name} must be an integer, not {type(value).__name__}")
+    if value > MAX_LIMIT:
+        raise InvalidInput(f"{name} must be at most {MAX_LIMIT}")
+    return max(value, 0)
 
 
 def check_reason(name: str, value: object, *, optional: bool = True) -> str | None:

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from alma_schedule.errors import InvalidInput
 from alma_schedule.model import RunKey
+from alma_schedule.model.time import aware_utc
 
 if TYPE_CHECKING:
     from alma_schedule.tasks.composition import Composition
@@ -52,6 +53,8 @@ class PackedFire:
 def unpack(fires: Sequence[Any]) -> list[PackedFire]:
     """``[[org, uid, routine_id, run_id, expires_iso], ...]`` -> fires (:class:`InvalidInput` if malformed)."""
     out: list[PackedFire] = []
+    if not isinstance(fires, (list, tuple)):
+        raise InvalidInput("run_many takes a list of fires")
     for fire in fires:
         if not isinstance(fire, (list, tuple)) or len(fire) != 5 or not all(isinstance(v, str) for v in fire):
             raise InvalidInput("a run_many fire is [org, uid, routine_id, run_id, expires_at ISO]")
@@ -61,7 +64,7 @@ def unpack(fires: Sequence[Any]) -> list[PackedFire]:
             raise InvalidInput(f"expires_at {fire[4]!r} is not an ISO instant") from None
         if expires.tzinfo is None:
             raise InvalidInput(f"expires_at {fire[4]!r} has no UTC offset")
-        out.append(PackedFire(RunKey(fire[0], fire[1], fire[2], fire[3]), expires))
+        out.append(PackedFire(RunKey(fire[0], fire[1], fire[2], fire[3]), aware_utc("expires_at", expires)))
     return out
 
 

@@ -11,6 +11,7 @@ from alma_schedule.testing.contract_backoff import BackoffContract
 from alma_schedule.testing.contract_blocked import BlockedContract
 from alma_schedule.testing.contract_buffered import BufferedContract
 from alma_schedule.testing.contract_claims import ClaimContract
+from alma_schedule.testing.contract_hostile import HostileContract
 from alma_schedule.testing.contract_input import InputContract
 from alma_schedule.testing.contract_limits import LimitsContract
 from alma_schedule.testing.contract_money import MoneyContract
@@ -28,6 +29,7 @@ __all__ = [
     "BlockedContract",
     "BufferedContract",
     "ClaimContract",
+    "HostileContract",
     "InputContract",
     "LimitsContract",
     "MoneyContract",
@@ -60,5 +62,6 @@ class StoreContract(
     ZoneDataContract,
     DeadlinePollContract,
     LimitsContract,
+    HostileContract,
 ):
     """Everything a backend must do, single-threaded. Provide a ``store`` fixture."""

@@ -28,11 +28,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from alma_schedule.errors import RegistrationRefused
 from alma_schedule.model import Ceiling, Routine, RoutineKey
+from alma_schedule.model.money import MAX_STORABLE_USD, usd_micros
 from alma_schedule.settings import Settings
 
 MICROS_PER_USD = 1_000_000
@@ -138,18 +138,11 @@ class MoneyPlan:
 
 
 def usd_to_micros(name: str, value: object) -> int:
-    """``0.5`` -> ``500000`` in exact decimal arithmetic; refuses negative, non-finite, bool, sub-micro."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise RegistrationRefused(f"budget.{name}: expected an amount in USD, got {value!r}")
-    try:
-        amount = Decimal(str(value)) * MICROS_PER_USD
-    except InvalidOperation:
-        raise RegistrationRefused(f"budget.{name}: {value!r} is not an amount in USD") from None
-    if not amount.is_finite() or amount < 0:
-        raise RegistrationRefused(f"budget.{name}: must be a finite amount >= 0, got {value!r}")
-    if amount != amount.to_integral_value():
-        raise RegistrationRefused(f"budget.{name}: {value!r} is finer than a micro-USD")
-    return int(amount)
+    """``0.5`` -> ``500000`` in exact decimal arithmetic: :func:`alma_schedule.model.money.usd_micros`
+    (every bound checked before any conversion) up to what a store can hold, any decimal literal
+    read (``plain=False``: a row 0.1.0 stored keeps running). Registration checks the plain form
+    and ``max_cap_usd`` first (``engine.limits``); a stored row above that keeps running."""
+    return usd_micros(name, value, max_usd=MAX_STORABLE_USD, setting="what a store can hold", plain=False)
 
 
 def _tokens(name: str, value: object) -> int:

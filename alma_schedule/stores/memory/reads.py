@@ -17,9 +17,9 @@ from alma_schedule.model import (
     Scope,
     check_scope,
 )
-from alma_schedule.stores.arguments import list_runs_args, run_ref_args
+from alma_schedule.stores.arguments import age_args, list_runs_args, run_ref_args
 from alma_schedule.stores.memory.runs import RunsMixin, _order
-from alma_schedule.stores.validation import check_routine_key, require_utc
+from alma_schedule.stores.validation import check_limit, check_routine_key, require_utc
 
 
 class ReadsMixin(RunsMixin):
@@ -40,7 +40,7 @@ class ReadsMixin(RunsMixin):
         limit: int = 100,
         before: tuple[datetime, str] | None = None,
     ) -> list[RunRecord]:
-        since, edge = list_runs_args(scope, routine_id, state, since, before)
+        since, edge, limit = list_runs_args(scope, routine_id, state, since, before, limit)
         with self._lock:
             rows = [
                 r
@@ -51,7 +51,7 @@ class ReadsMixin(RunsMixin):
                 and (edge is None or (r.fire_at, r.run_id) < edge)
             ]
         rows.sort(key=lambda r: (r.fire_at, r.run_id, r.routine_id), reverse=True)
-        return rows[: max(limit, 0)]
+        return rows[:limit]
 
     def last_completed_delivery(self, scope: Scope, routine_id: str) -> RunRecord | None:
         rk = check_routine_key(scope, routine_id)
@@ -64,34 +64,36 @@ class ReadsMixin(RunsMixin):
         return max(rows, key=_order, default=None)
 
     def peek_resends(self, now: datetime, limit: int) -> Resends:
+        limit = check_limit("limit", limit)
         now = require_utc("now", now)
         with self._lock:
             return Resends(tuple(self._resendable(now, limit)), tuple(self._expiring(now, limit)))
 
     def peek_polls(self, now: datetime, limit: int) -> list[RunRecord]:
+        limit = check_limit("limit", limit)
         now = require_utc("now", now)
         with self._lock:
             return self._pollable(now, limit)
 
     def blocked(self, now: datetime, run_time_limit: timedelta, limit: int = 100) -> list[RunRecord]:
-        now = require_utc("now", now)
+        now, cutoff, limit = age_args("run_time_limit", now, run_time_limit, limit, times=2)
         with self._lock:
             rows = self._nonterminal(
                 lambda r: (
                     (r.state == RunState.RUNNING and r.blocked_at is not None)
-                    or (r.state in (RunState.RUNNING, RunState.COLLECTING) and now - r.state_at > 2 * run_time_limit)
+                    or (r.state in (RunState.RUNNING, RunState.COLLECTING) and r.state_at < cutoff)
                     or (r.state == RunState.SUBMITTED and r.deadline is not None and now > r.deadline)
                 )
             )
         rows.sort(key=lambda r: (r.state_at, *_order(r)))
-        return rows[: max(limit, 0)]
+        return rows[:limit]
 
     def stuck(self, now: datetime, older_than: timedelta, limit: int = 100) -> list[RunRecord]:
-        now = require_utc("now", now)
+        _, cutoff, limit = age_args("older_than", now, older_than, limit)
         with self._lock:
-            rows = self._nonterminal(lambda r: r.state != RunState.CLAIMED and r.state_at < now - older_than)
+            rows = self._nonterminal(lambda r: r.state != RunState.CLAIMED and r.state_at < cutoff)
         rows.sort(key=lambda r: (r.state_at, *_order(r)))
-        return rows[: max(limit, 0)]
+        return rows[:limit]
 
     # ------------------------------------------------------------------ maintenance
 
@@ -120,6 +122,7 @@ class ReadsMixin(RunsMixin):
             return self._erase(r for r in self._all_runs(scope) if r.result_text is not None)
 
     def erase_expired_results(self, now: datetime, limit: int = 1000) -> int:
+        limit = check_limit("limit", limit)
         now = require_utc("now", now)
         with self._lock:
             rows = [
@@ -128,4 +131,4 @@ class ReadsMixin(RunsMixin):
                 if r.result_text is not None and r.erase_at is not None and r.erase_at <= now
             ]
             rows.sort(key=lambda r: (r.erase_at, *_order(r)))
-            return self._erase(rows[: max(limit, 0)])
+            return self._erase(rows[:limit])

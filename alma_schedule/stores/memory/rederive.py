@@ -9,7 +9,8 @@ from collections.abc import Callable
 from datetime import datetime
 
 from alma_schedule.model import Routine, ZoneReconciliation
-from alma_schedule.stores.validation import check_text, check_utc
+from alma_schedule.stores.arguments import reindex_args
+from alma_schedule.stores.validation import check_utc
 
 RKey = tuple[str, str, str]
 Derive = Callable[[Routine], datetime | None]
@@ -46,10 +47,9 @@ class RederiveMixin:
         return changed
 
     def reindex(self, derive: Derive, *, tzdata_version: str | None = None, batch: int = 1000) -> int:
-        check_text("tzdata_version", tzdata_version)
+        size = reindex_args(derive, tzdata_version, batch)
         changed = 0
         after: RKey | None = None
-        size = max(batch, 1)
         while True:
             with self._lock:
                 keys = self._page(after, size)
@@ -59,8 +59,7 @@ class RederiveMixin:
             after = keys[-1]
 
     def reconcile_zone_data(self, derive: Derive, zone_data: str, *, limit: int = 1000) -> ZoneReconciliation:
-        check_text("zone_data", zone_data)
-        size = max(limit, 1)
+        size = reindex_args(derive, zone_data, limit)
         with self._lock:
             previous = self._zone_data
             if previous == zone_data:

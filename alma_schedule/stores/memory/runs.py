@@ -34,15 +34,17 @@ from alma_schedule.settings import Timers
 from alma_schedule.stores.arguments import (
     annotate_args,
     check_run_key,
+    check_timers,
     finish_args,
     mark_blocked_args,
     record_args,
     reserve_args,
+    spend_args,
     submit_args,
     transition_args,
 )
 from alma_schedule.stores.memory.buffered import BufferedMixin
-from alma_schedule.stores.validation import require_utc
+from alma_schedule.stores.validation import check_limit, require_utc
 
 RKey = tuple[str, str, str]
 
@@ -137,6 +139,8 @@ class RunsMixin(BufferedMixin):
     # ------------------------------------------------------------------ take-style system writes
 
     def take_resends(self, now: datetime, limit: int, timers: Timers, *, send: bool = True) -> Resends:
+        limit = check_limit("limit", limit)
+        check_timers(timers)
         now = require_utc("now", now)
         with self._lock:
             expired = []
@@ -166,7 +170,7 @@ class RunsMixin(BufferedMixin):
         waiting = (self._runs[rk][rid] for rk, rid in self._buffered.items())
         rows.extend(r for r in waiting if r.expires_at <= now)  # a buffered fire expires alike
         rows.sort(key=lambda r: (r.expires_at, *_order(r)))
-        return rows[: max(limit, 0)]
+        return rows[:limit]
 
     def _resendable(self, now: datetime, limit: int) -> list[RunRecord]:
         rows = self._nonterminal(
@@ -175,16 +179,18 @@ class RunsMixin(BufferedMixin):
             )
         )
         rows.sort(key=lambda r: (r.resend_at, *_order(r)))
-        return rows[: max(limit, 0)]
+        return rows[:limit]
 
     def _pollable(self, now: datetime, limit: int) -> list[RunRecord]:
         rows = self._nonterminal(
             lambda r: r.state == RunState.SUBMITTED and r.next_poll_at is not None and r.next_poll_at <= now
         )
         rows.sort(key=lambda r: (r.next_poll_at, *_order(r)))
-        return rows[: max(limit, 0)]
+        return rows[:limit]
 
     def take_polls(self, now: datetime, limit: int, timers: Timers) -> list[RunRecord]:
+        limit = check_limit("limit", limit)
+        check_timers(timers)
         now = require_utc("now", now)
         with self._lock:
             out = []
@@ -267,6 +273,7 @@ class RunsMixin(BufferedMixin):
         from_states: Collection[str] | None = None,
     ) -> ClaimResult:
         args = finish_args(key, result, now, from_states)
+        check_timers(timers)
         rk, now = args.rk, args.now
         with self._lock:
             rec = self._find(rk, key.run_id)
@@ -367,5 +374,6 @@ class RunsMixin(BufferedMixin):
             return new
 
     def spend(self, ceiling_key: str, day: str) -> int:
+        ceiling_key, day = spend_args(ceiling_key, day)
         with self._lock:
             return self._spend.get((ceiling_key, day), 0)

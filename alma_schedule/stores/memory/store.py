@@ -25,16 +25,20 @@ from alma_schedule.model import (
     RoutineVersion,
     RunRecord,
     Scope,
-    check_scope,
 )
 from alma_schedule.policies import backoff
-from alma_schedule.stores.arguments import put_routine_args, set_enabled_args, set_paused_args
+from alma_schedule.stores.arguments import (
+    list_routines_args,
+    put_routine_args,
+    set_enabled_args,
+    set_paused_args,
+)
 from alma_schedule.stores.base import RenamedMethods
 from alma_schedule.stores.memory.reads import ReadsMixin
 from alma_schedule.stores.memory.rederive import RederiveMixin
 from alma_schedule.stores.memory.tick import TickMixin
 from alma_schedule.stores.memory.wake import WakeMixin
-from alma_schedule.stores.validation import check_routine_key
+from alma_schedule.stores.validation import check_limit, check_routine_key
 from alma_schedule.stores.validation import require_utc as _utc
 
 RKey = tuple[str, str, str]
@@ -199,7 +203,7 @@ class MemoryStore(TickMixin, ReadsMixin, WakeMixin, RederiveMixin, RenamedMethod
     def list_routines(
         self, scope: Scope, *, include_deleted: bool = False, limit: int = 1000, after: str | None = None
     ) -> list[Routine]:
-        check_scope(scope)
+        limit, after = list_routines_args(scope, limit, after)
         with self._lock:
             keys = sorted(
                 k
@@ -209,7 +213,7 @@ class MemoryStore(TickMixin, ReadsMixin, WakeMixin, RederiveMixin, RenamedMethod
                 and (after is None or k[2] > after)
                 and (include_deleted or row.deleted_at is None)
             )
-            return [self._out(k) for k in keys[: max(limit, 0)]]
+            return [self._out(k) for k in keys[:limit]]
 
     def routine_versions(self, scope: Scope, routine_id: str) -> list[RoutineVersion]:
         key = check_routine_key(scope, routine_id)
@@ -219,13 +223,15 @@ class MemoryStore(TickMixin, ReadsMixin, WakeMixin, RederiveMixin, RenamedMethod
     # ------------------------------------------------------------------ system reads / maintenance
 
     def list_inactive(self, limit: int = 1000) -> list[Routine]:
+        limit = check_limit("limit", limit)
         with self._lock:
             keys = sorted(
                 k for k, r in self._routines.items() if r.deleted_at is None and r.inactive_reason is not None
             )
-            return [self._out(k) for k in keys[: max(limit, 0)]]
+            return [self._out(k) for k in keys[:limit]]
 
     def iter_routines(self, batch: int = 1000) -> Iterator[Routine]:
+        batch = check_limit("batch", batch)
         after: RKey | None = None
         size = max(batch, 1)
         while True:
@@ -238,10 +244,11 @@ class MemoryStore(TickMixin, ReadsMixin, WakeMixin, RederiveMixin, RenamedMethod
             after = keys[-1]
 
     def purge_deleted(self, limit: int = 1000) -> int:
+        limit = check_limit("limit", limit)
         with self._lock:
             keys = sorted(
                 k for k, r in self._routines.items() if r.deleted_at is not None and k not in self._active
-            )[: max(limit, 0)]
+            )[:limit]
             for k in keys:
                 del self._routines[k], self._bodies[k]
                 self._versions.pop(k, None)

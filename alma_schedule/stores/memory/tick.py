@@ -30,9 +30,9 @@ from alma_schedule.model import (
 from alma_schedule.policies import backoff, limits, supersession
 from alma_schedule.policies.supersession import Placement
 from alma_schedule.settings import Timers
-from alma_schedule.stores.arguments import claim_manual_args
+from alma_schedule.stores.arguments import claim_due_args, claim_manual_args
 from alma_schedule.stores.memory.runs import RKey, RunsMixin
-from alma_schedule.stores.validation import check_utc, require_utc
+from alma_schedule.stores.validation import check_limit, check_utc, require_utc
 
 
 class TickMixin(RunsMixin):
@@ -53,12 +53,12 @@ class TickMixin(RunsMixin):
             and not backoff.held_back(row.defer_until, now)
         ]
         due.sort()
-        return [k for _, k in due[: max(limit, 0)]]
+        return [k for _, k in due[:limit]]
 
     def claim_due(
         self, now: datetime, limit: int, decide: Callable[[Routine], Any], timers: Timers
     ) -> ClaimBatch:
-        now = require_utc("now", now)
+        now, limit = claim_due_args(now, limit, decide, timers)
         claimed: list[RunRecord] = []
         skipped: list[RunRecord] = []
         deferred: list[Deferral] = []
@@ -197,6 +197,7 @@ class TickMixin(RunsMixin):
             return ClaimResult(True, rec, "won")
 
     def peek_due(self, now: datetime, limit: int) -> list[Routine]:
+        limit = check_limit("limit", limit)
         now = require_utc("now", now)
         with self._lock:
             return [self._out(k) for k in self._due(now, limit)]

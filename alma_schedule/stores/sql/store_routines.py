@@ -15,9 +15,9 @@ from typing import Any
 from sqlalchemy.engine import Connection
 
 from alma_schedule.errors import NotFound, RegistrationRefused, StoreConflict
-from alma_schedule.model import Routine, RoutineVersion, Scope, check_scope
+from alma_schedule.model import Routine, RoutineVersion, Scope
 from alma_schedule.policies import backoff
-from alma_schedule.stores.arguments import put_routine_args, set_enabled_args, set_paused_args
+from alma_schedule.stores.arguments import list_routines_args, put_routine_args, set_enabled_args, set_paused_args
 from alma_schedule.stores.sql import queries as q
 from alma_schedule.stores.sql.rows import routine_from_row, routine_values, run_from_row, version_from_row
 from alma_schedule.stores.sql.store_base import RKey, SqlBase
@@ -184,9 +184,8 @@ class RoutinesMixin(SqlBase):
     def list_routines(
         self, scope: Scope, *, include_deleted: bool = False, limit: int = 1000, after: str | None = None
     ) -> list[Routine]:
-        check_scope(scope)
-        check_text("after", after)
-        stmt = q.list_routines(scope.org, scope.uid, include_deleted=include_deleted, limit=max(limit, 0), after=after)
+        limit, after = list_routines_args(scope, limit, after)
+        stmt = q.list_routines(scope.org, scope.uid, include_deleted=include_deleted, limit=limit, after=after)
         with self._tx(read=True) as conn:
             return [routine_from_row(r) for r in conn.execute(stmt).all()]
 

@@ -33,12 +33,14 @@ from alma_schedule.settings import Timers
 from alma_schedule.stores.arguments import (
     annotate_args,
     check_run_key,
+    check_timers,
     finish_args,
     list_runs_args,
     mark_blocked_args,
     record_args,
     reserve_args,
     run_ref_args,
+    spend_args,
     submit_args,
     transition_args,
 )
@@ -46,7 +48,7 @@ from alma_schedule.stores.sql import queries as q
 from alma_schedule.stores.sql.rows import run_from_row
 from alma_schedule.stores.sql.store_base import Abort
 from alma_schedule.stores.sql.store_buffered import BufferedMixin
-from alma_schedule.stores.validation import check_routine_key, check_text
+from alma_schedule.stores.validation import check_routine_key
 
 
 def _settlement(rec: RunRecord, cost: int) -> tuple[dict[str, Any], settlement.Settlement]:
@@ -173,6 +175,7 @@ class RunsMixin(BufferedMixin):
         ONE transaction. The row is read locked; its state must be in ``EDGES[outcome]`` narrowed
         by ``from_states`` (else a loser: nothing written), and the update is guarded on it."""
         args = finish_args(key, result, now, from_states)
+        check_timers(timers)
         rk, now, allowed, cost_in, error_class = args.rk, args.now, args.allowed, args.cost, args.error_class
         with self._tx() as conn:
             routine = None
@@ -324,8 +327,7 @@ class RunsMixin(BufferedMixin):
 
     def spend(self, ceiling_key: str, day: str) -> int:
         """Reserved plus settled micro-USD of one ceiling on one day (system read)."""
-        check_text("ceiling_key", ceiling_key, optional=False)
-        check_text("day", day, optional=False)
+        ceiling_key, day = spend_args(ceiling_key, day)
         with self._tx(read=True) as conn:
             value = conn.execute(q.select_spend(ceiling_key, day)).scalar()
         return int(value or 0)
@@ -347,16 +349,14 @@ class RunsMixin(BufferedMixin):
         limit: int = 100,
         before: tuple[datetime, str] | None = None,
     ) -> list[RunRecord]:
-        since, edge = list_runs_args(scope, routine_id, state, since, before)
-        if edge is not None:  # the run id of the page edge is bound in the statement
-            edge = (edge[0], check_text("before", edge[1]) or "")
+        since, edge, limit = list_runs_args(scope, routine_id, state, since, before, limit)
         stmt = q.list_runs(
             scope.org,
             scope.uid,
             routine_id=routine_id,
             state=state,
             since=since,
-            limit=max(limit, 0),
+            limit=limit,
             before=edge,
         )
         with self._tx(read=True) as conn:

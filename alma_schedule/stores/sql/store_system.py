@@ -12,11 +12,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from alma_schedule.model import Deferral, Erroring, Routine, RunRecord, Scope, ZoneReconciliation, check_scope
+from alma_schedule.stores.arguments import age_args, reindex_args
 from alma_schedule.stores.sql import queries as q
 from alma_schedule.stores.sql.rows import routine_from_row, run_from_row
 from alma_schedule.stores.sql.schema import routine_versions, routines, runs
 from alma_schedule.stores.sql.store_base import RKey, SqlBase
-from alma_schedule.stores.validation import check_text, check_utc, require_utc
+from alma_schedule.stores.validation import check_limit, check_utc, require_utc
 
 
 class SystemMixin(SqlBase):
@@ -24,26 +25,28 @@ class SystemMixin(SqlBase):
 
     def list_inactive(self, limit: int = 1000) -> list[Routine]:
         """System: paused or disabled (not deleted) routines, in key order."""
+        limit = check_limit("limit", limit)
         with self._tx(read=True) as conn:
-            return [routine_from_row(r) for r in conn.execute(q.list_inactive(max(limit, 0))).all()]
+            return [routine_from_row(r) for r in conn.execute(q.list_inactive(limit)).all()]
 
     def blocked(self, now: datetime, run_time_limit: timedelta, limit: int = 100) -> list[RunRecord]:
         """System: ``running``/``collecting`` for longer than ``2 * run_time_limit``, or ``submitted``
         past the deadline."""
-        now = require_utc("now", now)
+        now, cutoff, limit = age_args("run_time_limit", now, run_time_limit, limit, times=2)
         with self._tx(read=True) as conn:
-            rows = conn.execute(q.blocked(now, now - 2 * run_time_limit, max(limit, 0))).all()
+            rows = conn.execute(q.blocked(now, cutoff, limit)).all()
             return [run_from_row(r) for r in rows]
 
     def stuck(self, now: datetime, older_than: timedelta, limit: int = 100) -> list[RunRecord]:
         """System: ``running``/``submitted``/``collecting`` runs whose state was entered before
         ``now - older_than``."""
-        now = require_utc("now", now)
+        _, cutoff, limit = age_args("older_than", now, older_than, limit)
         with self._tx(read=True) as conn:
-            return [run_from_row(r) for r in conn.execute(q.stuck(now - older_than, max(limit, 0))).all()]
+            return [run_from_row(r) for r in conn.execute(q.stuck(cutoff, limit)).all()]
 
     def iter_routines(self, batch: int = 1000) -> Iterator[Routine]:
         """System: every routine in key order, one page (one short read transaction) at a time."""
+        batch = check_limit("batch", batch)
         size = max(batch, 1)
         after: RKey | None = None
         while True:
@@ -101,8 +104,9 @@ class SystemMixin(SqlBase):
     def purge_deleted(self, limit: int = 1000) -> int:
         """Remove up to ``limit`` tombstoned routines with no non-terminal run, with their runs and
         versions (ONE transaction; routines another transaction holds are left for later)."""
+        limit = check_limit("limit", limit)
         with self._tx() as conn:
-            keys = [tuple(r) for r in conn.execute(q.purge_candidates(max(limit, 0), lock=True)).all()]
+            keys = [tuple(r) for r in conn.execute(q.purge_candidates(limit, lock=True)).all()]
             if not keys:
                 return 0
             for i in range(0, len(keys), 2000):  # SQLite binds each value: stay under its limit
@@ -118,9 +122,10 @@ class SystemMixin(SqlBase):
 
     def erase_expired_results(self, now: datetime, limit: int = 1000) -> int:
         """Erase up to ``limit`` result texts whose ``erase_at <= now`` (system, one statement)."""
+        limit = check_limit("limit", limit)
         now = require_utc("now", now)
         with self._tx(single=True) as conn:
-            return int(conn.execute(q.erase_expired(now, max(limit, 0))).rowcount)
+            return int(conn.execute(q.erase_expired(now, limit)).rowcount)
 
     def reindex(
         self,
@@ -131,8 +136,7 @@ class SystemMixin(SqlBase):
     ) -> int:
         """Re-derive ``next_due_at`` of every active routine (system), a page of ``batch`` routines
         per transaction (locked, then ONE batched UPDATE). Returns how many changed."""
-        check_text("tzdata_version", tzdata_version)
-        size = max(batch, 1)
+        size = reindex_args(derive, tzdata_version, batch)
         changed = 0
         after: RKey | None = None
         while True:
@@ -148,8 +152,7 @@ class SystemMixin(SqlBase):
         self, derive: Callable[[Routine], datetime | None], zone_data: str, *, limit: int = 1000
     ) -> ZoneReconciliation:
         """System: one page of the zone data walk (ONE transaction holding the zone_state row)."""
-        check_text("zone_data", zone_data)
-        size = max(limit, 1)
+        size = reindex_args(derive, zone_data, limit)
         with self._tx() as conn:
             state = conn.execute(q.select_zone_state(lock=True)).first()
             previous = None if state is None else state.zone_data

@@ -55,13 +55,13 @@ from alma_schedule.model import (
 )
 from alma_schedule.policies import backoff, overlap, supersession
 from alma_schedule.settings import Timers
-from alma_schedule.stores.arguments import claim_manual_args
+from alma_schedule.stores.arguments import check_timers, claim_due_args, claim_manual_args
 from alma_schedule.stores.sql import queries as q
 from alma_schedule.stores.sql.rows import new_run, routine_from_row, run_from_row, run_from_values
 from alma_schedule.stores.sql.schema import runs
 from alma_schedule.stores.sql.store_base import RKey
 from alma_schedule.stores.sql.store_buffered import BufferedMixin
-from alma_schedule.stores.validation import check_utc, require_utc
+from alma_schedule.stores.validation import check_limit, check_utc, require_utc
 
 Decision = Fire | NotDue | Defer
 SQLITE_CHUNK = 2000
@@ -120,10 +120,10 @@ def _by_fire(rec: RunRecord) -> tuple[Any, ...]:
 class TickMixin(BufferedMixin):
     def claim_due(self, now: datetime, limit: int, decide: Callable[[Routine], Any], timers: Timers) -> ClaimBatch:
         """System, ONE transaction, a constant number of statements (see the module docstring)."""
-        now = require_utc("now", now)
+        now, limit = claim_due_args(now, limit, decide, timers)
         d = self.dialect
         with self._tx() as conn:
-            due = [routine_from_row(r) for r in conn.execute(q.select_due(now, max(limit, 0), lock=True)).all()]
+            due = [routine_from_row(r) for r in conn.execute(q.select_due(now, limit, lock=True)).all()]
             fires: list[tuple[Routine, Fire]] = []
             not_due: list[dict[str, Any]] = []
             defers: list[dict[str, Any]] = []
@@ -290,8 +290,10 @@ class TickMixin(BufferedMixin):
 
     def take_resends(self, now: datetime, limit: int, timers: Timers, *, send: bool = True) -> Resends:
         """System, ONE transaction: expire, then (if ``send``) take and push back, skip-locked."""
+        limit = check_limit("limit", limit)
+        check_timers(timers)
         now = require_utc("now", now)
-        n = max(limit, 0)
+        n = limit
         with self._tx() as conn:
             expired = sorted(
                 (run_from_row(r) for r in conn.execute(q.expire_claimed(now, n)).all()),
@@ -310,10 +312,12 @@ class TickMixin(BufferedMixin):
 
     def take_polls(self, now: datetime, limit: int, timers: Timers) -> list[RunRecord]:
         """System, ONE statement: take due polls and push ``next_poll_at`` back, skip-locked."""
+        limit = check_limit("limit", limit)
+        check_timers(timers)
         now = require_utc("now", now)
         pushes, cap = _pushes(now, timers.poll_first, timers.poll_max)
         with self._tx() as conn:
-            taken = [run_from_row(r) for r in conn.execute(q.take_polls(now, max(limit, 0), pushes, cap)).all()]
+            taken = [run_from_row(r) for r in conn.execute(q.take_polls(now, limit, pushes, cap)).all()]
             # a deadline before the pushed poll: poll at deadline + tolerance (one more statement,
             # only when such a row was taken)
             early: dict[RunKey, datetime] = {}
@@ -329,13 +333,15 @@ class TickMixin(BufferedMixin):
             return sorted(taken, key=_by_fire)
 
     def peek_due(self, now: datetime, limit: int) -> list[Routine]:
+        limit = check_limit("limit", limit)
         now = require_utc("now", now)
         with self._tx(read=True) as conn:
-            return [routine_from_row(r) for r in conn.execute(q.select_due(now, max(limit, 0), lock=False)).all()]
+            return [routine_from_row(r) for r in conn.execute(q.select_due(now, limit, lock=False)).all()]
 
     def peek_resends(self, now: datetime, limit: int) -> Resends:
+        limit = check_limit("limit", limit)
         now = require_utc("now", now)
-        n = max(limit, 0)
+        n = limit
         with self._tx(read=True) as conn:
             due = q.peek_runs(runs.c.resend_at, RunState.CLAIMED, now, n, live=True)
             resend = [run_from_row(r) for r in conn.execute(due).all()]
@@ -344,9 +350,10 @@ class TickMixin(BufferedMixin):
         return Resends(tuple(resend), tuple(expired))
 
     def peek_polls(self, now: datetime, limit: int) -> list[RunRecord]:
+        limit = check_limit("limit", limit)
         now = require_utc("now", now)
         with self._tx(read=True) as conn:
             return [
                 run_from_row(r)
-                for r in conn.execute(q.peek_runs(runs.c.next_poll_at, RunState.SUBMITTED, now, max(limit, 0))).all()
+                for r in conn.execute(q.peek_runs(runs.c.next_poll_at, RunState.SUBMITTED, now, limit)).all()
             ]
