@@ -15,6 +15,7 @@ The levers (each ONE store write):
 * ``trigger``: claims a ``manual:<ULID>`` run and dispatches it. Never moves the cursor; refused
   with :class:`Overlap` (carrying the blocking run) while one is active, and with
   :class:`Refused` (``paused`` / ``disabled`` / ``deleted``) on an inactive routine.
+* ``backfill`` / ``cancel_backfill``: an operator's range of past fires (:mod:`.backfill`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from datetime import datetime
 from alma_schedule.core import next_fire, parse_schedule
 from alma_schedule.errors import InvalidSchedule, NotFound, Overlap, Refused
 from alma_schedule.model import (
+    Backfill,
     ClaimResult,
     Dispatcher,
     Fire,
@@ -45,6 +47,7 @@ from alma_schedule.model import (
 from alma_schedule.settings import Settings, Timers
 from alma_schedule.stores.base import Store
 
+from . import backfill as _backfill
 from . import execute as _execute
 from . import tick as _tick
 from .decide import decide as _decide
@@ -194,6 +197,26 @@ class Scheduler:
         if res.reason in (Reason.PAUSED, Reason.DISABLED, Reason.DELETED):
             raise Refused(f"routine {name} is {res.reason}", reason=res.reason, record=res.record)
         raise NotFound.of("routine", name)
+
+    def backfill(
+        self,
+        scope: Scope,
+        routine_id: str,
+        start: datetime,
+        end: datetime,
+        *,
+        max_fires: int = _backfill.DEFAULT_MAX_FIRES,
+        now: datetime | None = None,
+    ) -> _backfill.BackfillReceipt:
+        """Run the past fires ``start <= f <= end`` that have no run row, one per tick (see
+        :mod:`.backfill`: the bounds, the refusals, how the runs behave). Tenant."""
+        return _backfill.backfill(self._rt, scope, routine_id, start, end, max_fires=max_fires, now=now)
+
+    def cancel_backfill(
+        self, scope: Scope, routine_id: str, *, now: datetime | None = None
+    ) -> tuple[Backfill, RunRecord | None]:
+        """Cancel the routine's backfill; its ``claimed`` run becomes ``skipped(operator)``. Tenant."""
+        return _backfill.cancel_backfill(self._rt, scope, routine_id, now=now)
 
     # ------------------------------------------------------------------ reads (tenant)
 

@@ -8,7 +8,9 @@ calls them where it computes in Python and builds its set-based statements from 
 * :mod:`~alma_schedule.policies.streak`: the failure streak and its pause latch;
 * :mod:`~alma_schedule.policies.supersession`: a newer schedule fire versus the routine's open run;
 * :mod:`~alma_schedule.policies.backoff`: the planning back-off of a routine that cannot be planned;
-* :mod:`~alma_schedule.policies.settlement`: moving a run's reservation to what it cost.
+* :mod:`~alma_schedule.policies.settlement`: moving a run's reservation to what it cost;
+* :mod:`~alma_schedule.policies.backfill`: which fire of a backfill step a tick claims, and where
+  the range's cursor moves; ``pruned_through`` after a prune.
 
 Nothing here imports :mod:`alma_schedule.stores` or :mod:`alma_schedule.engine`.
 """

@@ -21,6 +21,7 @@ from typing import Any
 
 from alma_schedule.errors import NotFound, RegistrationRefused, StoreConflict
 from alma_schedule.model import (
+    Backfill,
     Routine,
     RoutineVersion,
     RunRecord,
@@ -30,6 +31,7 @@ from alma_schedule.model import (
 from alma_schedule.policies import backoff
 from alma_schedule.stores.arguments import put_routine_args, set_enabled_args, set_paused_args
 from alma_schedule.stores.base import RenamedMethods
+from alma_schedule.stores.memory.backfills import BackfillsMixin
 from alma_schedule.stores.memory.reads import ReadsMixin
 from alma_schedule.stores.memory.tick import TickMixin
 from alma_schedule.stores.validation import check_routine_key, check_text, check_utc
@@ -40,7 +42,7 @@ RKey = tuple[str, str, str]
 __all__ = ["MemoryStore"]
 
 
-class MemoryStore(TickMixin, ReadsMixin, RenamedMethods):
+class MemoryStore(TickMixin, ReadsMixin, BackfillsMixin, RenamedMethods):
     """The reference backend: thread-safe (one RLock), instance-scoped, exact."""
 
     def __init__(self) -> None:
@@ -53,6 +55,7 @@ class MemoryStore(TickMixin, ReadsMixin, RenamedMethods):
         self._active: dict[RKey, str] = {}  # routine -> run_id of its one non-terminal run
         self._spend: dict[tuple[str, str], int] = {}
         self._heartbeat: datetime | None = None
+        self._backfills: dict[RKey, Backfill] = {}  # routine -> its backfill range
 
     # ------------------------------------------------------------------ internals
 
@@ -249,6 +252,7 @@ class MemoryStore(TickMixin, ReadsMixin, RenamedMethods):
                 del self._routines[k], self._bodies[k]
                 self._versions.pop(k, None)
                 self._runs.pop(k, None)
+                self._backfills.pop(k, None)
             return len(keys)
 
     def reindex(

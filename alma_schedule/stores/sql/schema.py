@@ -2,7 +2,8 @@
 
 Tables: ``routines`` (one row per ``(org, uid, routine_id)``, the cursor and the due index),
 ``routine_versions`` (immutable history), ``runs`` (one row per fire: the claim and the ledger),
-``spend`` (reserved and settled micro-USD per ceiling per day) and ``heartbeat`` (one row).
+``spend`` (reserved and settled micro-USD per ceiling per day), ``backfills`` (an operator's range
+of past fires per routine) and ``heartbeat`` (one row).
 
 Every table lives in the store's namespace: declared in the placeholder schema
 :data:`~.namespace.SCHEMA_TOKEN`, which the engine turns into the PostgreSQL schema
@@ -40,6 +41,8 @@ def state_in(states: Collection[str]) -> str:
 NON_TERMINAL_SQL = state_in(NON_TERMINAL)
 ACTIVE_SQL = state_in(ACTIVE)
 STATES_SQL = state_in(frozenset(RunState))
+#: The origins a run row may have (issue 15 added ``backfill``; the migration repeats the literal).
+ORIGINS_SQL = "origin IN ('schedule', 'manual', 'backfill')"
 
 
 def _where(sql: str) -> dict[str, Any]:
@@ -71,6 +74,8 @@ routines = sa.Table(
     sa.Column("tzdata_version", sa.String(32), nullable=True),
     sa.Column("created_at", UtcDateTime, nullable=False),
     sa.Column("updated_at", UtcDateTime, nullable=False),
+    # --- backfill (issue 15): the latest pruned fire (a backfill reaches only fires after it) ---
+    sa.Column("pruned_through", UtcDateTime, nullable=True),
 )
 # The tick's index: only routines that can come due are in it (NULL while paused/disabled/deleted).
 sa.Index(
@@ -141,7 +146,7 @@ runs = sa.Table(
     sa.Column("result_text", sa.Text, nullable=True),
     sa.Column("erase_at", UtcDateTime, nullable=True),
     sa.CheckConstraint(STATES_SQL, name="ck_runs_state"),
-    sa.CheckConstraint("origin IN ('schedule', 'manual')", name="ck_runs_origin"),
+    sa.CheckConstraint(ORIGINS_SQL, name="ck_runs_origin"),
 )
 # Guarantee 2: at most ONE non-terminal run per routine, enforced by the database.
 sa.Index(
@@ -172,6 +177,25 @@ spend = sa.Table(
     sa.Column("reserved_micros", sa.BigInteger, nullable=False),
     sa.Column("settled_micros", sa.BigInteger, nullable=False),
 )
+
+# --- backfill (issue 15): one operator range per routine; the tick reads only the pending ones ---
+backfills = sa.Table(
+    "backfills",
+    metadata,
+    sa.Column("org", ID, primary_key=True),
+    sa.Column("uid", ID, primary_key=True),
+    sa.Column("routine_id", ID, primary_key=True),
+    sa.Column("from_at", UtcDateTime, nullable=False),
+    sa.Column("to_at", UtcDateTime, nullable=False),
+    sa.Column("next_at", UtcDateTime, nullable=True),
+    sa.Column("max_fires", sa.Integer, nullable=False),
+    sa.Column("cancelled_at", UtcDateTime, nullable=True),
+    sa.Column("created_at", UtcDateTime, nullable=False),
+)
+#: The predicate of a pending backfill (the tick's one read when there is none).
+BACKFILL_PENDING_SQL = "cancelled_at IS NULL AND next_at IS NOT NULL"
+sa.Index("ix_backfills_pending", backfills.c.next_at, **_where(BACKFILL_PENDING_SQL))
+# --- end backfill ---
 
 heartbeat = sa.Table(
     "heartbeat",
