@@ -30,7 +30,7 @@ import sys
 from typing import Any
 
 _SUITES = ("builders", "store_contract", "store_races")
-_PARTS = ("backoff", "claims", "input", "money", "reads", "routines", "runs", "settlement", "streak")
+_PARTS = ("backfills", "backoff", "claims", "input", "money", "reads", "routines", "runs", "settlement", "streak")
 
 if "pytest" in sys.modules:  # under pytest: give the suites' plain asserts pytest's rich messages
     sys.modules["pytest"].register_assert_rewrite(

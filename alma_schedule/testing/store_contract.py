@@ -7,6 +7,7 @@ the ``store`` fixture (a fresh, empty store per test).
 
 from __future__ import annotations
 
+from alma_schedule.testing.contract_backfills import BackfillContract
 from alma_schedule.testing.contract_backoff import BackoffContract
 from alma_schedule.testing.contract_claims import ClaimContract
 from alma_schedule.testing.contract_input import InputContract
@@ -18,6 +19,7 @@ from alma_schedule.testing.contract_settlement import SettlementContract
 from alma_schedule.testing.contract_streak import StreakContract
 
 __all__ = [
+    "BackfillContract",
     "BackoffContract",
     "ClaimContract",
     "InputContract",
@@ -41,5 +43,6 @@ class StoreContract(
     SettlementContract,
     ReadContract,
     InputContract,
+    BackfillContract,
 ):
     """Everything a backend must do, single-threaded. Provide a ``store`` fixture."""
