@@ -48,6 +48,7 @@ from alma_schedule.settings import Settings, Timers
 from alma_schedule.stores.base import Store
 
 from . import backfill as _backfill
+from . import describe as _describe
 from . import execute as _execute
 from . import tick as _tick
 from .decide import decide as _decide
@@ -238,6 +239,13 @@ class Scheduler:
 
         warnings.warn("Scheduler.list is deprecated: use Scheduler.routines", DeprecationWarning, stacklevel=2)
         return self.routines(scope, include_deleted=include_deleted, limit=limit, after=after)
+
+    def describe(
+        self, scope: Scope, routine_id: str, *, now: datetime | None = None, fires: int = 5, runs: int = 10
+    ) -> _describe.RoutineView:
+        """One routine in one view: schedule, policies, state, next fires, last runs, the blocking
+        or buffered run, a pending backfill (see :mod:`.describe`). Reads only."""
+        return _describe.describe(self._rt, scope, routine_id, now=now, fires=fires, runs=runs)
 
     def versions(self, scope: Scope, routine_id: str) -> builtins.list[RoutineVersion]:
         """A routine's immutable version history, oldest first."""
