@@ -1,11 +1,13 @@
 """Backfills of :class:`~alma_schedule.stores.sql.SqlStore`: the range rows (tenant), the tick's
 backfill claim and the system-wide routine listing (system).
 
-``claim_backfills`` is ONE transaction of its own, after the tick's ``claim_due`` batches:
+``claim_backfills`` is ONE transaction of its own, after the tick's ``claim_due`` batches. With no
+pending backfill it costs one read and nothing else: an autocommit (SQLite: a read transaction)
+``SELECT ... LIMIT 1`` through the partial index ``ix_backfills_pending``, returning nothing.
+Otherwise, in one write transaction:
 
 1. lock (skip-locked) the routines with a pending backfill that are live, enabled, unpaused, not
-   due and have no non-terminal run, read through the partial index ``ix_backfills_pending`` (with
-   no pending backfill this is the whole cost: one indexed read returning nothing);
+   due and have no non-terminal run (read through ``ix_backfills_pending``);
 2. ask ``plan`` for each (in Python: the cron math stays in the core);
 3. one SELECT of the candidates whose run key exists;
 4. one INSERT of the chosen fires (``claimed``, origin ``backfill``; ``ON CONFLICT DO NOTHING``);
@@ -96,6 +98,9 @@ class BackfillsMixin(TickMixin):  # TickMixin: its row chunking for SQLite's bin
         """System, ONE transaction of its own (see the module docstring)."""
         now = require_utc("now", now)
         d = self.dialect
+        with self._tx(read=True) as conn:  # autocommit on PostgreSQL, no write lock on SQLite
+            if conn.execute(q.any_pending_backfill()).first() is None:
+                return []
         with self._tx() as conn:
             ready = conn.execute(q.claimable_backfills(now, max(limit, 0))).all()
             if not ready:

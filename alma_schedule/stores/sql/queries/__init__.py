@@ -14,6 +14,7 @@ State predicates are rendered as SQL literals (never bound), matching the partia
 from __future__ import annotations
 
 from alma_schedule.stores.sql.queries.backfills import (
+    any_pending_backfill,
     cancel_backfill,
     claimable_backfills,
     move_backfills,
@@ -103,6 +104,7 @@ __all__ = [
     "START_CAS",
     "TERMINAL",
     "advance_cursors",
+    "any_pending_backfill",
     "advisory_lock",
     "advisory_unlock",
     "blocked",

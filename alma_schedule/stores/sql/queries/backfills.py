@@ -60,6 +60,11 @@ def skip_claimed_backfill_run(org: str, uid: str, routine_id: str, now: datetime
     )
 
 
+def any_pending_backfill() -> sa.Select[Any]:
+    """Whether any backfill is pending: the tick's one read when none is (``ix_backfills_pending``)."""
+    return sa.select(backfills.c.org).where(sa.text(BACKFILL_PENDING_SQL)).limit(1)
+
+
 def claimable_backfills(now: datetime, limit: int) -> sa.Select[Any]:
     """Routines (every column) with a PENDING backfill (its columns after them) that are live,
     enabled, unpaused, not due at ``now`` and have no non-terminal run; the routine rows locked,
