@@ -84,9 +84,10 @@ def _instant(name: str, value: datetime) -> datetime:
     return value.astimezone(UTC)
 
 
-def _count(schedule: ScheduleValue, routine: Routine, start: datetime, end: datetime) -> str:
-    n = len(range_fires(schedule, routine, start, end, COUNT_CAP + 1))
-    return f"more than {COUNT_CAP}" if n > COUNT_CAP else str(n)
+def _count(schedule: ScheduleValue, routine: Routine, start: datetime, end: datetime) -> tuple[int, str]:
+    """How many fires of the range lie inside the bounds (capped at :data:`COUNT_CAP` + 1), and as text."""
+    n = len(range_fires(schedule, routine, start, end, COUNT_CAP + 1)) if start <= end else 0
+    return n, (f"more than {COUNT_CAP}" if n > COUNT_CAP else str(n))
 
 
 def _check_range(
@@ -99,8 +100,13 @@ def _check_range(
         raise BackfillRefused(f"routine {name} is {inactive}: resume it before a backfill", reason=inactive)
     schedule = schedule_of(routine)
     if end > at:
+        n, text = _count(schedule, routine, start, min(at, routine.last_fire or at))
         raise BackfillRefused(
-            f"--to {end.isoformat()} is in the future (now {at.isoformat()})", reason="future", bound=at
+            f"--to {end.isoformat()} is in the future (now {at.isoformat()}); the range holds {text} "
+            f"fires that could be backfilled",
+            reason="future",
+            bound=at,
+            count=n,
         )
     floor = lower_bound(routine)
     if start <= floor:
@@ -109,26 +115,29 @@ def _check_range(
             if routine.pruned_through is not None and floor == routine.pruned_through
             else "registered_at"
         )
+        n, text = _count(schedule, routine, start, end)
         raise BackfillRefused(
-            f"--from {start.isoformat()} is not after the routine's {bound} {floor.isoformat()} "
-            f"(the range holds {_count(schedule, routine, start, end)} fires after it)",
+            f"--from {start.isoformat()} is not after the routine's {bound} {floor.isoformat()}; "
+            f"the range holds {text} fires after it",
             reason=bound,
             bound=floor,
+            count=n,
         )
     last = routine.last_fire
     if last is None or end > last:
         shown = last.isoformat() if last is not None else "none (no fire claimed yet)"
+        n, text = _count(schedule, routine, start, last) if last is not None else (0, "0")
         raise BackfillRefused(
-            f"--to {end.isoformat()} is after the routine's last_fire {shown}", reason="last_fire", bound=last
+            f"--to {end.isoformat()} is after the routine's last_fire {shown}; the range holds {text} fires up to it",
+            reason="last_fire",
+            bound=last,
+            count=n,
         )
     fires = range_fires(schedule, routine, start, end, max_fires + 1)
     if len(fires) > max_fires:
-        count = _count(schedule, routine, start, end)
+        n, text = _count(schedule, routine, start, end)
         raise BackfillRefused(
-            f"the range holds {count} fires, over --max {max_fires}",
-            reason="max",
-            bound=max_fires,
-            count=COUNT_CAP + 1 if count.startswith("more") else int(count),
+            f"the range holds {text} fires, over --max {max_fires}", reason="max", bound=max_fires, count=n
         )
     if not fires:
         raise BackfillRefused(

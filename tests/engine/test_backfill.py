@@ -61,16 +61,17 @@ def test_refusals_name_the_bound_and_the_count_and_write_nothing(make, clock) ->
     sched = make()
     _downtime(sched, clock)
     cases = [
-        ((at(20), at(61)), {}, "future", at(60)),
-        ((at(-10), at(30)), {}, "registered_at", T0),
-        ((at(0), at(30)), {}, "registered_at", T0),
-        ((at(20), at(50)), {"max_fires": 3}, "max", 3),
+        ((at(20), at(61)), {}, "future", at(60), 5),  # 20..60 could be
+        ((at(-10), at(30)), {}, "registered_at", T0, 3),  # 10, 20, 30 lie after it
+        ((at(0), at(30)), {}, "registered_at", T0, 3),
+        ((at(20), at(50)), {"max_fires": 3}, "max", 3, 4),
     ]
-    for (start, end), kw, reason, bound in cases:
+    for (start, end), kw, reason, bound, count in cases:
         with pytest.raises(BackfillRefused) as refused:
             sched.backfill(SCOPE, "r1", start, end, **kw)
-        assert (refused.value.reason, refused.value.bound) == (reason, bound), refused.value
-        assert "\n" not in str(refused.value)
+        got = (refused.value.reason, refused.value.bound, refused.value.count)
+        assert got == (reason, bound, count), refused.value
+        assert "\n" not in str(refused.value) and f"{count} fires" in str(refused.value)
     with pytest.raises(BackfillRefused) as over:
         sched.backfill(SCOPE, "r1", at(20), at(50), max_fires=3)
     assert over.value.count == 4 and "4 fires" in str(over.value) and "--max 3" in str(over.value)
@@ -105,11 +106,12 @@ def test_a_range_past_the_cursor_is_refused(make, clock) -> None:
     clock.set(at(15))
     with pytest.raises(BackfillRefused) as none_yet:
         sched.backfill(SCOPE, "r1", at(5), at(10))
-    assert (none_yet.value.reason, none_yet.value.bound) == ("last_fire", None)
+    assert (none_yet.value.reason, none_yet.value.bound, none_yet.value.count) == ("last_fire", None, 0)
     sched.tick()  # claims 10: the cursor
     with pytest.raises(BackfillRefused) as after:
         sched.backfill(SCOPE, "r1", at(5), at(12))
-    assert (after.value.reason, after.value.bound) == ("last_fire", at(10))
+    assert (after.value.reason, after.value.bound, after.value.count) == ("last_fire", at(10), 1)
+    assert "holds 1 fires up to it" in str(after.value)
 
 
 @every_store
