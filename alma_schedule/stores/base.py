@@ -253,15 +253,15 @@ class Store(Protocol):
         ...
 
     def claim_backfills(self, now: datetime, limit: int, plan: PlanBackfill, timers: Timers) -> list[RunRecord]:
-        """System, ONE transaction, its own statements (a tick calls it AFTER its ``claim_due``
-        batches: live fires first). Locks (skip-locked) up to ``limit`` routines with a pending
-        backfill that are live, enabled, unpaused, not due (``next_due_at`` NULL or ``> now``) and
-        have NO non-terminal run; calls ``plan`` once per routine (None or an exception: leave it);
-        inserts, per routine, at most ONE ``claimed`` run of origin ``backfill`` (run id = the fire
-        id): the first candidate of the step with no run row (``expires_at``/``resend_at`` from
-        the step); moves ``next_at`` past the claimed fire (NULL when it was the last one of an
-        exhausted step), or past every candidate when all had rows. With no pending backfill this
-        is one indexed read. Returns the claimed rows."""
+        """System, its own statements (a tick calls it AFTER its ``claim_due`` batches: live fires
+        first). With no pending backfill: ONE read and nothing else. Otherwise ONE transaction:
+        lock (skip-locked) up to ``limit`` routines with a pending backfill that are live, enabled,
+        unpaused, not due (``next_due_at`` NULL or ``> now``) and have NO non-terminal run; call
+        ``plan`` once per routine (None or an exception: leave it); insert, per routine, at most
+        ONE ``claimed`` run of origin ``backfill`` (run id = the fire id): the first candidate of
+        the step with no run row (``expires_at``/``resend_at`` from the step); move ``next_at``
+        past the claimed fire (NULL when it was the last one of an exhausted step), or past every
+        candidate when all had rows. Returns the claimed rows."""
         ...
 
     # ------------------------------------------------------------------ reads
