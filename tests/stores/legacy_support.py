@@ -67,7 +67,9 @@ def build_0_1_0_store(url: str) -> tuple[Any, ...]:
             conn.exec_driver_sql("INSERT INTO alembic_version (version_num) VALUES ('0001_initial')")
             for table in TABLES:
                 source = f"{SCRATCH}.{table}" if postgres else f"{SCRATCH}_{table}"
-                conn.exec_driver_sql(f"INSERT INTO {table} SELECT * FROM {source}")
+                # 0.1.0's columns only (later revisions add columns at the end of our tables)
+                cols = ", ".join(c["name"] for c in sa.inspect(conn).get_columns(table))
+                conn.exec_driver_sql(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM {source}")
             if postgres:
                 conn.exec_driver_sql(f"DROP SCHEMA {SCRATCH} CASCADE")
             else:
