@@ -12,7 +12,9 @@ The tree::
     ├── RegistrationRefused (ValueError)   register() said no: schedule, budget, runner, tombstone
     ├── NotFound (LookupError)             a routine or run that does not exist in this scope
     ├── Refused                            a lever or trigger refused: paused / disabled / deleted
-    │   └── Overlap                        a trigger while a run is active (carries the blocking run)
+    │   ├── Overlap                        a trigger while a run is active (carries the blocking run)
+    │   └── BackfillRefused                a backfill range out of bounds, too long, or on an inactive
+    │                                      routine (names the bound and the count)
     ├── StoreError                         the store failed (mapped from driver errors, `from exc`)
     │   ├── StoreUnavailable               cannot connect / connection lost / timed out
     │   ├── StoreConflict                  a constraint said no that the caller did not expect
@@ -129,6 +131,16 @@ class Finished(Refused):
 
     def __init__(self, message: str, *, reason: str = "not_after") -> None:
         super().__init__(message, reason=reason)
+class BackfillRefused(Refused):
+    """``backfill`` refused a range: ``reason`` names the bound it crossed (``future``,
+    ``registered_at``, ``pruned_through``, ``last_fire``, ``max``, ``empty``, ``pending``) or the
+    routine's state (``paused``, ``disabled``); ``bound`` is that bound's value (an instant, or the
+    ``--max`` count) and ``count`` the number of fires the range holds (None when not counted)."""
+
+    def __init__(self, message: str, *, reason: str, bound: Any = None, count: int | None = None) -> None:
+        super().__init__(message, reason=reason)
+        self.bound = bound
+        self.count = count
 
 
 class StoreError(AlmaScheduleError):

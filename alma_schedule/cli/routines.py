@@ -10,10 +10,11 @@ import click
 
 from alma_schedule.cli.context import CliContext, emit_json, handle_errors, json_option, print_table
 from alma_schedule.cli.routines_add import add, update
+from alma_schedule.cli.routines_ops import backfill, describe
 from alma_schedule.cli.wiring import build_schedule
 from alma_schedule.core.policy import policy_of
-from alma_schedule.errors import AlmaScheduleError, NotFound
-from alma_schedule.model import Routine, RunRecord, RunState, Scope
+from alma_schedule.errors import AlmaScheduleError, InvalidInput, NotFound
+from alma_schedule.model import ROUTINE_STATES, Routine, RunRecord, RunState, Scope
 from alma_schedule.policies import finished
 
 
@@ -98,31 +99,55 @@ def routines() -> None:
 
 routines.add_command(add)
 routines.add_command(update)
+routines.add_command(backfill)
+routines.add_command(describe)
 
 
 @routines.command("list")
-@click.argument("scope")
-@click.option("--deleted", is_flag=True, help="Include tombstoned routines.")
+@click.argument("scope", required=False)
+@click.option("--deleted", is_flag=True, help="Include tombstoned routines (one scope only).")
+@click.option("--all", "every_scope", is_flag=True, help="Every scope (a system operation: operators only).")
+@click.option("--kind", default=None, help="Only routines of this kind.")
+@click.option("--state", type=click.Choice(ROUTINE_STATES), default=None, help="Only routines in this state.")
+@click.option(
+    "--limit", default=1000, show_default=True, type=click.IntRange(1), help="With --all: at most this many rows."
+)
 @json_option
 @click.pass_obj
 @handle_errors
-def list_(obj: CliContext, scope: str, deleted: bool, as_json: bool) -> None:
-    """List a scope's routines.
+def list_(
+    obj: CliContext, scope: str | None, deleted: bool, every_scope: bool, kind: str | None, state: str | None,
+    limit: int, as_json: bool,
+) -> None:
+    """List a scope's routines, or with --all every scope's (with a count per scope).
 
     "last run" is the newest fire the schedule claimed (from the run ledger, with its state);
     "cursor" is where the schedule resumes counting from: the last claimed fire, or the instant of
     a resume, an enable or a schedule change. "over limits" names the registration limits a stored
     row exceeds (`max_definition_bytes`, `max_schedule_bytes`, `max_nesting_depth`, `max_cap_usd`):
-    it keeps running; a re-registration would be refused (`--json`: `over_limits`).
+    it keeps running; a re-registration would be refused (`--json`: `over_limits`). --all is a
+    system operation (it crosses every scope); it reads with two queries, never one per routine.
 
     \b
     Example:
       alma-schedule routines list acme/alice --json
+      alma-schedule routines list --all --state erroring
     """
     from alma_schedule.engine.limits import over_limits
 
+    if every_scope:
+        if scope is not None or deleted:
+            raise InvalidInput("--all takes no SCOPE and no --deleted")
+        _list_all(obj, kind, state, limit, as_json)
+        return
+    if scope is None:
+        raise InvalidInput("routines list needs a SCOPE (ORG/UID), or --all")
     sc = Scope.parse(scope)
-    rows = obj.store().list_routines(sc, include_deleted=deleted)
+    rows = [
+        r
+        for r in obj.store().list_routines(sc, include_deleted=deleted)
+        if (kind is None or r.kind == kind) and (state is None or (r.deleted_at is None and state in r.state_names))
+    ]
     now = obj.settings.now()
     settings = obj.settings
     if as_json:
@@ -133,6 +158,40 @@ def list_(obj: CliContext, scope: str, deleted: bool, as_json: bool) -> None:
         _routine_row(r, last_scheduled_run(store, sc, r.routine_id), now, over_limits(r, settings)) for r in rows
     ]
     print_table(f"routines of {sc}", ROUTINE_COLUMNS, table)
+
+
+def _list_all(obj: CliContext, kind: str | None, state: str | None, limit: int, as_json: bool) -> None:
+    """``routines list --all``: the store's system listing and its grouped count (two queries)."""
+    store = obj.store()
+    rows = store.system_routines(kind=kind, state=state, limit=limit)
+    counts = store.system_routine_counts(kind=kind, state=state)
+    total = sum(n for _, _, n in counts)
+    if as_json:
+        emit_json(
+            {
+                "routines": [r.to_dict() for r in rows],
+                "counts": [{"org": o, "uid": u, "count": n} for o, u, n in counts],
+                "total": total,
+                "truncated": total > len(rows),
+            }
+        )
+        return
+    table = [
+        [
+            f"{r.org}/{r.uid}",
+            r.routine_id,
+            r.kind,
+            ", ".join(r.state_names) + (f" ({r.paused_reason})" if r.paused_reason else ""),
+            r.next_due_at.isoformat() if r.next_due_at else "-",
+            r.consecutive_failures,
+            r.last_error or "",
+        ]
+        for r in rows
+    ]
+    columns = ["scope", "id", "kind", "state", "next due (UTC)", "failures", "last error"]
+    shown = f" (first {len(rows)})" if total > len(rows) else ""
+    print_table(f"routines of every scope{shown}", columns, table)
+    print_table(f"per scope ({total} in all)", ["scope", "routines"], [(f"{o}/{u}", n) for o, u, n in counts])
 
 
 def _get(obj: CliContext, sc: Scope, routine_id: str) -> Routine:

@@ -15,6 +15,7 @@ The levers (each ONE store write):
 * ``trigger``: claims a ``manual:<ULID>`` run and dispatches it. Never moves the cursor; refused
   with :class:`Overlap` (carrying the blocking run) while one is active, and with
   :class:`Refused` (``paused`` / ``disabled`` / ``deleted``) on an inactive routine.
+* ``backfill`` / ``cancel_backfill``: an operator's range of past fires (:mod:`.backfill`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from alma_schedule.core import policy_of
 from alma_schedule.core.zones import zone_data
 from alma_schedule.errors import Finished, InvalidInput, NotFound, Overlap, Refused
 from alma_schedule.model import (
+    Backfill,
     ClaimResult,
     Dispatcher,
     Fire,
@@ -47,6 +49,8 @@ from alma_schedule.policies import finished
 from alma_schedule.settings import Settings, Timers
 from alma_schedule.stores.base import Store
 
+from . import backfill as _backfill
+from . import describe as _describe
 from . import execute as _execute
 from . import tick as _tick
 from .decide import decide as _decide
@@ -199,6 +203,26 @@ class Scheduler:
             raise Refused(f"routine {name} is {res.reason}", reason=res.reason, record=res.record)
         raise NotFound.of("routine", name)
 
+    def backfill(
+        self,
+        scope: Scope,
+        routine_id: str,
+        start: datetime,
+        end: datetime,
+        *,
+        max_fires: int = _backfill.DEFAULT_MAX_FIRES,
+        now: datetime | None = None,
+    ) -> _backfill.BackfillReceipt:
+        """Run the past fires ``start <= f <= end`` that have no run row, one per tick (see
+        :mod:`.backfill`: the bounds, the refusals, how the runs behave). Tenant."""
+        return _backfill.backfill(self._rt, scope, routine_id, start, end, max_fires=max_fires, now=now)
+
+    def cancel_backfill(
+        self, scope: Scope, routine_id: str, *, now: datetime | None = None
+    ) -> tuple[Backfill, RunRecord | None]:
+        """Cancel the routine's backfill; its ``claimed`` run becomes ``skipped(operator)``. Tenant."""
+        return _backfill.cancel_backfill(self._rt, scope, routine_id, now=now)
+
     # ------------------------------------------------------------------ reads (tenant)
 
     def get(self, scope: Scope, routine_id: str) -> Routine:
@@ -219,6 +243,13 @@ class Scheduler:
 
         warnings.warn("Scheduler.list is deprecated: use Scheduler.routines", DeprecationWarning, stacklevel=2)
         return self.routines(scope, include_deleted=include_deleted, limit=limit, after=after)
+
+    def describe(
+        self, scope: Scope, routine_id: str, *, now: datetime | None = None, fires: int = 5, runs: int = 10
+    ) -> _describe.RoutineView:
+        """One routine in one view: schedule, policies, state, next fires, last runs, the blocking
+        or buffered run, a pending backfill (see :mod:`.describe`). Reads only."""
+        return _describe.describe(self._rt, scope, routine_id, now=now, fires=fires, runs=runs)
 
     def versions(self, scope: Scope, routine_id: str) -> builtins.list[RoutineVersion]:
         """A routine's immutable version history, oldest first."""

@@ -6,7 +6,8 @@
    reconciliation (:mod:`.zones`);
 1. ``claim_due`` in batches of ``claim_limit`` (each batch ONE store transaction, with the pure
    ``decide``), the claimed fires sent after each batch's commit, until a batch comes back short
-   (at most ``tick_max_batches``);
+   (at most ``tick_max_batches``); then ``claim_backfills`` (its own transaction: at most one
+   backfill fire per idle routine, live fires first), sent after its commit;
 2. ``take_resends``: its expiry sweep always runs; its sends pause while the dispatcher reports a run
    queue deeper than ``resend_pause_depth``;
 3. ``take_polls`` -> one collect message per submitted run (key = ``collect_run_id``);
@@ -46,6 +47,7 @@ from alma_schedule.model import (
 from alma_schedule.policies import supersession
 from alma_schedule.policies.blocked import blocked_why
 
+from .backfill import BackfillPlanner
 from .decide import Planner
 from .runtime import Runtime
 from .zones import reconcile_zones
@@ -102,6 +104,13 @@ def _queue_depth(rt: Runtime) -> int | None:
         return None
 
 
+def _claim_backfills(rt: Runtime, at: datetime, claimed: list[RunKey]) -> TickError | None:
+    """After the live claims: at most one backfill fire per idle routine (its own store step)."""
+    runs = rt.store.claim_backfills(at, rt.settings.claim_limit, BackfillPlanner(rt, at), rt.timers)
+    claimed.extend(r.key for r in runs)
+    return _send("run", rt.dispatcher.send_runs, runs)
+
+
 def tick(rt: Runtime, now: datetime | None = None) -> TickReport:
     """One tick at ``now`` (clamped to the clock). See the module docstring for the order."""
     at = rt.now(now)
@@ -122,6 +131,10 @@ def tick(rt: Runtime, now: datetime | None = None) -> TickReport:
             errors.append(err)
         if len(batch.claimed) + len(batch.skipped) + len(batch.deferred) + len(batch.buffered) < s.claim_limit:
             break
+
+    err = _claim_backfills(rt, at, claimed)
+    if err:
+        errors.append(err)
 
     depth = _queue_depth(rt)
     sends = depth is None or depth <= s.resend_pause_depth

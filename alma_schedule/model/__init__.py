@@ -6,6 +6,7 @@ Protocol. ``docs/architecture.md`` tells how they move from clock to ledger.
 
 from __future__ import annotations
 
+from alma_schedule.model.backfill import BACKFILL_ORIGIN, Backfill, BackfillStep
 from alma_schedule.model.data import Data
 from alma_schedule.model.ids import MANUAL_PREFIX, MAX_ID_LENGTH, check_id, manual_run_id, new_ulid
 from alma_schedule.model.keys import RoutineKey, RunKey, Scope, check_scope, governed_key
@@ -14,7 +15,7 @@ from alma_schedule.model.names import COLLECT_TASK, OUR_TASKS, RUN_MANY_TASK, RU
 from alma_schedule.model.protocols import Dispatcher, RoutineRunner, RunHandle
 from alma_schedule.model.reasons import REASONS, Reason
 from alma_schedule.model.results import ClaimResult, RunResult
-from alma_schedule.model.routine import Routine, RoutineSpec, RoutineVersion
+from alma_schedule.model.routine import ROUTINE_STATES, Routine, RoutineSpec, RoutineVersion
 from alma_schedule.model.run import (
     ACTIVE,
     ANNOTATABLE,
@@ -46,10 +47,11 @@ from alma_schedule.model.tick import (
 from alma_schedule.model.time import SettableTime, aware_utc, system_time, trusted_now
 
 __all__ = [
-    "ACTIVE", "ANNOTATABLE", "BLOCKED_WHY", "COLLECT_TASK", "EDGES", "MANUAL_PREFIX", "MAX_ID_LENGTH",
-    "NON_TERMINAL", "OUR_TASKS", "REASONS", "RUN_MANY_TASK", "RUN_TASK", "TERMINAL", "TICK_TASK", "WAITING",
-    "BlockedWhy", "Ceiling", "ClaimBatch", "ClaimResult", "Data", "Decision", "Defer", "Deferral", "Dispatcher",
-    "Erroring", "Fire",
+    "ACTIVE", "ANNOTATABLE", "BACKFILL_ORIGIN", "BLOCKED_WHY", "COLLECT_TASK", "EDGES", "MANUAL_PREFIX",
+    "MAX_ID_LENGTH", "NON_TERMINAL", "OUR_TASKS", "REASONS", "ROUTINE_STATES", "RUN_MANY_TASK", "RUN_TASK",
+    "TERMINAL", "TICK_TASK", "WAITING",
+    "Backfill", "BackfillStep", "BlockedWhy", "Ceiling", "ClaimBatch", "ClaimResult", "Data", "Decision", "Defer",
+    "Deferral", "Dispatcher", "Erroring", "Fire",
     "NotDue", "PlannedFire", "PlannedRoutine", "Reason", "Resends", "ReserveResult", "Routine", "RoutineKey",
     "RoutineRunner", "RoutineSpec", "RoutineVersion", "RunHandle", "RunKey", "RunRecord", "RunResult",
     "RunState", "Scope", "SettableTime", "TickError", "TickPlan", "TickReport", "ZoneReconciliation",

@@ -10,7 +10,11 @@ from typing import Any
 from alma_schedule.model.data import Data
 from alma_schedule.model.keys import RoutineKey, Scope, trusted
 
-__all__ = ["Routine", "RoutineSpec", "RoutineVersion"]
+__all__ = ["ROUTINE_STATES", "Routine", "RoutineSpec", "RoutineVersion"]
+
+#: The states a routine listing filters on (``routines list --all --state``); see
+#: :meth:`alma_schedule.stores.base.Store.system_routines` for what each means.
+ROUTINE_STATES: tuple[str, ...] = ("enabled", "paused", "disabled", "finished", "erroring")
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +64,9 @@ class Routine(Data):
     #: schedule fires claimed while the routine has ``max_runs`` (the claim transaction counts them;
     #: manual runs, skipped fires and re-registration never change it).
     schedule_claims: int = 0
+    #: The latest fire instant whose run row ``prune`` deleted (raised in the prune's transaction):
+    #: a backfill only reaches fires after it, so a pruned fire that ran is never run again.
+    pruned_through: datetime | None = None
 
     @property
     def key(self) -> RoutineKey:
@@ -68,6 +75,19 @@ class Routine(Data):
     @property
     def scope(self) -> Scope:
         return trusted(Scope, self.org, self.uid)
+
+    @property
+    def state_names(self) -> tuple[str, ...]:
+        """The :data:`ROUTINE_STATES` this live row is in (``erroring`` beside one of the others)."""
+        if not self.enabled:
+            main = "disabled"
+        elif self.paused_reason is not None:
+            main = "paused"
+        elif self.next_due_at is None:
+            main = "finished"
+        else:
+            main = "enabled"
+        return (main, "erroring") if self.error_count > 0 else (main,)
 
     @property
     def inactive_reason(self) -> str | None:

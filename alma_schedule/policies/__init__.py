@@ -16,6 +16,8 @@ calls them where it computes in Python and builds its set-based statements from 
 * :mod:`~alma_schedule.policies.finished`: whether a routine is finished (the one reading).
 * :mod:`~alma_schedule.policies.deadline`: a tracked message's ``expires``, and when a submitted
   run is ``timed_out`` (deadline + ``clock_tolerance``).
+* :mod:`~alma_schedule.policies.backfill`: which fire of a backfill step a tick claims, and where
+  the range's cursor moves; ``pruned_through`` after a prune.
 
 Nothing here imports :mod:`alma_schedule.stores` or :mod:`alma_schedule.engine`.
 """

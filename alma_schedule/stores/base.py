@@ -29,6 +29,8 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol, runtime_checkable
 
 from alma_schedule.model import (
+    Backfill,
+    BackfillStep,
     Ceiling,
     ClaimBatch,
     ClaimResult,
@@ -48,6 +50,7 @@ from alma_schedule.settings import Timers
 
 Decide = Callable[[Routine], Decision]
 Derive = Callable[[Routine], datetime | None]
+PlanBackfill = Callable[[Routine, Backfill], BackfillStep | None]
 
 
 @runtime_checkable
@@ -268,6 +271,41 @@ class Store(Protocol):
         """Reserved plus settled micro-USD of one ceiling on one day (system read)."""
         ...
 
+    # ------------------------------------------------------------------ backfills
+
+    def put_backfill(self, backfill: Backfill, *, now: datetime) -> Backfill:
+        """Tenant, atomic: lock the routine row, then insert (or replace a done or cancelled)
+        backfill row of that routine with ``created_at = now``. :class:`NotFound` for an unknown or
+        deleted routine; :class:`BackfillRefused` (``paused``/``disabled``) while inactive, and
+        (``pending``) while the routine has a pending backfill. The range itself was checked by the
+        engine; nothing is written on a refusal."""
+        ...
+
+    def get_backfill(self, scope: Scope, routine_id: str) -> Backfill | None:
+        """The routine's backfill row, pending or not (tenant read)."""
+        ...
+
+    def cancel_backfill(
+        self, scope: Scope, routine_id: str, *, now: datetime
+    ) -> tuple[Backfill | None, RunRecord | None]:
+        """Tenant, atomic: ``cancelled_at = now`` on the routine's PENDING backfill, and its
+        ``claimed`` backfill run (if any) -> ``skipped(operator)`` by compare-and-set (a run
+        already started is left to finish). Returns (the backfill row after, the skipped run);
+        (None, None) when there is no backfill; a repeat changes nothing."""
+        ...
+
+    def claim_backfills(self, now: datetime, limit: int, plan: PlanBackfill, timers: Timers) -> list[RunRecord]:
+        """System, its own statements (a tick calls it AFTER its ``claim_due`` batches: live fires
+        first). With no pending backfill: ONE read and nothing else. Otherwise ONE transaction:
+        lock (skip-locked) up to ``limit`` routines with a pending backfill that are live, enabled,
+        unpaused, not due (``next_due_at`` NULL or ``> now``) and have NO non-terminal run; call
+        ``plan`` once per routine (None or an exception: leave it); insert, per routine, at most
+        ONE ``claimed`` run of origin ``backfill`` (run id = the fire id): the first candidate of
+        the step with no run row (``expires_at``/``resend_at`` from the step); move ``next_at``
+        past the claimed fire (NULL when it was the last one of an exhausted step), or past every
+        candidate when all had rows. Returns the claimed rows."""
+        ...
+
     # ------------------------------------------------------------------ reads
 
     def get(self, key: RunKey) -> RunRecord | None:
@@ -301,6 +339,29 @@ class Store(Protocol):
 
     def peek_polls(self, now: datetime, limit: int) -> list[RunRecord]:
         """System, read-only: what ``take_polls`` would take."""
+        ...
+
+    def system_routines(
+        self,
+        *,
+        kind: str | None = None,
+        state: str | None = None,
+        limit: int = 1000,
+        after: tuple[str, str, str] | None = None,
+    ) -> list[Routine]:
+        """System (crosses every scope; never exposed per tenant): live routines in key order,
+        ``after`` a key for paging, filtered by ``kind`` and by ``state``, one of
+        :data:`~alma_schedule.model.ROUTINE_STATES`: ``enabled`` (enabled, unpaused, with a next
+        fire), ``paused``, ``disabled``, ``finished`` (enabled, unpaused, no next fire: the
+        schedule is exhausted) or ``erroring`` (carries a planning error). ONE query.
+        :class:`InvalidInput` for another state."""
+        ...
+
+    def system_routine_counts(
+        self, *, kind: str | None = None, state: str | None = None
+    ) -> list[tuple[str, str, int]]:
+        """System: ``(org, uid, count)`` of the live routines per scope under the filters of
+        :meth:`system_routines`, in scope order. ONE grouped query."""
         ...
 
     def list_inactive(self, limit: int = 1000) -> list[Routine]:
@@ -352,7 +413,10 @@ class Store(Protocol):
         ...
 
     def prune(self, before: datetime) -> int:
-        """Delete TERMINAL runs finished before ``before`` (system). Returns the count."""
+        """Delete TERMINAL runs finished before ``before`` (system, ONE transaction). In the same
+        transaction each routine's ``pruned_through`` is raised (never lowered) to the latest
+        ``fire_at`` of its deleted ``schedule``/``backfill`` rows, so a backfill can never reach a
+        fire whose row is gone. Returns the count."""
         ...
 
     def purge_deleted(self, limit: int = 1000) -> int:

@@ -30,7 +30,9 @@ import sys
 from typing import Any
 
 _SUITES = ("builders", "dump", "hostile", "store_contract", "store_races")
-_PARTS = ("backoff", "claims", "hostile", "input", "money", "reads", "routines", "runs", "settlement", "streak")
+_PARTS = (
+    "backfills", "backoff", "claims", "hostile", "input", "money", "reads", "routines", "runs", "settlement", "streak",
+)
 
 if "pytest" in sys.modules:  # under pytest: give the suites' plain asserts pytest's rich messages
     sys.modules["pytest"].register_assert_rewrite(

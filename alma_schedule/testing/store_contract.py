@@ -7,6 +7,7 @@ the ``store`` fixture (a fresh, empty store per test).
 
 from __future__ import annotations
 
+from alma_schedule.testing.contract_backfills import BackfillContract
 from alma_schedule.testing.contract_backoff import BackoffContract
 from alma_schedule.testing.contract_blocked import BlockedContract
 from alma_schedule.testing.contract_buffered import BufferedContract
@@ -24,6 +25,7 @@ from alma_schedule.testing.contract_streak import StreakContract
 from alma_schedule.testing.contract_wake import DeadlinePollContract, WakeContract, ZoneDataContract
 
 __all__ = [
+    "BackfillContract",
     "BackoffContract",
     "DeadlinePollContract",
     "BlockedContract",
@@ -63,5 +65,6 @@ class StoreContract(
     DeadlinePollContract,
     LimitsContract,
     HostileContract,
+    BackfillContract,
 ):
     """Everything a backend must do, single-threaded. Provide a ``store`` fixture."""

@@ -10,6 +10,7 @@
   report's ``blocked`` and in the store's ``stuck``.
 * Overlap ``latest``: the fire due during a slow run waits ``buffered`` and runs right after it,
   sent by the worker that ended the run, exactly once, never in parallel.
+* A backfill after a long downtime: each missing fire runs once on the run worker, one per tick.
 
 The test kind ``count`` reaches the subprocess workers through the ordinary ``alma_schedule.runners``
 entry point group (a dist-info on ``PYTHONPATH``, see ``e2e_runners``); ``E2E_SECONDS`` shortens the
@@ -283,3 +284,33 @@ def test_a_buffered_fire_runs_right_after_the_slow_run_once_never_in_parallel(e2
     runs = schedule.runs(SCOPE, routine_id="slow", limit=100)
     assert {r.state for r in runs} <= {"completed", "skipped"}  # nothing left open or buffered
     assert all(r.reason == "overlap" for r in runs if r.state == "skipped")  # replaced buffered fires only
+# --------------------------------------------------------------------------- backfill
+
+
+def test_a_backfill_runs_each_missing_fire_once_on_a_real_worker(e2e: E2E) -> None:
+    """An hourly routine down for 10 hours: the tick runs only the latest fire; a backfill of the
+    range runs the 9 others through the run worker, one per tick, each exactly once."""
+    registered = utcnow().replace(microsecond=0) - timedelta(hours=10, seconds=1)
+    spec = RoutineSpec(SCOPE.org, SCOPE.uid, "late", "count", {"every": "1h"})
+    e2e.schedule.register(spec, now=registered)
+    e2e.procs.worker("w", e2e.env(), "alma.run", 1)
+    wait_worker_ready(e2e.procs, "w")
+    (live,) = e2e.schedule.tick().claimed
+    wait_for(lambda: e2e.state(live) == "completed", 30, what="the latest fire to run")
+    receipt = e2e.schedule.backfill(SCOPE, "late", registered + timedelta(hours=1), registered + timedelta(hours=10))
+    assert (receipt.fires, receipt.already_run) == (9, 1)
+    backfilled: list[RunKey] = []
+    for _ in range(30):  # one fire per tick (each waited for): 9 ticks, with room to spare
+        if len(backfilled) == 9:
+            break
+        claimed = e2e.schedule.tick().claimed
+        assert len(claimed) <= 1
+        for key in claimed:
+            wait_for(lambda key=key: e2e.state(key) == "completed", 30, what=f"backfill fire {key.run_id}")
+            backfilled.append(key)
+    assert len(backfilled) == 9 and e2e.schedule.tick().claimed == ()
+    assert not e2e.schedule.store.get_backfill(SCOPE, "late").pending  # type: ignore[union-attr]
+    fires = {(registered + timedelta(hours=h)).strftime("%Y-%m-%dT%H:%M:%SZ") for h in range(1, 11)}
+    assert {k[3] for k in e2e.effects()} == fires and set(e2e.effects().values()) == {1}
+    origins = Counter(r.origin for r in e2e.schedule.runs(SCOPE, routine_id="late", limit=100))
+    assert origins == Counter({"backfill": 9, "schedule": 1})

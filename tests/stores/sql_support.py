@@ -22,7 +22,7 @@ from alma_schedule.stores.sql import SqlStore, migrate_store
 from alma_schedule.stores.sql.schema import metadata
 
 PG_ADMIN = os.environ.get("ALMA_TEST_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/postgres")
-TABLES = ("runs", "routine_versions", "routines", "spend", "heartbeat")
+TABLES = ("runs", "routine_versions", "routines", "spend", "heartbeat", "backfills")
 
 
 def pg_admin(sql: str) -> None:

@@ -186,3 +186,52 @@ def test_overlap_latest_statements_use_indexes(loaded: tuple[str, SqlStore]) -> 
     ending = [s for s in seen if "'buffered'" in s[0]]
     assert [s[0].lstrip().split()[0] for s in ending] == ["UPDATE"], [s[0] for s in seen]
     assert "uq_runs_one_buffered" in _check(conninfo, ending)
+def _backfill_statements(store: SqlStore) -> list[tuple[str, Any]]:
+    """The statements of one ``claim_backfills`` whose plan declines every routine (writes nothing)."""
+    seen: list[tuple[str, Any]] = []
+
+    def grab(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
+        if re.search(r"\bbackfills\b", statement):
+            seen.append((statement, parameters))
+
+    sa.event.listen(store.engine, "before_cursor_execute", grab)
+    try:
+        assert store.claim_backfills(NOW, 100, lambda routine, row: None, TIMERS) == []
+    finally:
+        sa.event.remove(store.engine, "before_cursor_execute", grab)
+    return seen
+
+
+def test_claim_backfills_reads_the_pending_index_and_with_none_pending_reads_once(
+    loaded: tuple[str, SqlStore],
+) -> None:
+    """20,000 ranges, all done: the tick's backfill step is ONE read through ix_backfills_pending.
+    50 pending: the locking read joins them to their routines by key, never scanning a table."""
+    conninfo, store = loaded
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO backfills SELECT org, uid, routine_id, %s, %s, NULL, 1000, NULL, %s FROM routines",
+            (NOW - timedelta(days=1), NOW - timedelta(hours=1), NOW),
+        )
+        conn.execute("ANALYZE backfills")
+    try:
+        (only,) = _backfill_statements(store)
+        nodes = list(_nodes(_generic_plan(conninfo, *only)))
+        assert [n.get("Index Name") for n in nodes if n.get("Relation Name") == "backfills"] == ["ix_backfills_pending"]
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            conn.execute(
+                "UPDATE backfills SET next_at = from_at WHERE routine_id IN (SELECT routine_id FROM routines "
+                "WHERE next_due_at > %s ORDER BY routine_id LIMIT 50)",
+                (NOW,),
+            )
+        statements = _backfill_statements(store)
+        assert len(statements) == 2  # the check, then the locking read (the plan declined: no write)
+        for statement, params in statements:
+            nodes = list(_nodes(_generic_plan(conninfo, statement, params)))
+            tables = {*TABLES, "backfills"}
+            scans = [n for n in nodes if n["Node Type"] == "Seq Scan" and n.get("Relation Name") in tables]
+            assert not scans, json.dumps(nodes, indent=1)
+            assert "ix_backfills_pending" in [n.get("Index Name") for n in nodes]
+    finally:
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            conn.execute("DELETE FROM backfills")

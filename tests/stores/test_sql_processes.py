@@ -1,5 +1,6 @@
 """The races of the contract again, from 4 PROCESSES (spawned: no shared Python state, each with
-its own small pool) on one PostgreSQL database: the database alone keeps the guarantees."""
+its own small pool) on one PostgreSQL database: the database alone keeps the guarantees. The last
+one races whole engine ticks over backfills."""
 
 from __future__ import annotations
 
@@ -10,7 +11,10 @@ from typing import Any
 
 import pytest
 
-from alma_schedule.model import Ceiling, RunKey
+from alma_schedule.engine import create_schedule
+from alma_schedule.model import Ceiling, RoutineSpec, RunKey, RunResult
+from alma_schedule.model.time import SettableTime
+from alma_schedule.settings import Settings
 from alma_schedule.stores.sql import SqlStore
 from alma_schedule.testing.builders import DAY, MINUTE, SCOPE, T0, TIMERS, fire_due_long, register
 from tests.stores.sql_support import empty_pg, opened, pg_database
@@ -120,10 +124,42 @@ def _reserver(store: SqlStore, index: int) -> list[tuple[bool, str | None]]:
     return out
 
 
+# -- backfill: 4 processes ticking the engine (runs executed in-process, right after each commit)
+BACKFILLED = 12
+EVERY_10 = {"cron": "*/10 * * * *"}
+TICK_AT = T0 + (BACKFILLED + 2) * 10 * MINUTE + MINUTE  # after the last live fire, before the next
+
+
+class _CountingRunner:
+    """Records every run it executes (the test's own side effect, per process)."""
+
+    def __init__(self) -> None:
+        self.ran: list[tuple[str, str]] = []
+
+    def validate(self, routine: Any) -> None:
+        return None
+
+    def run(self, routine: Any, handle: Any) -> RunResult:
+        self.ran.append((handle.key.routine_id, handle.key.run_id))
+        return RunResult.completed("ok")
+
+
+def _ticker(store: SqlStore, index: int) -> list[tuple[str, str]]:
+    runner = _CountingRunner()
+    sched = create_schedule(store=store, runner=runner, settings=Settings(clock=SettableTime(TICK_AT)))
+    for _ in range(500):
+        sched.tick()
+        rows = [store.get_backfill(SCOPE, r.routine_id) for r in store.list_routines(SCOPE)]
+        if not any(b is not None and b.pending for b in rows) and not store.list_runs(SCOPE, state="claimed", limit=1):
+            break
+    return runner.ran
+
+
 JOBS: dict[str, Callable[[SqlStore, int], Any]] = {
     "claim": _claimer,
     "start": _starter,
     "reserve": _reserver,
+    "tick": _ticker,
 }
 
 
@@ -166,3 +202,31 @@ def test_4_processes_never_exceed_the_org_ceiling(crew: Crew, pg_url: str) -> No
         assert store.spend(ORG_CEILING, DAY) == 700
         held = store.list_runs(SCOPE, state="running", limit=100)
         assert sum(r.reserved_micros for r in held) == 700
+
+
+def test_four_processes_backfilling_run_every_fire_once(crew: Crew, pg_url: str) -> None:
+    """Racing ticks over 10 routines' backfills: every fire of each range runs exactly once."""
+    runner = _CountingRunner()
+    with opened(pg_url) as store:
+        clock = SettableTime(T0)
+        sched = create_schedule(store=store, runner=runner, settings=Settings(clock=clock))
+        for i in range(10):
+            sched.register(RoutineSpec(SCOPE.org, SCOPE.uid, f"b{i:02d}", "test", EVERY_10))
+        for minutes in (10, (BACKFILLED + 2) * 10):  # a long downtime: the fires between have no row
+            clock.set(T0 + minutes * MINUTE)
+            sched.tick()
+        clock.set(TICK_AT)
+        for i in range(10):
+            receipt = sched.backfill(SCOPE, f"b{i:02d}", T0 + 10 * MINUTE, T0 + (BACKFILLED + 2) * 10 * MINUTE)
+            assert (receipt.fires, receipt.already_run) == (BACKFILLED, 2)
+    ran = Counter(key for mine in crew.race("tick") for key in mine)
+    expected = {
+        (f"b{i:02d}", (T0 + m * 10 * MINUTE).strftime("%Y-%m-%dT%H:%M:%SZ"))
+        for i in range(10)
+        for m in range(2, BACKFILLED + 2)
+    }
+    assert set(ran) == expected and set(ran.values()) == {1}, "every backfilled fire ran exactly once"
+    with opened(pg_url) as store:
+        rows = [r for r in store.list_runs(SCOPE, limit=10_000) if r.origin == "backfill"]
+        assert len(rows) == 10 * BACKFILLED and {(r.state, r.reason) for r in rows} == {("completed", "ok")}
+        assert all(not store.get_backfill(SCOPE, f"b{i:02d}").pending for i in range(10))  # type: ignore[union-attr]

@@ -17,6 +17,7 @@ from alma_schedule.model import (
     Scope,
     check_scope,
 )
+from alma_schedule.policies import backfill
 from alma_schedule.stores.arguments import age_args, list_runs_args, run_ref_args
 from alma_schedule.stores.memory.runs import RunsMixin, _order
 from alma_schedule.stores.validation import check_limit, check_routine_key, require_utc
@@ -105,8 +106,16 @@ class ReadsMixin(RunsMixin):
                 for r in self._all_runs()
                 if r.terminal and r.finished_at is not None and r.finished_at < before
             ]
+            fires: dict[tuple[str, str, str], list[datetime]] = {}
             for r in doomed:
                 del self._runs[(r.org, r.uid, r.routine_id)][r.run_id]
+                if r.origin in backfill.FIRE_ORIGINS:
+                    fires.setdefault((r.org, r.uid, r.routine_id), []).append(r.fire_at)
+            for rk, instants in fires.items():  # the same step: pruned_through rises with the delete
+                row = self._routines.get(rk)
+                if row is not None:
+                    raised = backfill.raised_pruned_through(row.pruned_through, instants)
+                    self._write(dataclasses.replace(row, pruned_through=raised))
             return len(doomed)
 
     def _erase(self, rows: Iterable[RunRecord]) -> int:

@@ -21,6 +21,7 @@ from typing import Any
 
 from alma_schedule.errors import NotFound, RegistrationRefused, StoreConflict
 from alma_schedule.model import (
+    Backfill,
     Routine,
     RoutineVersion,
     RunRecord,
@@ -34,6 +35,7 @@ from alma_schedule.stores.arguments import (
     set_paused_args,
 )
 from alma_schedule.stores.base import RenamedMethods
+from alma_schedule.stores.memory.backfills import BackfillsMixin
 from alma_schedule.stores.memory.reads import ReadsMixin
 from alma_schedule.stores.memory.rederive import RederiveMixin
 from alma_schedule.stores.memory.tick import TickMixin
@@ -46,7 +48,7 @@ RKey = tuple[str, str, str]
 __all__ = ["MemoryStore"]
 
 
-class MemoryStore(TickMixin, ReadsMixin, WakeMixin, RederiveMixin, RenamedMethods):
+class MemoryStore(TickMixin, ReadsMixin, WakeMixin, RederiveMixin, BackfillsMixin, RenamedMethods):
     """The reference backend: thread-safe (one RLock), instance-scoped, exact."""
 
     def __init__(self) -> None:
@@ -63,6 +65,7 @@ class MemoryStore(TickMixin, ReadsMixin, WakeMixin, RederiveMixin, RenamedMethod
         self._next_wake: datetime | None = None
         self._zone_data: str | None = None
         self._zone_cursor: RKey | None = None
+        self._backfills: dict[RKey, Backfill] = {}  # routine -> its backfill range
 
     # ------------------------------------------------------------------ internals
 
@@ -254,6 +257,7 @@ class MemoryStore(TickMixin, ReadsMixin, WakeMixin, RederiveMixin, RenamedMethod
                 self._versions.pop(k, None)
                 self._runs.pop(k, None)
                 self._buffered.pop(k, None)
+                self._backfills.pop(k, None)
             return len(keys)
 
     def close(self) -> None:

@@ -2,7 +2,8 @@
 
 Tables: ``routines`` (one row per ``(org, uid, routine_id)``, the cursor and the due index),
 ``routine_versions`` (immutable history), ``runs`` (one row per fire: the claim and the ledger),
-``spend`` (reserved and settled micro-USD per ceiling per day) and ``heartbeat`` (one row).
+``spend`` (reserved and settled micro-USD per ceiling per day), ``backfills`` (an operator's range
+of past fires per routine) and ``heartbeat`` (one row).
 
 Every table lives in the store's namespace: declared in the placeholder schema
 :data:`~.namespace.SCHEMA_TOKEN`, which the engine turns into the PostgreSQL schema
@@ -40,6 +41,8 @@ def state_in(states: Collection[str]) -> str:
 NON_TERMINAL_SQL = state_in(NON_TERMINAL)
 ACTIVE_SQL = state_in(ACTIVE)
 STATES_SQL = state_in(frozenset(RunState))
+#: The origins a run row may have (issue 15 added ``backfill``; the migration repeats the literal).
+ORIGINS_SQL = "origin IN ('schedule', 'manual', 'backfill')"
 
 
 def _where(sql: str) -> dict[str, Any]:
@@ -73,6 +76,8 @@ routines = sa.Table(
     sa.Column("updated_at", UtcDateTime, nullable=False),
     # issue 15, max_runs (0004_schedule_policies): schedule fires claimed while max_runs is set
     sa.Column("schedule_claims", sa.Integer, nullable=False, server_default=sa.text("0")),
+    # --- backfill (issue 15): the latest pruned fire (a backfill reaches only fires after it) ---
+    sa.Column("pruned_through", UtcDateTime, nullable=True),
 )
 # The tick's index: only routines that can come due are in it (NULL while paused/disabled/deleted).
 sa.Index(
@@ -155,7 +160,7 @@ runs = sa.Table(
     sa.Column("blocked_at", UtcDateTime, nullable=True),
     sa.Column("blocked_why", sa.String(32), nullable=True),
     sa.CheckConstraint(STATES_SQL, name="ck_runs_state"),
-    sa.CheckConstraint("origin IN ('schedule', 'manual')", name="ck_runs_origin"),
+    sa.CheckConstraint(ORIGINS_SQL, name="ck_runs_origin"),
 )
 # Guarantee 2: at most ONE non-terminal run per routine, enforced by the database.
 sa.Index(
@@ -208,6 +213,24 @@ zone_state = sa.Table(
     sa.Column("cursor_routine_id", ID, nullable=True),
     sa.CheckConstraint("id = 1", name="ck_zone_state_one_row"),
 )
+# --- backfill (issue 15): one operator range per routine; the tick reads only the pending ones ---
+backfills = sa.Table(
+    "backfills",
+    metadata,
+    sa.Column("org", ID, primary_key=True),
+    sa.Column("uid", ID, primary_key=True),
+    sa.Column("routine_id", ID, primary_key=True),
+    sa.Column("from_at", UtcDateTime, nullable=False),
+    sa.Column("to_at", UtcDateTime, nullable=False),
+    sa.Column("next_at", UtcDateTime, nullable=True),
+    sa.Column("max_fires", sa.Integer, nullable=False),
+    sa.Column("cancelled_at", UtcDateTime, nullable=True),
+    sa.Column("created_at", UtcDateTime, nullable=False),
+)
+#: The predicate of a pending backfill (the tick's one read when there is none).
+BACKFILL_PENDING_SQL = "cancelled_at IS NULL AND next_at IS NOT NULL"
+sa.Index("ix_backfills_pending", backfills.c.next_at, **_where(BACKFILL_PENDING_SQL))
+# --- end backfill ---
 
 heartbeat = sa.Table(
     "heartbeat",

@@ -2,7 +2,8 @@
 PostgreSQL (``postgresql+psycopg://``) and SQLite (``sqlite:///path``).
 
 The parts live in one mixin per concept: routines (:mod:`.store_routines`), the tick
-(:mod:`.store_tick`), run transitions and money (:mod:`.store_runs`), system reads and maintenance
+(:mod:`.store_tick`), backfills and the system-wide listing (:mod:`.store_backfills`), run
+transitions and money (:mod:`.store_runs`), system reads and maintenance
 (:mod:`.store_system`); transactions, the engine and the error boundary in :mod:`.store_base`. All SQL
 is in :mod:`.queries`; the schema in :mod:`.schema`; migrations via :func:`migrate_store`.
 
@@ -16,6 +17,7 @@ store keeps a small pool per process (``pool_size=2, max_overflow=2`` by default
 from __future__ import annotations
 
 from alma_schedule.stores.base import RenamedMethods
+from alma_schedule.stores.sql.store_backfills import BackfillsMixin
 from alma_schedule.stores.sql.store_routines import RoutinesMixin
 from alma_schedule.stores.sql.store_runs import RunsMixin
 from alma_schedule.stores.sql.store_system import SystemMixin
@@ -24,5 +26,5 @@ from alma_schedule.stores.sql.store_tick import TickMixin
 __all__ = ["SqlStore"]
 
 
-class SqlStore(RoutinesMixin, TickMixin, RunsMixin, SystemMixin, RenamedMethods):
+class SqlStore(RoutinesMixin, BackfillsMixin, TickMixin, RunsMixin, SystemMixin, RenamedMethods):
     """The SQL backend of :class:`~alma_schedule.stores.base.Store` (see the module docstring)."""

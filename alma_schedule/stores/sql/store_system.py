@@ -12,10 +12,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from alma_schedule.model import Deferral, Erroring, Routine, RunRecord, Scope, ZoneReconciliation, check_scope
+from alma_schedule.policies.backfill import FIRE_ORIGINS
 from alma_schedule.stores.arguments import age_args, reindex_args
 from alma_schedule.stores.sql import queries as q
 from alma_schedule.stores.sql.rows import routine_from_row, run_from_row
-from alma_schedule.stores.sql.schema import routine_versions, routines, runs
+from alma_schedule.stores.sql.schema import backfills, routine_versions, routines, runs
 from alma_schedule.stores.sql.store_base import RKey, SqlBase
 from alma_schedule.stores.validation import check_limit, check_utc, require_utc
 
@@ -96,10 +97,24 @@ class SystemMixin(SqlBase):
     # ------------------------------------------------------------------ maintenance
 
     def prune(self, before: datetime) -> int:
-        """Delete TERMINAL runs finished before ``before`` (system, one statement). Returns the count."""
+        """Delete TERMINAL runs finished before ``before`` and raise ``pruned_through`` (system, ONE
+        transaction: the delete, then one batched UPDATE of the routines it touched). Returns the count."""
         before = require_utc("before", before)
-        with self._tx(single=True) as conn:
-            return int(conn.execute(q.prune(before)).rowcount)
+        with self._tx() as conn:
+            rows = conn.execute(q.prune_returning(self.dialect, before)).all()
+            fires: dict[RKey, datetime] = {}
+            if self.dialect == "postgresql":  # aggregated by the statement: (key, count, latest fire)
+                count = sum(int(n) for _, _, _, n, _ in rows)
+                fires = {(o, u, r): f for o, u, r, _, f in rows if f is not None}
+            else:  # every deleted row: (key, origin, fire)
+                count = len(rows)
+                for o, u, r, origin, f in rows:
+                    if origin in FIRE_ORIGINS and ((o, u, r) not in fires or f > fires[(o, u, r)]):
+                        fires[(o, u, r)] = f
+            if fires:
+                moves = [{"org": k[0], "uid": k[1], "routine_id": k[2], "fire": f} for k, f in fires.items()]
+                conn.execute(*q.raise_pruned_through(self.dialect, moves))
+            return count
 
     def purge_deleted(self, limit: int = 1000) -> int:
         """Remove up to ``limit`` tombstoned routines with no non-terminal run, with their runs and
@@ -110,7 +125,7 @@ class SystemMixin(SqlBase):
             if not keys:
                 return 0
             for i in range(0, len(keys), 2000):  # SQLite binds each value: stay under its limit
-                for table in (runs, routine_versions, routines):
+                for table in (runs, routine_versions, backfills, routines):
                     conn.execute(q.delete_of(table, keys[i : i + 2000]))  # type: ignore[arg-type]
             return len(keys)
 

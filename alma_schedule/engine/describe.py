@@ -1,0 +1,182 @@
+"""``describe``: one routine in one view, as plain data (the CLI prints it; a dashboard reuses it).
+
+:func:`describe` reads (never writes): the schedule and its policies, the reading of the routine
+(enabled / paused with its reason / disabled / finished, erroring, the failure streak against its
+threshold), the next fires with their local reading and DST notes (:func:`preview_fires`), the
+last runs with outcomes and durations, the run that blocks a new fire (its one non-terminal run)
+and the buffered one if the store has that state, and the routine's backfill range.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from alma_schedule.core import policy_of, preview_fires
+from alma_schedule.core.interval import format_interval
+from alma_schedule.errors import AlmaScheduleError, NotFound
+from alma_schedule.model import Data, Routine, RunRecord, RunState, Scope, check_scope
+
+from .decide import schedule_of
+from .runtime import Runtime
+
+__all__ = ["RecentRun", "RoutineView", "UpcomingFire", "describe"]
+
+#: The non-terminal states in the order a blocking run is looked for (at most one exists).
+_BLOCKING = (RunState.RUNNING, RunState.SUBMITTED, RunState.COLLECTING, RunState.CLAIMED)
+#: A fire waiting for the active run (overlap ``latest``), when the store knows the state.
+BUFFERED = "buffered"
+
+
+@dataclass(frozen=True, slots=True)
+class UpcomingFire(Data):
+    """One next fire: UTC, its local reading in ``zone``, and a DST note if any."""
+
+    utc: datetime
+    local: datetime
+    zone: str
+    note: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RecentRun(Data):
+    """One run row as the view shows it; ``duration_s`` from start to finish (None while open)."""
+
+    run_id: str
+    origin: str
+    state: str
+    reason: str | None
+    fire_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    duration_s: float | None
+
+    @classmethod
+    def of(cls, r: RunRecord) -> RecentRun:
+        took = None
+        if r.started_at is not None and r.finished_at is not None:
+            took = (r.finished_at - r.started_at).total_seconds()
+        return cls(r.run_id, r.origin, r.state, r.reason, r.fire_at, r.started_at, r.finished_at, took)
+
+
+@dataclass(frozen=True, slots=True)
+class RoutineView(Data):
+    """Everything ``routines describe`` shows about one routine (``to_dict()``: JSON-ready)."""
+
+    key: str
+    kind: str
+    schedule: Mapping[str, Any]
+    policies: Mapping[str, Any]
+    state: str
+    erroring: bool
+    paused_reason: str | None
+    streak: int
+    failure_threshold: int
+    registered_at: datetime
+    last_fire: datetime | None
+    next_due_at: datetime | None
+    pruned_through: datetime | None
+    last_error: str | None
+    defer_until: datetime | None
+    next_fires: tuple[UpcomingFire, ...]
+    notes: tuple[str, ...]
+    recent_runs: tuple[RecentRun, ...]
+    blocking: RecentRun | None
+    buffered: RecentRun | None
+    backfill: Mapping[str, Any] | None
+
+
+def _policies(routine: Routine) -> tuple[dict[str, Any], list[str]]:
+    """Every policy with its value (defaults included) and the notes they call for."""
+    p = policy_of(routine.schedule)
+    shown: dict[str, Any] = {
+        "overlap": p.overlap,
+        "catch_up": format_interval(p.catch_up) if p.catch_up is not None else "until the next fire",
+        "not_before": p.not_before,
+        "not_after": p.not_after,
+        "max_runs": p.max_runs,
+        "jitter": format_interval(p.jitter) if p.jitter is not None else None,
+    }
+    notes = []
+    if p.jitter is not None:
+        notes.append(f"jitter: each fire may run up to {format_interval(p.jitter)} after its nominal instant")
+    return shown, notes
+
+
+def _fires(routine: Routine, at: datetime, n: int) -> tuple[list[UpcomingFire], list[str]]:
+    notes: list[str] = []
+    if routine.inactive_reason is not None:
+        notes.append(f"{routine.inactive_reason}: no fire runs until it is switched back on")
+    try:
+        start = max(at.replace(microsecond=0), routine.last_fire or routine.registered_at)
+        rows = preview_fires(schedule_of(routine), routine.registered_at, start, n)
+    except AlmaScheduleError as exc:
+        return [], [*notes, f"the schedule cannot be previewed: {exc}"]
+    p = policy_of(routine.schedule)
+    fires = [
+        UpcomingFire(f.utc, f.local, f.zone, f.dst_note)
+        for f in rows
+        if (p.not_before is None or f.utc >= p.not_before) and (p.not_after is None or f.utc <= p.not_after)
+    ]
+    if len(fires) < len(rows):
+        notes.append("fires outside not_before / not_after are left out")
+    if not fires and not rows:
+        notes.append("the schedule has no further fire")
+    return fires, notes
+
+
+def _blocking(rt: Runtime, routine: Routine) -> tuple[RecentRun | None, RecentRun | None]:
+    """The routine's non-terminal run (at most one) and its buffered fire, if the state exists."""
+    blocking = None
+    for state in _BLOCKING:
+        rows = rt.store.list_runs(routine.scope, routine_id=routine.routine_id, state=state, limit=1)
+        if rows:
+            blocking = RecentRun.of(rows[0])
+            break
+    buffered = None
+    if BUFFERED in {s.value for s in RunState}:
+        rows = rt.store.list_runs(routine.scope, routine_id=routine.routine_id, state=BUFFERED, limit=1)
+        buffered = RecentRun.of(rows[0]) if rows else None
+    return blocking, buffered
+
+
+def describe(
+    rt: Runtime, scope: Scope, routine_id: str, *, now: datetime | None = None, fires: int = 5, runs: int = 10
+) -> RoutineView:
+    """The view of one live routine of ``scope`` (:class:`NotFound` if unknown or deleted). Reads only."""
+    at = rt.peek_now(now)
+    routine = rt.store.get_routine(check_scope(scope), routine_id)
+    if routine is None or routine.deleted_at is not None:
+        raise NotFound.of("routine", f"{scope}/{routine_id}")
+    policies, notes = _policies(routine)
+    upcoming, fire_notes = _fires(routine, at, fires)
+    recent = rt.store.list_runs(routine.scope, routine_id=routine.routine_id, limit=runs)
+    blocking, buffered = _blocking(rt, routine)
+    backfill = rt.store.get_backfill(routine.scope, routine.routine_id)
+    states = routine.state_names
+    timing = {k: v for k, v in routine.schedule.items() if k not in policies}
+    return RoutineView(
+        key=str(routine.key),
+        kind=routine.kind,
+        schedule=timing,
+        policies=policies,
+        state=states[0],
+        erroring="erroring" in states,
+        paused_reason=routine.paused_reason,
+        streak=routine.consecutive_failures,
+        failure_threshold=rt.settings.failure_threshold,
+        registered_at=routine.registered_at,
+        last_fire=routine.last_fire,
+        next_due_at=routine.next_due_at,
+        pruned_through=routine.pruned_through,
+        last_error=routine.last_error,
+        defer_until=routine.defer_until,
+        next_fires=tuple(upcoming),
+        notes=tuple(notes + fire_notes),
+        recent_runs=tuple(RecentRun.of(r) for r in recent),
+        blocking=blocking,
+        buffered=buffered,
+        backfill=None if backfill is None else {**backfill.to_dict(), "pending": backfill.pending},
+    )
