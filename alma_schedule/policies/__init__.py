@@ -9,7 +9,11 @@ calls them where it computes in Python and builds its set-based statements from 
 * :mod:`~alma_schedule.policies.supersession`: a newer schedule fire versus the routine's open run;
 * :mod:`~alma_schedule.policies.backoff`: the planning back-off of a routine that cannot be planned;
 * :mod:`~alma_schedule.policies.settlement`: moving a run's reservation to what it cost;
-* :mod:`~alma_schedule.policies.blocked`: why a run waits for an operator (the words shown).
+* :mod:`~alma_schedule.policies.blocked`: why a run waits for an operator (the words shown);
+* :mod:`~alma_schedule.policies.ownership`: a run's owner (``runs.owner``) and what Celery's report
+  that the owner was lost does to the run;
+* :mod:`~alma_schedule.policies.finish_retry`: the owner's back-off while its finish cannot reach
+  the store.
 
 Nothing here imports :mod:`alma_schedule.stores` or :mod:`alma_schedule.engine`.
 """

@@ -3,11 +3,13 @@
 A run's terminal ``finish`` moves its routine's ``consecutive_failures``:
 
 * it COUNTS (streak + 1) when the outcome is ``timed_out``, or ``failed`` with any reason except
-  ``config_revision_changed`` (the routine changed under the run: not the routine's failure);
+  those of :data:`NOT_THE_ROUTINES_FAILURE`: ``config_revision_changed`` (the routine changed
+  under the run) and ``worker_lost`` (Celery lost the owner of an untracked task run: no verdict
+  on the routine);
 * it RESETS (streak 0) when the outcome is ``completed`` with any reason except ``sent`` (sent is
   not yet delivered: it proves nothing);
 * every other outcome (``refused``, ``skipped``, ``failed(config_revision_changed)``,
-  ``completed(sent)``) leaves the streak as it is.
+  ``failed(worker_lost)``, ``completed(sent)``) leaves the streak as it is.
 
 A count that brings the streak to ``threshold`` or more (``threshold > 0``; 0 = never) latches an
 automatic pause with the reason ``failure_streak:<reason>`` (the outcome when there is no reason),
@@ -22,15 +24,28 @@ from dataclasses import dataclass
 
 from alma_schedule.model import Reason, RunState
 
-__all__ = ["LATCH_PREFIX", "StreakStep", "counts", "fold", "latch_reason", "resets", "step", "touches"]
+__all__ = [
+    "LATCH_PREFIX",
+    "NOT_THE_ROUTINES_FAILURE",
+    "StreakStep",
+    "counts",
+    "fold",
+    "latch_reason",
+    "resets",
+    "step",
+    "touches",
+]
 
 #: The paused_reason prefix of a pause latched by the streak.
 LATCH_PREFIX = "failure_streak:"
 
+#: ``failed`` reasons that say nothing about the routine: they never count.
+NOT_THE_ROUTINES_FAILURE: frozenset[str] = frozenset({Reason.CONFIG_REVISION_CHANGED, Reason.WORKER_LOST})
+
 
 def counts(outcome: str, reason: str | None) -> bool:
     """Whether finishing with ``outcome(reason)`` adds one to the streak."""
-    return outcome == RunState.TIMED_OUT or (outcome == RunState.FAILED and reason != Reason.CONFIG_REVISION_CHANGED)
+    return outcome == RunState.TIMED_OUT or (outcome == RunState.FAILED and reason not in NOT_THE_ROUTINES_FAILURE)
 
 
 def resets(outcome: str, reason: str | None) -> bool:

@@ -12,6 +12,7 @@ from alma_schedule.testing.contract_blocked import BlockedContract
 from alma_schedule.testing.contract_claims import ClaimContract
 from alma_schedule.testing.contract_input import InputContract
 from alma_schedule.testing.contract_money import MoneyContract
+from alma_schedule.testing.contract_owner import OwnerContract
 from alma_schedule.testing.contract_reads import ReadContract
 from alma_schedule.testing.contract_routines import RoutineContract
 from alma_schedule.testing.contract_runs import RunContract
@@ -24,6 +25,7 @@ __all__ = [
     "ClaimContract",
     "InputContract",
     "MoneyContract",
+    "OwnerContract",
     "ReadContract",
     "RoutineContract",
     "RunContract",
@@ -42,6 +44,7 @@ class StoreContract(
     MoneyContract,
     SettlementContract,
     BlockedContract,
+    OwnerContract,
     ReadContract,
     InputContract,
 ):

@@ -38,6 +38,7 @@ from alma_schedule.stores.arguments import (
     mark_blocked_args,
     record_args,
     reserve_args,
+    start_args,
     submit_args,
     transition_args,
 )
@@ -189,8 +190,8 @@ class RunsMixin:
 
     # ------------------------------------------------------------------ run transitions
 
-    def start(self, key: RunKey, *, now: datetime) -> ClaimResult:
-        rk, now = transition_args(key, now)
+    def start(self, key: RunKey, *, now: datetime, owner: str | None = None) -> ClaimResult:
+        rk, now, owner = start_args(key, now, owner)
         run_id = key.run_id
         with self._lock:
             rec = self._find(rk, run_id)
@@ -206,7 +207,7 @@ class RunsMixin:
                 )
                 self._put_run(new)
                 return ClaimResult(False, new, inactive)
-            new = dataclasses.replace(rec, state=RunState.RUNNING, started_at=now, state_at=now)
+            new = dataclasses.replace(rec, state=RunState.RUNNING, started_at=now, state_at=now, owner=owner)
             self._put_run(new)
             return ClaimResult(True, new, "won")
 

@@ -38,6 +38,7 @@ from alma_schedule.stores.arguments import (
     record_args,
     reserve_args,
     run_ref_args,
+    start_args,
     submit_args,
     transition_args,
 )
@@ -83,14 +84,14 @@ class RunsMixin(SqlBase):
 
     # ------------------------------------------------------------------ transitions
 
-    def start(self, key: RunKey, *, now: datetime) -> ClaimResult:
+    def start(self, key: RunKey, *, now: datetime, owner: str | None = None) -> ClaimResult:
         """CAS ``claimed -> running`` in ONE statement joined to the routine row; if that moved nothing,
         a second statement decides: inactive routine -> ``skipped`` with that reason (CAS), else the
-        loser's reason with the current record."""
-        _, now = transition_args(key, now)
+        loser's reason with the current record. ``owner`` is written by the CAS."""
+        _, now, owner = start_args(key, now, owner)
         with self._tx(single=True) as conn:
             for _attempt in range(3):
-                row = conn.execute(q.START_CAS, q.run_params(key, now=now)).first()
+                row = conn.execute(q.START_CAS, q.run_params(key, now=now, owner=owner)).first()
                 if row is not None:
                     return ClaimResult(True, run_from_row(row), "won")
                 found = conn.execute(q.SELECT_RUN_WITH_ROUTINE, q.run_params(key)).first()

@@ -54,12 +54,14 @@ from alma_schedule.stores.sql.queries.routines import (
 )
 from alma_schedule.stores.sql.queries.runs import (
     MARK_BLOCKED,
+    RUNNING_OF,
     SELECT_RUN,
     SELECT_RUN_LOCKED,
     SELECT_RUN_WITH_ROUTINE,
     START_CAS,
     cas,
     insert_run,
+    like_prefix,
     run_params,
 )
 from alma_schedule.stores.sql.queries.tick import (
@@ -87,6 +89,7 @@ __all__ = [
     "ORDER_TAIL",
     "Params",
     "MARK_BLOCKED",
+    "RUNNING_OF",
     "SELECT_RUN",
     "SELECT_RUN_LOCKED",
     "SELECT_RUN_WITH_ROUTINE",
@@ -124,6 +127,7 @@ __all__ = [
     "reindex_batch",
     "reserve_upsert",
     "routine_pk",
+    "like_prefix",
     "run_params",
     "select_due",
     "select_last_tick",
