@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from alma_schedule.errors import InvalidInput
 from alma_schedule.model import COLLECT_TASK, RUN_MANY_TASK, RUN_TASK, TICK_TASK, RunKey
 from alma_schedule.model.time import trusted_now
+from alma_schedule.policies.blocked import HARD_LIMIT_GRACE as HARD_LIMIT
 from alma_schedule.policies.ownership import owner_of
 from alma_schedule.tasks.composition import AlmaTasks, Composition
 
@@ -39,8 +40,8 @@ if TYPE_CHECKING:
 
     from alma_schedule.settings import Settings
 
-#: Seconds between a task's soft time limit and its hard one.
-HARD_LIMIT_GRACE = 30.0
+#: Seconds between a task's soft time limit and its hard one (the policy's, ``runs stuck`` shows it).
+HARD_LIMIT_GRACE = HARD_LIMIT.total_seconds()
 
 
 def parse_now(value: str | None, settings: Settings) -> datetime:
