@@ -20,6 +20,10 @@
   handle won ``submitted -> collecting``, then only from ``collecting``. A collector that lost the
   collecting CAS therefore never ends a run the winner is delivering.
 * :func:`record`: the operator's CAS from any non-terminal state to a terminal one; never resends.
+* The owner (issue 14): ``execute(..., owner=)`` writes who runs the fire with the start CAS (the
+  Celery request id: :mod:`alma_schedule.policies.ownership`), so Celery's loss report finds it
+  (:mod:`.lost`); with a ``sleep`` the owner retries its finish while the store is unreachable,
+  until the soft time limit (:mod:`.retry`). A collector's finish is not retried.
 """
 
 from __future__ import annotations

@@ -188,7 +188,8 @@ class Store(Protocol):
         from_states: Collection[str] | None = None,
     ) -> ClaimResult:
         """The terminal CAS along :data:`EDGES`, in ONE transaction with: the failure streak
-        (``failed``/``timed_out`` +1 except ``failed(config_revision_changed)``; ``completed`` resets
+        (``failed``/``timed_out`` +1 except ``failed(config_revision_changed)`` and
+        ``failed(worker_lost)``; ``completed`` resets
         except ``completed(sent)``; others untouched), the auto-pause latch at
         ``timers.failure_threshold`` (paused_reason ``failure_streak:<reason>`` unless already paused,
         ``next_due_at`` NULL), and the money settlement (spend rows moved from reserved to

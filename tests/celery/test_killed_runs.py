@@ -69,8 +69,8 @@ class World:
     def worker(self, name: str, **extra: str) -> int:
         """A prefork worker with ONE pool child on the run queue; returns the child's pid."""
         proc = self.procs.worker(name, self.env(**extra), "alma.run", 1)
-        wait_worker_ready(self.procs, name)
-        return wait_for(lambda: children(proc.pid), 30, what=f"the pool child of {name}")[0]
+        wait_worker_ready(self.procs, name, 120)
+        return wait_for(lambda: children(proc.pid), 90, what=f"the pool child of {name}")[0]
 
     def fleet_messages(self) -> int:
         client = redis.Redis.from_url(self.redis_url)
@@ -127,7 +127,7 @@ def one_claimed(world: World, routine_id: str) -> RunKey:
 
 def kill_mid_run(world: World, child: int, key: RunKey, ready: Any) -> None:
     """Wait until the run is ``running`` and ``ready()``; SIGKILL the pool child (not its parent)."""
-    wait_for(lambda: world.get(key).state == "running" and ready(), 30, 0.05, "the run to be mid-run")
+    wait_for(lambda: world.get(key).state == "running" and ready(), 90, 0.05, "the run to be mid-run")
     os.kill(child, signal.SIGKILL)
 
 
@@ -136,12 +136,12 @@ def test_an_untracked_task_run_whose_child_is_killed_fails_worker_lost_and_the_n
 ) -> None:
     marker = world.tmp_path / "hold-send"
     marker.write_text("x")
-    register(world, "send", "task", {"task": "killed_fleet.ping"}, every="2s")
+    register(world, "send", "task", {"task": "killed_fleet.ping"}, every="20s")
     child = world.worker("w1", KILLED_HANG_SEND=str(marker))
     key = one_claimed(world, "send")
     kill_mid_run(world, child, key, lambda: not marker.exists())  # the child sits in the send hook
 
-    lost = wait_for(lambda: world.get(key).state != "running" and world.get(key), 30, what="the loss report")
+    lost = wait_for(lambda: world.get(key).state != "running" and world.get(key), 90, what="the loss report")
     assert (lost.state, lost.reason, lost.error_class) == ("failed", "worker_lost", "WorkerLostError")
     assert lost.owner is not None and lost.owner == lost.owner.strip() and "/" not in lost.owner  # a request id
     assert world.schedule.get(SCOPE, "send").consecutive_failures == 0  # no verdict on the routine
@@ -151,9 +151,9 @@ def test_an_untracked_task_run_whose_child_is_killed_fails_worker_lost_and_the_n
         claimed = [k for k in world.schedule.tick().claimed if k.routine_id == "send"]
         return claimed[0] if claimed else None
 
-    nxt = wait_for(next_fire, 30, 0.5, "the next fire to be claimed")
+    nxt = wait_for(next_fire, 90, 0.5, "the next fire to be claimed")
     assert nxt != key
-    done = wait_for(lambda: world.get(nxt).state == "completed" and world.get(nxt), 30, what="the next fire")
+    done = wait_for(lambda: world.get(nxt).state == "completed" and world.get(nxt), 90, what="the next fire")
     assert done.reason == "sent"
     assert world.fleet_messages() == 1  # the next fire sent once; the lost one never re-run
     assert world.get(key).state == "failed"
@@ -167,9 +167,9 @@ def test_a_tracked_or_slow_run_whose_child_is_killed_is_blocked_at_once_and_stay
     marker = world.tmp_path / "hold-import"
     marker.write_text("x")
     if which == "tracked":
-        register(world, which, "task", {"task": "killed_fleet.ping", "track": True, "deadline": "1h"}, every="2s")
+        register(world, which, "task", {"task": "killed_fleet.ping", "track": True, "deadline": "1h"}, every="20s")
     else:
-        register(world, which, "count", {"sleep": 120}, every="2s")
+        register(world, which, "count", {"sleep": 120}, every="20s")
     child = world.worker("w1", KILLED_HANG_IMPORT=str(marker))
     key = one_claimed(world, which)
     if which == "tracked":
@@ -178,7 +178,7 @@ def test_a_tracked_or_slow_run_whose_child_is_killed_is_blocked_at_once_and_stay
         effects = world.schedule.store  # the count runner wrote its row: it is sleeping now
         kill_mid_run(world, child, key, lambda: effects.get(key) is not None and count_rows(world) == 1)
 
-    blocked = wait_for(lambda: world.get(key).blocked_why and world.get(key), 30, what="the loss report")
+    blocked = wait_for(lambda: world.get(key).blocked_why and world.get(key), 90, what="the loss report")
     assert (blocked.state, blocked.blocked_why, blocked.reason) == ("running", "worker_lost", None)
     assert blocked.target_task_id is None and world.fleet_messages() == 0  # never submitted, never sent
     report = world.schedule.tick()  # at once: no 2 x run_time_limit wait
@@ -188,7 +188,7 @@ def test_a_tracked_or_slow_run_whose_child_is_killed_is_blocked_at_once_and_stay
     def overlapped() -> bool:
         return any(k.routine_id == which for k in world.schedule.tick().skipped)
 
-    wait_for(overlapped, 30, 0.5, "the next fire to be skipped(overlap)")
+    wait_for(overlapped, 90, 0.5, "the next fire to be skipped(overlap)")
     assert world.get(key).state == "running"  # until the operator's record; nothing re-ran it
     assert count_rows(world) == (1 if which == "slow" else 0)
 
@@ -207,7 +207,7 @@ def test_a_run_killed_at_the_hard_time_limit_is_blocked_at_once_why_time_limit(w
     register(world, "stuck", "count", {"sleep": 300, "ignore_soft": True})
     world.worker("w1", ALMA_RUN_TIME_LIMIT="1s")  # hard limit: 1 s + 30 s
     key = one_claimed(world, "stuck")
-    wait_for(lambda: count_rows(world) == 1, 30, what="the stuck run to start")
+    wait_for(lambda: count_rows(world) == 1, 90, what="the stuck run to start")
     blocked = wait_for(lambda: world.get(key).blocked_why and world.get(key), 90, 0.2, "the hard limit's report")
     assert (blocked.state, blocked.blocked_why) == ("running", "time_limit")
     assert key in world.schedule.tick().blocked
