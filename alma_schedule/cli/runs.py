@@ -8,7 +8,7 @@ from alma_schedule.cli.context import CliContext, emit_json, handle_errors, json
 from alma_schedule.cli.wiring import build_schedule, parse_instant
 from alma_schedule.errors import InvalidInput, NotFound, RegistrationRefused
 from alma_schedule.model import NON_TERMINAL, REASONS, TERMINAL, WAITING, RunRecord, RunState, Scope
-from alma_schedule.policies.blocked import blocked_why
+from alma_schedule.policies.blocked import blocked_why, hard_limit_note
 from alma_schedule.runners.governed.money import usd_to_micros
 from alma_schedule.settings import parse_duration
 
@@ -84,7 +84,9 @@ def stuck(obj: CliContext, older_than: str | None, limit: int, as_json: bool) ->
     A run is stuck when it has been in its state longer than --older-than (default twice
     ALMA_RUN_TIME_LIMIT, the age at which a tick reports it as blocked), and a submitted run past
     its deadline is stuck whatever --older-than says; so is a running run marked blocked at once
-    (an uncertain provider outcome, a lost worker, a time limit: the "why" column).
+    (an uncertain provider outcome, a lost worker, a time limit: the "why" column). A running run
+    started longer ago than the run task's hard limit (ALMA_RUN_TIME_LIMIT + 30 s) says "past its
+    hard limit" in the "note" column: information only, never a verdict.
 
     `running` is never expired or retried automatically: check the provider, the batch and the
     destination, then `runs record` the outcome.
@@ -102,15 +104,21 @@ def stuck(obj: CliContext, older_than: str | None, limit: int, as_json: bool) ->
         if r.blocked_at is not None or (r.state == RunState.SUBMITTED and r.deadline is not None and now > r.deadline):
             found.setdefault(r.key, r)
     rows = sorted(found.values(), key=lambda r: (r.state_at, str(r.key)))[:limit]
+    limit_of_run = settings.run_time_limit
     if as_json:
-        emit_json([{**r.to_dict(), "why": blocked_why(r, now)} for r in rows])
+        emit_json(
+            [{**r.to_dict(), "why": blocked_why(r, now), "note": hard_limit_note(r, now, limit_of_run)} for r in rows]
+        )
         return
     label = older_than or f"{age.total_seconds():g}s"
     title = f"runs stuck longer than {label} (or blocked at once, or submitted past their deadline)"
     if not rows:
         click.echo(f"{title}: none")
         return
-    print_table(title, [*RUN_COLUMNS, "why"], [[*run_row(r, scoped=False), blocked_why(r, now)] for r in rows])
+    table = [
+        [*run_row(r, scoped=False), blocked_why(r, now), hard_limit_note(r, now, limit_of_run) or ""] for r in rows
+    ]
+    print_table(title, [*RUN_COLUMNS, "why", "note"], table)
 
 
 @runs.command("record")

@@ -29,6 +29,10 @@
   a ``start`` that finds the routine paused) releases its buffered fire (``ClaimResult.released``);
   this process sends it right after that commit (:func:`send_released`). A failed send is logged:
   the released row is ``claimed`` with a ``resend_at``, so a tick re-sends it.
+* The owner (issue 14): ``execute(..., owner=)`` writes who runs the fire with the start CAS (the
+  Celery request id: :mod:`alma_schedule.policies.ownership`), so Celery's loss report finds it
+  (:mod:`.lost`); with a ``sleep`` the owner retries its finish while the store is unreachable,
+  until the soft time limit (:mod:`.retry`). A collector's finish is not retried.
 """
 
 from __future__ import annotations
@@ -54,11 +58,15 @@ from alma_schedule.model import (
 from alma_schedule.policies.deadline import timed_out
 
 from .handle import StoreRunHandle
+from .retry import Sleep, finish_as_owner
 from .runtime import Runtime, UnknownKind
 
 log = logging.getLogger("alma_schedule.engine")
 
 __all__ = ["collect", "execute", "record", "send_released"]
+
+#: The owner's part of a finish: the run's start instant and the injected sleep (None: no retry).
+_Owner = tuple[datetime, Sleep | None]
 
 _RUNNER_OUTCOMES = frozenset({RunState.COMPLETED, RunState.FAILED, RunState.REFUSED, RunState.SUBMITTED})
 _DEFAULT_REASON: dict[str, str] = {
@@ -96,11 +104,18 @@ def send_released(rt: Runtime, res: ClaimResult) -> None:
         log.warning("sending the released buffered fire %s failed (%s): a tick re-sends it", released.key, exc)
 
 
-def _finish(rt: Runtime, key: RunKey, result: RunResult, now: datetime, owned: str | None) -> RunRecord:
+def _finish(
+    rt: Runtime, key: RunKey, result: RunResult, now: datetime, owned: str | None, owner: _Owner | None = None
+) -> RunRecord:
     """Finish from the state the caller owns (``owned``; None for a collector that owns nothing yet:
-    then only from ``submitted``, the state it read)."""
+    then only from ``submitted``, the state it read). ``owner``: the run's start instant and the
+    sleep of its owner, who retries while the store is unreachable (:mod:`.retry`)."""
     from_states = {owned or RunState.SUBMITTED}
-    res = rt.store.finish(key, result, now=now, timers=rt.timers, from_states=from_states)
+    if owner is None:
+        res = rt.store.finish(key, result, now=now, timers=rt.timers, from_states=from_states)
+    else:
+        started, sleep = owner
+        res = finish_as_owner(rt, key, result, now=now, started=started, from_states=from_states, sleep=sleep)
     send_released(rt, res)
     if res.record is None:
         raise NotFound.of("run", key)
@@ -141,8 +156,13 @@ def _later(rt: Runtime, start: datetime, given: datetime | None) -> datetime:
     return start if given is not None else max(start, rt.now(None))
 
 
-def execute(rt: Runtime, key: RunKey, now: datetime | None = None) -> RunRecord:
-    """Run one fire at most once. Returns the run's record after this call (a loser's is the winner's)."""
+def execute(
+    rt: Runtime, key: RunKey, now: datetime | None = None, owner: str | None = None, sleep: Sleep | None = None
+) -> RunRecord:
+    """Run one fire at most once. Returns the run's record after this call (a loser's is the winner's).
+
+    ``owner`` is written by the start CAS (:mod:`alma_schedule.policies.ownership`); with ``sleep``
+    the owner retries its finish while the store is unreachable (:mod:`.retry`)."""
     at = rt.now(now)
     current = rt.store.get(key)
     if current is None:
@@ -153,7 +173,7 @@ def execute(rt: Runtime, key: RunKey, now: datetime | None = None) -> RunRecord:
     if at >= current.expires_at:  # a late message: never run a fire past its window
         log.warning("run %s not started: its window closed at %s", key, current.expires_at.isoformat())
         return current
-    started = rt.store.start(key, now=at)
+    started = rt.store.start(key, now=at, owner=owner)
     send_released(rt, started)  # a paused / disabled / deleted routine: its buffered fire meets it too
     if started.record is None:
         raise NotFound.of("run", key)
@@ -161,14 +181,17 @@ def execute(rt: Runtime, key: RunKey, now: datetime | None = None) -> RunRecord:
         log.info("run %s not started: %s (%s)", key, started.reason, started.record.state)
         return started.record
     record = started.record
+    mine: _Owner = (at, sleep)
     routine = rt.store.get_routine(key.scope, key.routine_id, include_deleted=True)
     if routine is None:  # purged under us: cannot happen while the run is non-terminal, but never hang
-        return _finish(rt, key, RunResult.failed(Reason.UNKNOWN_KIND, error_class="RoutineGone"), at, RunState.RUNNING)
+        gone = RunResult.failed(Reason.UNKNOWN_KIND, error_class="RoutineGone")
+        return _finish(rt, key, gone, at, RunState.RUNNING, mine)
     try:
         runner = rt.resolve(routine)
     except UnknownKind as exc:
         log.error("run %s: %s", key, exc, exc_info=exc.__cause__)
-        return _finish(rt, key, RunResult.failed(Reason.UNKNOWN_KIND, error_class=exc.cause), at, RunState.RUNNING)
+        unknown = RunResult.failed(Reason.UNKNOWN_KIND, error_class=exc.cause)
+        return _finish(rt, key, unknown, at, RunState.RUNNING, mine)
     handle = StoreRunHandle(rt, record, routine, at, owned=RunState.RUNNING)
     try:
         result = _checked(runner.run(routine, handle), allowed=_RUNNER_OUTCOMES)
@@ -182,7 +205,7 @@ def execute(rt: Runtime, key: RunKey, now: datetime | None = None) -> RunRecord:
             return current
         log.error("run %s: the runner answered submitted without submitting", key)
         result = RunResult.failed(Reason.RUNNER_ERROR, error_class="NotSubmitted")
-    return _finish(rt, key, result, _later(rt, at, now), handle.owned_state)
+    return _finish(rt, key, result, _later(rt, at, now), handle.owned_state, mine)
 
 
 def collect(rt: Runtime, key: RunKey, now: datetime | None = None) -> RunRecord:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import builtins
 import logging
+from collections.abc import Callable
 from datetime import datetime
 
 from alma_schedule.core import policy_of
@@ -52,9 +53,11 @@ from alma_schedule.stores.base import Store
 from . import backfill as _backfill
 from . import describe as _describe
 from . import execute as _execute
+from . import lost as _lost
 from . import tick as _tick
 from .decide import decide as _decide
 from .dispatch import InProcessDispatcher
+from .lost import LostReport
 from .register import RegisterMode, RegistrationReceipt, rederived_due, register, restart_due
 from .runtime import RunnerSource, Runtime, as_resolver
 
@@ -293,9 +296,23 @@ class Scheduler:
         """Claim what is due, dispatch it, re-send, poll, maintain, report (see :mod:`.tick`)."""
         return _tick.tick(self._rt, now)
 
-    def execute(self, key: RunKey, *, now: datetime | None = None) -> RunRecord:
-        """What a run message does: start once, run, finish (see :mod:`.execute`)."""
-        return _execute.execute(self._rt, key, now)
+    def execute(
+        self,
+        key: RunKey,
+        *,
+        now: datetime | None = None,
+        owner: str | None = None,
+        sleep: Callable[[float], None] | None = None,
+    ) -> RunRecord:
+        """What a run message does: start once (writing ``owner``, the Celery request that runs it),
+        run, finish (retried by the owner with ``sleep`` while the store is unreachable; see
+        :mod:`.execute` and :mod:`.retry`)."""
+        return _execute.execute(self._rt, key, now, owner, sleep)
+
+    def report_lost(self, request_id: str, why: str, *, now: datetime | None = None) -> LostReport:
+        """Celery reported the request ``request_id`` lost (``why``: ``worker_lost`` or
+        ``time_limit``): settle or mark each of its ``running`` runs (see :mod:`.lost`)."""
+        return _lost.report_lost(self._rt, request_id, why, now)
 
     def collect(self, key: RunKey, *, now: datetime | None = None) -> RunRecord:
         """What a collect message does (``key.run_id`` is the ``collect_run_id``)."""

@@ -34,6 +34,9 @@ class Reason(enum.StrEnum):
     TASK_FAILED = "task_failed"
     TASK_REVOKED = "task_revoked"
     UNKNOWN_KIND = "unknown_kind"
+    #: Celery reported the owner of an UNTRACKED ``task`` run lost (a killed child, a hard time
+    #: limit): its whole effect is one send, so it ends here (never counted for the streak).
+    WORKER_LOST = "worker_lost"
     # refused
     NOT_ADMITTED = "not_admitted"
     ROUTING_UNAVAILABLE = "routing_unavailable"

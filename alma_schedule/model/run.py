@@ -136,6 +136,10 @@ class RunRecord(Data):
     erase_at: datetime | None = None
     blocked_at: datetime | None = None
     blocked_why: str | None = None
+    #: Who took ``claimed -> running`` (issue 14): the Celery request id of the ``run`` message, or
+    #: ``<request id>/<org>/<uid>/<routine_id>/<run_id>`` for a fire packed in ``run_many``
+    #: (:func:`alma_schedule.policies.ownership.owner_of`); None when started outside Celery.
+    owner: str | None = None
 
     @property
     def key(self) -> RunKey:

@@ -18,6 +18,10 @@ calls them where it computes in Python and builds its set-based statements from 
   run is ``timed_out`` (deadline + ``clock_tolerance``).
 * :mod:`~alma_schedule.policies.backfill`: which fire of a backfill step a tick claims, and where
   the range's cursor moves; ``pruned_through`` after a prune.
+* :mod:`~alma_schedule.policies.ownership`: a run's owner (``runs.owner``) and what Celery's report
+  that the owner was lost does to the run;
+* :mod:`~alma_schedule.policies.finish_retry`: the owner's back-off while its finish cannot reach
+  the store.
 
 Nothing here imports :mod:`alma_schedule.stores` or :mod:`alma_schedule.engine`.
 """

@@ -12,7 +12,8 @@ does to its routine's ``consecutive_failures`` (the table of ``docs/architecture
   except ``sent`` (an untracked fleet task: only the send is known, which proves nothing);
 * ``none`` (:attr:`StreakEffect.NONE`): everything else: ``failed(config_revision_changed)`` (the
   routine changed under the run), ``failed(provider_gone)`` (seed 000's GONE: the tracked target
-  vanished, no verdict), ``completed(sent)``, every other ``refused`` (``ceiling_reached``,
+  vanished, no verdict), ``failed(worker_lost)`` (Celery lost the owner of an untracked task run:
+  no verdict on the routine), ``completed(sent)``, every other ``refused`` (``ceiling_reached``,
   ``cap_exceeded``, ``not_allowed``: a routine at its daily ceiling must not pause itself), every
   ``skipped``, and any non-terminal state.
 
@@ -49,7 +50,7 @@ __all__ = [
 LATCH_PREFIX = "failure_streak:"
 
 #: ``failed`` reasons that are no verdict on the routine: neither counted nor reset.
-NO_VERDICT: frozenset[str] = frozenset({Reason.CONFIG_REVISION_CHANGED, Reason.PROVIDER_GONE})
+NO_VERDICT: frozenset[str] = frozenset({Reason.CONFIG_REVISION_CHANGED, Reason.PROVIDER_GONE, Reason.WORKER_LOST})
 
 #: ``refused`` reasons of a start that failed (seed 000 counts them), with ``streak_counts_refused``.
 REFUSED_AT_START: frozenset[str] = frozenset({Reason.NOT_ADMITTED, Reason.ROUTING_UNAVAILABLE})

@@ -31,6 +31,7 @@ from alma_schedule.model import (
     check_scope,
 )
 from alma_schedule.model.time import MIN_INSTANT
+from alma_schedule.policies.ownership import check_owner
 from alma_schedule.settings import Timers
 from alma_schedule.stores.validation import (
     check_from_states,
@@ -72,6 +73,8 @@ __all__ = [
     "set_paused_args",
     "spend_args",
     "submit_args",
+    "running_of_args",
+    "start_args",
     "transition_args",
 ]
 
@@ -168,6 +171,20 @@ def transition_args(key: RunKey, now: datetime) -> tuple[RKey, datetime]:
     """``start`` / ``begin_collecting``: ``(routine key, now)``."""
     rk = check_run_key(key)
     return rk, require_utc("now", now)
+
+
+def running_of_args(owner: str, limit: int) -> tuple[str, int]:
+    """``running_of``: ``(owner, limit)``; the owner as :func:`check_owner` accepts it, the limit an
+    integer of at least 0."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise InvalidInput(f"limit must be an integer of at least 0, not {limit!r}")
+    return check_owner(owner), limit
+
+
+def start_args(key: RunKey, now: datetime, owner: str | None) -> tuple[RKey, datetime, str | None]:
+    """``start``: ``(routine key, now, owner)``; the owner None or :func:`check_owner`'s."""
+    rk, now = transition_args(key, now)
+    return rk, now, None if owner is None else check_owner(owner)
 
 
 def submit_args(

@@ -168,8 +168,10 @@ class Store(SystemStore, Protocol):
 
     # ------------------------------------------------------------------ run transitions
 
-    def start(self, key: RunKey, *, now: datetime) -> ClaimResult:
-        """CAS ``claimed -> running`` in one statement joined to the routine row. If the routine is
+    def start(self, key: RunKey, *, now: datetime, owner: str | None = None) -> ClaimResult:
+        """CAS ``claimed -> running`` in one statement joined to the routine row, writing ``owner``
+        (who runs it: :mod:`alma_schedule.policies.ownership`; None = nobody Celery could report
+        lost; :class:`InvalidInput` unless 1 to 1024 characters without NUL). If the routine is
         deleted, disabled or paused the row becomes ``skipped`` with that reason instead (and the
         result has ``won=False``, reason = that state). A loser gets ``superseded`` (the row is
         skipped(missed)), ``duplicate`` (any other state), or ``not_found``, with the current record.
@@ -253,6 +255,17 @@ class Store(SystemStore, Protocol):
         ...
 
     # --- end the blocked marker ---
+
+    # --- the owner of a run (issue 14) ---
+
+    def running_of(self, owner: str, limit: int = 1000) -> list[RunRecord]:
+        """System, one read: the ``running`` runs Celery's request ``owner`` owns (their
+        ``runs.owner`` is ``owner`` or starts with ``owner + "/"``: a packed ``run_many``), in key
+        order. A partial index (``ix_runs_owner``, running rows only) serves it.
+        :class:`InvalidInput` for an owner that :meth:`start` would refuse."""
+        ...
+
+    # --- end the owner of a run ---
 
     # ------------------------------------------------------------------ money
 

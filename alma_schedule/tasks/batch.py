@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from alma_schedule.errors import InvalidInput
 from alma_schedule.model import RunKey
 from alma_schedule.model.time import aware_utc
+from alma_schedule.policies.ownership import owner_of
 
 if TYPE_CHECKING:
     from alma_schedule.tasks.composition import Composition
@@ -86,8 +88,12 @@ class _Pending:
             return rest
 
 
-def run_batch(composition: Composition, fires: Sequence[Any]) -> dict[str, Any]:
-    """Execute packed fires one by one (see the module docstring). Returns counts for the log/Flower."""
+def run_batch(composition: Composition, fires: Sequence[Any], request_id: str | None = None) -> dict[str, Any]:
+    """Execute packed fires one by one (see the module docstring). Returns counts for the log/Flower.
+
+    Each fire's run is owned by ``<request_id>/<org>/<uid>/<routine_id>/<run_id>``
+    (:func:`~alma_schedule.policies.ownership.owner_of`), so Celery's loss report for this message
+    finds exactly the fires it had started."""
     from alma_schedule.tasks.dispatcher import CeleryDispatcher
 
     settings = composition.settings
@@ -117,7 +123,8 @@ def run_batch(composition: Composition, fires: Sequence[Any]) -> dict[str, Any]:
             if fire.expires_at <= now:
                 expired += 1  # left claimed: the tick's sweep records skipped(missed)
                 continue
-            record = schedule.execute(fire.key, now=now)
+            owner = owner_of(request_id, fire.key) if request_id else None
+            record = schedule.execute(fire.key, now=now, owner=owner, sleep=time.sleep)
             states[record.state] = states.get(record.state, 0) + 1
     finally:
         watchdog.cancel()

@@ -11,7 +11,9 @@ workers never fail because of our settings. A worker that serves any of them, be
 3. refuses a production store with the ``memory://`` broker (every run or collect a tick sends
    would stay inside this process), naming both settings;
 4. sets our task objects' time limits from settings (a fleet's app does not read them at import);
-5. when it serves the run or collect queue: checks that every kind in the store can be served.
+5. when it serves the run queue: connects the receiver of Celery's loss reports
+   (:mod:`alma_schedule.tasks.loss_reports`: a child killed mid-run, a hard time limit);
+6. when it serves the run or collect queue: checks that every kind in the store can be served.
 
 A refusal ends the worker with ONE line (:class:`~alma_schedule.errors.ProcessRefused`, a
 :class:`ConfigurationError` that Celery's ``worker`` command does not print as a traceback).
@@ -31,6 +33,7 @@ except ModuleNotFoundError as exc:  # a bare install: no Celery
 
 from alma_schedule.tasks.composition import composition_of, our_queue_names
 from alma_schedule.tasks.definitions import apply_limits
+from alma_schedule.tasks.loss_reports import connect_loss_reports
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -82,6 +85,8 @@ def prepare_worker(composition: Composition, queues: set[str]) -> list[str] | No
     broker = "ALMA_BROKER_URL" if not composition.fleet else f"the broker_url of the Celery app {app.main!r}"
     refuse_lost_sends(settings, str(app.conf.broker_url or ""), broker=broker)
     apply_limits(app, settings)
+    if settings.run_queue in queues:
+        connect_loss_reports(composition)
     if not {settings.run_queue, settings.collect_queue} & queues:
         return None
     kinds = composition.check()

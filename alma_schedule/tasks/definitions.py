@@ -2,7 +2,8 @@
 
 * ``alma_schedule.tick(now=None)``: ``Scheduler.tick``; returns the small report dict.
 * ``alma_schedule.run(org, uid, routine_id, run_id)``: ``Scheduler.execute`` (``ignore_result=True``,
-  soft limit = ``run_time_limit``, hard limit = soft + 30 s).
+  soft limit = ``run_time_limit``, hard limit = soft + 30 s); the start CAS writes the request id
+  as the run's owner, and the finish is retried with ``time.sleep`` while the store is away.
 * ``alma_schedule.collect(org, uid, routine_id, collect_run_id)``: ``Scheduler.collect``; collects
   only that run and never submits (``ignore_result=True``, its own limits).
 * ``alma_schedule.run_many(fires)``: several claimed fires packed by the dispatcher for a large
@@ -25,21 +26,24 @@ never leak onto other apps of the process.
 
 from __future__ import annotations
 
+import time
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from alma_schedule.errors import InvalidInput
 from alma_schedule.model import COLLECT_TASK, RUN_MANY_TASK, RUN_TASK, TICK_TASK, RunKey
 from alma_schedule.model.time import trusted_now
+from alma_schedule.policies.blocked import HARD_LIMIT_GRACE as HARD_LIMIT
+from alma_schedule.policies.ownership import owner_of
 from alma_schedule.tasks.composition import AlmaTasks, Composition
 
 if TYPE_CHECKING:
-    from celery import Celery
+    from celery import Celery, Task
 
     from alma_schedule.settings import Settings
 
-#: Seconds between a task's soft time limit and its hard one.
-HARD_LIMIT_GRACE = 30.0
+#: Seconds between a task's soft time limit and its hard one (the policy's, ``runs stuck`` shows it).
+HARD_LIMIT_GRACE = HARD_LIMIT.total_seconds()
 
 
 def parse_now(value: str | None, settings: Settings) -> datetime:
@@ -117,11 +121,14 @@ def define_tasks(app: Celery, composition: Composition, settings: Settings | Non
         report = composition.schedule().tick(now=at)
         return report.to_dict()
 
-    @app.task(**options(RUN_TASK, ignore_result=True))
-    def run(org: str, uid: str, routine_id: str, run_id: str) -> dict[str, Any]:
-        """Execute one claimed fire: ``claimed -> running`` CAS, the runner, the terminal write."""
+    @app.task(**options(RUN_TASK, ignore_result=True), bind=True)
+    def run(self: Task, org: str, uid: str, routine_id: str, run_id: str) -> dict[str, Any]:
+        """Execute one claimed fire: ``claimed -> running`` CAS (owner: this request), the runner,
+        the terminal write (retried while the store is unreachable)."""
         key = RunKey(org, uid, routine_id, run_id)
-        record = composition.schedule().execute(key, now=composition.settings.clock())
+        owner = owner_of(self.request.id) if self.request.id else None
+        schedule = composition.schedule()
+        record = schedule.execute(key, now=composition.settings.clock(), owner=owner, sleep=time.sleep)
         return {"run": str(key), "state": record.state, "reason": record.reason}
 
     @app.task(**options(COLLECT_TASK, ignore_result=True))
@@ -131,11 +138,12 @@ def define_tasks(app: Celery, composition: Composition, settings: Settings | Non
         record = composition.schedule().collect(key, now=composition.settings.clock())
         return {"run": str(key), "state": record.state, "reason": record.reason}
 
-    @app.task(**options(RUN_MANY_TASK, ignore_result=True))
-    def run_many(fires: list[list[str]]) -> dict[str, Any]:
-        """Execute packed fires one by one; re-send the unstarted ones after ``run_batch_budget``."""
+    @app.task(**options(RUN_MANY_TASK, ignore_result=True), bind=True)
+    def run_many(self: Task, fires: list[list[str]]) -> dict[str, Any]:
+        """Execute packed fires one by one (each owned by ``<request id>/<key>``); re-send the
+        unstarted ones after ``run_batch_budget``."""
         from alma_schedule.tasks.batch import run_batch
 
-        return run_batch(composition, fires)
+        return run_batch(composition, fires, request_id=self.request.id)
 
     return AlmaTasks(tick=tick, run=run, collect=collect, run_many=run_many)

@@ -16,6 +16,7 @@ from alma_schedule.testing.contract_hostile import HostileContract
 from alma_schedule.testing.contract_input import InputContract
 from alma_schedule.testing.contract_limits import LimitsContract
 from alma_schedule.testing.contract_money import MoneyContract
+from alma_schedule.testing.contract_owner import OwnerContract
 from alma_schedule.testing.contract_reads import ReadContract
 from alma_schedule.testing.contract_record import RecordCostContract
 from alma_schedule.testing.contract_routines import RoutineContract
@@ -35,6 +36,7 @@ __all__ = [
     "InputContract",
     "LimitsContract",
     "MoneyContract",
+    "OwnerContract",
     "ReadContract",
     "RecordCostContract",
     "RoutineContract",
@@ -58,6 +60,7 @@ class StoreContract(
     SettlementContract,
     BlockedContract,
     RecordCostContract,
+    OwnerContract,
     ReadContract,
     InputContract,
     WakeContract,

@@ -11,6 +11,8 @@ Kinds:
   ``settings.database_url``) per run, then optionally sleeps ``definition["sleep"]`` seconds.
   A duplicate execution would insert a second row (no unique constraint: the test counts).
   ``definition["gate"]``: a file path; the run then lasts until that file exists (the test ends it).
+  ``"ignore_soft": true`` keeps sleeping through Celery's soft time limit (a runner stuck in a
+  call: only the hard limit ends it).
 
 Worker hook (only where ``E2E_KILL_ONCE`` names an existing file): the first task that enters
 ``task_prerun`` deletes the file and SIGKILLs its worker (parent, then itself) -- a worker dying
@@ -25,6 +27,7 @@ import time
 from typing import Any
 
 import psycopg
+from celery.exceptions import SoftTimeLimitExceeded
 from celery.signals import task_prerun
 
 from alma_schedule.model import Routine, RunHandle, RunResult
@@ -66,8 +69,13 @@ class CountRunner:
             (k.org, k.uid, k.routine_id, k.run_id, os.getpid()),
         )
         pause = float(routine.definition.get("sleep", 0) or 0)
-        if pause:
-            time.sleep(pause)
+        end = time.monotonic() + pause
+        while (left := end - time.monotonic()) > 0:
+            try:
+                time.sleep(left)
+            except SoftTimeLimitExceeded:  # "ignore_soft": a runner stuck past the soft limit
+                if not routine.definition.get("ignore_soft"):
+                    raise
         gate = routine.definition.get("gate")
         if gate:  # a slow run the test ends: wait (at most two minutes) until the gate file exists
             deadline = time.monotonic() + 120

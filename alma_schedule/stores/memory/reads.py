@@ -18,7 +18,8 @@ from alma_schedule.model import (
     check_scope,
 )
 from alma_schedule.policies import backfill
-from alma_schedule.stores.arguments import age_args, list_runs_args, run_ref_args
+from alma_schedule.policies.ownership import owned_by
+from alma_schedule.stores.arguments import age_args, list_runs_args, run_ref_args, running_of_args
 from alma_schedule.stores.memory.runs import RunsMixin, _order
 from alma_schedule.stores.validation import check_limit, check_routine_key, require_utc
 
@@ -95,6 +96,17 @@ class ReadsMixin(RunsMixin):
             rows = self._nonterminal(lambda r: r.state != RunState.CLAIMED and r.state_at < cutoff)
         rows.sort(key=lambda r: (r.state_at, *_order(r)))
         return rows[:limit]
+
+    # --- the owner of a run (issue 14) ---
+
+    def running_of(self, owner: str, limit: int = 1000) -> list[RunRecord]:
+        owner, limit = running_of_args(owner, limit)
+        with self._lock:
+            rows = self._nonterminal(lambda r: r.state == RunState.RUNNING and owned_by(r.owner, owner))
+        rows.sort(key=lambda r: (r.org, r.uid, r.routine_id, r.run_id))
+        return rows[:limit]
+
+    # --- end the owner of a run ---
 
     # ------------------------------------------------------------------ maintenance
 

@@ -40,6 +40,7 @@ from alma_schedule.stores.arguments import (
     record_args,
     reserve_args,
     spend_args,
+    start_args,
     submit_args,
     transition_args,
 )
@@ -212,8 +213,8 @@ class RunsMixin(BufferedMixin):
 
     # ------------------------------------------------------------------ run transitions
 
-    def start(self, key: RunKey, *, now: datetime) -> ClaimResult:
-        rk, now = transition_args(key, now)
+    def start(self, key: RunKey, *, now: datetime, owner: str | None = None) -> ClaimResult:
+        rk, now, owner = start_args(key, now, owner)
         run_id = key.run_id
         with self._lock:
             rec = self._find(rk, run_id)
@@ -229,7 +230,7 @@ class RunsMixin(BufferedMixin):
                 )
                 self._put_run(new)
                 return ClaimResult(False, new, inactive, self._release_buffered(rk, now))
-            new = dataclasses.replace(rec, state=RunState.RUNNING, started_at=now, state_at=now)
+            new = dataclasses.replace(rec, state=RunState.RUNNING, started_at=now, state_at=now, owner=owner)
             self._put_run(new)
             return ClaimResult(True, new, "won")
 

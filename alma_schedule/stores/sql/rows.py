@@ -118,4 +118,5 @@ def new_run(
         "erase_at": None,
         "blocked_at": None,
         "blocked_why": None,
+        "owner": None,
     }

@@ -159,6 +159,8 @@ runs = sa.Table(
     # issue 14 (0003_faults), the blocked marker: a running run blocked at once (model.BlockedWhy)
     sa.Column("blocked_at", UtcDateTime, nullable=True),
     sa.Column("blocked_why", sa.String(32), nullable=True),
+    # issue 14 (0003_faults), the owner of a run: who took claimed -> running (policies.ownership)
+    sa.Column("owner", sa.Text, nullable=True),
     sa.CheckConstraint(STATES_SQL, name="ck_runs_state"),
     sa.CheckConstraint(ORIGINS_SQL, name="ck_runs_origin"),
 )
@@ -185,6 +187,14 @@ sa.Index("ix_runs_resend", runs.c.resend_at, **_where("state = 'claimed'"))
 sa.Index("ix_runs_expires", runs.c.expires_at, **_where("state = 'claimed'"))
 sa.Index("ix_runs_poll", runs.c.next_poll_at, **_where("state = 'submitted'"))
 sa.Index("ix_runs_active_since", runs.c.state_at, **_where(ACTIVE_SQL))
+# Issue 14 (0003_faults): Celery's loss report finds the running runs of one request id
+# (``owner = id OR owner LIKE 'id/%'``: text_pattern_ops on PostgreSQL serves the prefix).
+sa.Index(
+    "ix_runs_owner",
+    runs.c.owner,
+    postgresql_ops={"owner": "text_pattern_ops"},
+    **_where("state = 'running' AND owner IS NOT NULL"),
+)
 # Maintenance: result erasure and pruning of finished rows.
 sa.Index("ix_runs_erase", runs.c.erase_at, **_where("erase_at IS NOT NULL"))
 sa.Index("ix_runs_finished", runs.c.finished_at, **_where("finished_at IS NOT NULL"))

@@ -41,6 +41,7 @@ from alma_schedule.stores.arguments import (
     reserve_args,
     run_ref_args,
     spend_args,
+    start_args,
     submit_args,
     transition_args,
 )
@@ -87,15 +88,15 @@ class RunsMixin(BufferedMixin):
 
     # ------------------------------------------------------------------ transitions
 
-    def start(self, key: RunKey, *, now: datetime) -> ClaimResult:
+    def start(self, key: RunKey, *, now: datetime, owner: str | None = None) -> ClaimResult:
         """CAS ``claimed -> running`` in ONE statement joined to the routine row; if that moved nothing,
         a second statement decides: inactive routine -> ``skipped`` with that reason (CAS, in ONE
         transaction with the release of the routine's buffered fire), else the loser's reason with
-        the current record."""
-        _, now = transition_args(key, now)
+        the current record. ``owner`` is written by the CAS."""
+        _, now, owner = start_args(key, now, owner)
         for _attempt in range(3):
             with self._tx(single=True) as conn:
-                row = conn.execute(q.START_CAS, q.run_params(key, now=now)).first()
+                row = conn.execute(q.START_CAS, q.run_params(key, now=now, owner=owner)).first()
                 if row is not None:
                     return ClaimResult(True, run_from_row(row), "won")
                 found = conn.execute(q.SELECT_RUN_WITH_ROUTINE, q.run_params(key)).first()

@@ -13,7 +13,8 @@ from typing import Any
 
 from alma_schedule.model import Deferral, Erroring, Routine, RunRecord, Scope, ZoneReconciliation, check_scope
 from alma_schedule.policies.backfill import FIRE_ORIGINS
-from alma_schedule.stores.arguments import age_args, reindex_args
+from alma_schedule.policies.ownership import owned_by
+from alma_schedule.stores.arguments import age_args, reindex_args, running_of_args
 from alma_schedule.stores.sql import queries as q
 from alma_schedule.stores.sql.rows import routine_from_row, run_from_row
 from alma_schedule.stores.sql.schema import backfills, routine_versions, routines, runs
@@ -37,6 +38,19 @@ class SystemMixin(SqlBase):
         with self._tx(read=True) as conn:
             rows = conn.execute(q.blocked(now, cutoff, limit)).all()
             return [run_from_row(r) for r in rows]
+
+    # --- the owner of a run (issue 14) ---
+
+    def running_of(self, owner: str, limit: int = 1000) -> list[RunRecord]:
+        """System, one read: the running runs of the Celery request ``owner`` (the partial index
+        ``ix_runs_owner``); exact matches only (SQLite's LIKE ignores ASCII case)."""
+        owner, limit = running_of_args(owner, limit)
+        with self._tx(read=True) as conn:
+            params = {"owner": owner, "prefix": q.like_prefix(owner), "limit": limit}
+            rows = [run_from_row(r) for r in conn.execute(q.RUNNING_OF, params).all()]
+        return [r for r in rows if owned_by(r.owner, owner)]
+
+    # --- end the owner of a run ---
 
     def stuck(self, now: datetime, older_than: timedelta, limit: int = 100) -> list[RunRecord]:
         """System: ``running``/``submitted``/``collecting`` runs whose state was entered before

@@ -75,12 +75,14 @@ from alma_schedule.stores.sql.queries.routines import (
 )
 from alma_schedule.stores.sql.queries.runs import (
     MARK_BLOCKED,
+    RUNNING_OF,
     SELECT_RUN,
     SELECT_RUN_LOCKED,
     SELECT_RUN_WITH_ROUTINE,
     START_CAS,
     cas,
     insert_run,
+    like_prefix,
     run_params,
 )
 from alma_schedule.stores.sql.queries.tick import (
@@ -121,6 +123,7 @@ __all__ = [
     "Params",
     "MARK_BLOCKED",
     "SELECT_BUFFERED_LOCKED",
+    "RUNNING_OF",
     "SELECT_RUN",
     "SELECT_RUN_LOCKED",
     "SELECT_RUN_WITH_ROUTINE",
@@ -178,6 +181,7 @@ __all__ = [
     "replace_buffered",
     "reserve_upsert",
     "routine_pk",
+    "like_prefix",
     "run_params",
     "select_backfill",
     "select_due",

@@ -41,10 +41,11 @@ _ROUTINE_OF_RUN = sa.and_(
 )
 _NOW = sa.bindparam("now", type_=UtcDateTime)
 
-#: ``claimed -> running`` in ONE statement, joined to an ACTIVE routine row (params: key, ``now``).
+#: ``claimed -> running`` in ONE statement, joined to an ACTIVE routine row (params: key, ``now``,
+#: ``owner``: the run's owner, None allowed).
 START_CAS = (
     sa.update(runs)
-    .values(state=lit(RunState.RUNNING), started_at=_NOW, state_at=_NOW)
+    .values(state=lit(RunState.RUNNING), started_at=_NOW, state_at=_NOW, owner=sa.bindparam("owner", type_=sa.Text))
     .where(
         _RUN_KEY,
         runs.c.state == lit(RunState.CLAIMED),
@@ -103,3 +104,31 @@ MARK_BLOCKED = (
 )
 
 # --- end the blocked marker ---
+
+
+# --- the owner of a run (issue 14) ---
+
+#: The ``running`` runs of one Celery request id (params ``owner``, ``prefix`` = the LIKE pattern
+#: of ``owner + "/"`` with ``\\``, ``%`` and ``_`` escaped, ``limit``); key order. The caller keeps
+#: only exact matches (SQLite's LIKE ignores ASCII case).
+RUNNING_OF = (
+    sa.select(runs)
+    .where(
+        runs.c.state == lit(RunState.RUNNING),
+        runs.c.owner.is_not(None),
+        sa.or_(
+            runs.c.owner == sa.bindparam("owner", type_=sa.Text),
+            runs.c.owner.like(sa.bindparam("prefix", type_=sa.Text), escape="\\"),
+        ),
+    )
+    .order_by(runs.c.org, runs.c.uid, runs.c.routine_id, runs.c.run_id)
+    .limit(sa.bindparam("limit", type_=sa.Integer))
+)
+
+
+def like_prefix(owner: str) -> str:
+    """The LIKE pattern of "starts with ``owner/``" (``\\``, ``%``, ``_`` escaped)."""
+    escaped = owner.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"{escaped}/%"
+
+# --- end the owner of a run ---

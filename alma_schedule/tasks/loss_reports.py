@@ -1,0 +1,82 @@
+"""Celery's loss reports, received in the worker PARENT: a killed run is seen at once (issue 14).
+
+When a prefork pool child dies mid-task (SIGKILL, the OOM killer) or the parent kills it at the
+hard time limit, the worker parent sends ``task_failure`` with ``WorkerLostError`` or
+``TimeLimitExceeded`` (``celery/worker/request.py``: ``on_failure``, ``on_timeout``), naming the
+request id. For our ``run`` and ``run_many`` tasks the receiver hands the id to
+:meth:`Scheduler.report_lost <alma_schedule.engine.Scheduler.report_lost>` (the engine: each
+``running`` run that request owns is ``failed(worker_lost)`` when it is an untracked task run, else
+marked blocked at once, still ``running``).
+
+* Connected by the worker bootstep (:mod:`alma_schedule.tasks.bootstep`) only in a worker that
+  serves our run queue, once per app; it acts only in the process that connected it (the parent:
+  a forked child inherits the receiver but has another pid), only for tasks of that app named
+  ``alma_schedule.run`` / ``alma_schedule.run_many``, only for those two exceptions.
+* It never raises into Celery: any error (the store unreachable, ...) is logged and counted in
+  :data:`COUNTS`.
+* A SIGKILLed worker PARENT reports nothing: its runs stay ``running`` (listed by ``runs stuck``
+  after 2 x ``run_time_limit``) for the operator's ``record``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+from celery import signals
+from celery.exceptions import TimeLimitExceeded, WorkerLostError
+
+from alma_schedule.model import RUN_MANY_TASK, RUN_TASK, BlockedWhy
+
+if TYPE_CHECKING:
+    from alma_schedule.tasks.composition import Composition
+
+log = logging.getLogger(__name__)
+
+__all__ = ["COUNTS", "connect_loss_reports", "loss_why"]
+
+#: What the receivers of this process did: ``reports`` (ours, handled), ``failed`` / ``blocked``
+#: (runs), ``errors`` (a report that could not be applied). Read by tests and a debugger.
+COUNTS: Counter[str] = Counter()
+
+_OURS = frozenset({RUN_TASK, RUN_MANY_TASK})
+
+
+def loss_why(exception: object) -> BlockedWhy | None:
+    """The blocked why of a loss report's exception, None for any other failure."""
+    if isinstance(exception, WorkerLostError):
+        return BlockedWhy.WORKER_LOST
+    if isinstance(exception, TimeLimitExceeded):
+        return BlockedWhy.TIME_LIMIT
+    return None
+
+
+def connect_loss_reports(composition: Composition) -> bool:
+    """Connect the ``task_failure`` receiver for ``composition``'s app in THIS process (idempotent;
+    True when connected now)."""
+    uid = f"alma_schedule.loss_reports.{id(composition)}"
+    pid = os.getpid()
+
+    def on_task_failure(sender: Any = None, task_id: Any = None, exception: Any = None, **_: Any) -> None:
+        try:
+            if os.getpid() != pid or getattr(sender, "name", None) not in _OURS:
+                return
+            if getattr(sender, "app", None) is not composition.app:
+                return
+            why = loss_why(exception)
+            if why is None or not isinstance(task_id, str) or not task_id:
+                return
+            report = composition.schedule().report_lost(task_id, why, now=composition.settings.clock())
+            COUNTS["reports"] += 1
+            COUNTS["failed"] += len(report.failed)
+            COUNTS["blocked"] += len(report.blocked)
+            COUNTS["errors"] += 1 if report.errors else 0
+        except Exception as exc:  # never into Celery's parent: log and count
+            COUNTS["errors"] += 1
+            log.error("loss report for %s %s not applied: %s: %s", sender, task_id, type(exc).__name__, exc)
+
+    before = len(signals.task_failure.receivers)
+    signals.task_failure.connect(on_task_failure, weak=False, dispatch_uid=uid)
+    return len(signals.task_failure.receivers) > before

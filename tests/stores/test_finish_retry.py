@@ -1,0 +1,173 @@
+"""The owner of a run retries its own finish while the store is unreachable (issue 14), on a real
+PostgreSQL store made unreachable mid-run by a TCP forwarder the test owns (``tcp_proxy``): the
+shared server is never touched.
+
+* a 4-second outage starting inside the runner: the finish is retried with the back-off of
+  ``policies.finish_retry`` (the sleep injected, here ``time.sleep`` recorded) and the run ends
+  as its runner said, once (the streak counted once);
+* a commit whose answer never comes back (the connection dies after the server got ``COMMIT``):
+  the retry's CAS loses, the row it reads already shows this result: done, the streak counted once;
+* an outage that outlasts the soft time limit (a settable clock the injected sleep advances): the
+  owner gives up with ``StoreUnavailable`` and the run stays ``running`` (never finished twice);
+* without a sleep (not a Celery task) nothing is retried, as before.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from tcp_proxy import TcpProxy, tcp_proxy
+
+from alma_schedule.engine import Scheduler, create_schedule
+from alma_schedule.errors import StoreUnavailable
+from alma_schedule.model import Routine, RoutineSpec, RunHandle, RunKey, RunResult, Scope
+from alma_schedule.model.time import SettableTime, system_time
+from alma_schedule.policies.finish_retry import CAP
+from alma_schedule.settings import Settings
+from alma_schedule.stores import migrate_store, open_store
+from alma_schedule.stores.base import Store
+
+pytestmark = [pytest.mark.postgres]
+
+SCOPE = Scope("acme", "retry")
+
+
+class CuttingRunner:
+    """Runs, then does ``self.before_return`` to the proxy (cut it, or arm the lost commit)."""
+
+    def __init__(self) -> None:
+        self.act: Any = None
+        self.runs: list[RunKey] = []
+
+    def validate(self, routine: Routine) -> None:
+        return None
+
+    def run(self, routine: Routine, handle: RunHandle) -> RunResult:
+        self.runs.append(handle.key)
+        if self.act is not None:
+            self.act()
+        return RunResult.failed("provider_error")
+
+
+class Recorded:
+    """The injected sleep: records each wait, then sleeps (or advances a settable clock)."""
+
+    def __init__(self, clock: SettableTime | None = None) -> None:
+        self.waits: list[float] = []
+        self.clock = clock
+
+    def __call__(self, seconds: float) -> None:
+        self.waits.append(seconds)
+        if self.clock is not None:
+            self.clock.advance(timedelta(seconds=seconds))
+        else:
+            time.sleep(seconds)
+
+
+@pytest.fixture
+def proxy(pg_url: str) -> Iterator[tuple[TcpProxy, str]]:
+    migrate_store(pg_url)
+    with tcp_proxy(("127.0.0.1", 5432)) as p:
+        yield p, p.url(pg_url)
+
+
+def _world(url: str, runner: CuttingRunner, **settings: Any) -> tuple[Scheduler, Store]:
+    store = open_store(url)
+    sched = create_schedule(store=store, runner=runner, settings=Settings(database_url=url, **settings))
+    return sched, store
+
+
+def _claimed(sched: Scheduler, routine_id: str = "r1") -> RunKey:
+    now = sched.settings.clock()
+    spec = RoutineSpec(SCOPE.org, SCOPE.uid, routine_id, "cut", {"every": "1h"}, {})
+    sched.register(spec, now=now - timedelta(hours=1, seconds=1))
+    got = sched.store.claim_manual(
+        RunKey.of(SCOPE, routine_id, "manual:01J0000000000000000000000A"),
+        now=now,
+        expires_at=now + timedelta(hours=1),
+        resend_at=now + timedelta(hours=1),
+    )
+    assert got.won and got.record is not None
+    return got.record.key
+
+
+def test_a_four_second_outage_at_the_finish_is_retried_until_the_store_is_back(proxy: tuple[TcpProxy, str]) -> None:
+    p, url = proxy
+    runner = CuttingRunner()
+    sched, store = _world(url, runner)
+    try:
+        key = _claimed(sched)
+        back = threading.Timer(4.0, p.restore)
+
+        def cut() -> None:
+            p.cut()
+            back.start()
+
+        runner.act = cut
+        sleep = Recorded()
+        done = sched.execute(key, owner="req-1", sleep=sleep)
+        back.join()
+        assert (done.state, done.reason, done.owner) == ("failed", "provider_error", "req-1")
+        assert len(sleep.waits) >= 2 and all(0 < w <= CAP for w in sleep.waits)
+        assert sched.get(SCOPE, "r1").consecutive_failures == 1
+        assert runner.runs == [key]
+    finally:
+        store.close()
+
+
+def test_a_commit_whose_answer_is_lost_is_settled_by_reading_the_row(proxy: tuple[TcpProxy, str]) -> None:
+    p, url = proxy
+    runner = CuttingRunner()
+    sched, store = _world(url, runner)
+    try:
+        key = _claimed(sched)
+        runner.act = p.lose_reply_to_commit
+        sleep = Recorded()
+        done = sched.execute(key, owner="req-2", sleep=sleep)
+        assert p.commits_lost == 1 and len(sleep.waits) == 1  # one retry: it found its own commit
+        assert (done.state, done.reason) == ("failed", "provider_error")
+        assert sched.get(SCOPE, "r1").consecutive_failures == 1  # counted once, by the first commit
+    finally:
+        store.close()
+
+
+def test_an_outage_past_the_soft_time_limit_gives_up_and_leaves_the_run_running(
+    proxy: tuple[TcpProxy, str],
+) -> None:
+    p, url = proxy
+    clock = SettableTime(system_time())
+    runner = CuttingRunner()
+    sched, store = _world(url, runner, clock=clock, run_time_limit=timedelta(seconds=10))
+    try:
+        key = _claimed(sched)
+        runner.act = p.cut
+        sleep = Recorded(clock)
+        with pytest.raises(StoreUnavailable):
+            sched.execute(key, owner="req-3", sleep=sleep)
+        assert sum(sleep.waits) == pytest.approx(10.0)  # waited exactly up to the soft limit
+        p.restore()
+        rec = store.get(key)
+        assert rec is not None and (rec.state, rec.owner) == ("running", "req-3")
+    finally:
+        store.close()
+
+
+def test_without_a_sleep_nothing_is_retried(proxy: tuple[TcpProxy, str]) -> None:
+    p, url = proxy
+    runner = CuttingRunner()
+    sched, store = _world(url, runner)
+    try:
+        key = _claimed(sched)
+        runner.act = p.cut
+        with pytest.raises(StoreUnavailable):
+            sched.execute(key)
+        p.restore()
+        rec = store.get(key)
+        assert rec is not None and rec.state == "running" and rec.owner is None
+    finally:
+        store.close()
