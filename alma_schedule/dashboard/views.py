@@ -86,6 +86,21 @@ def scope_picker(access: Access, current: Scope | None, path: str) -> str:
             f'placeholder="ORG/UID"> <button>show</button> {links}</form>')
 
 
+def clock_log(store: Store, now: datetime) -> str:
+    """Ticks of the last hour and the fire lag, from the tick log's last 60 minutes."""
+    minutes = store.tick_log(60)
+    hour = [m for m in minutes if m.minute > now - timedelta(hours=1)]
+    p50s = sorted(m.lag_p50 for m in hour if m.lag_p50 is not None)
+    p95s = [m.lag_p95 for m in hour if m.lag_p95 is not None]
+    p50 = f"{p50s[(len(p50s) - 1) // 2]:.1f} s" if p50s else "-"
+    p95 = f"{max(p95s):.1f} s" if p95s else "-"
+    summary = (f"<p>ticks in the last hour: <b>{sum(m.ticks for m in hour)}</b>, fires claimed: "
+               f"{sum(m.claimed for m in hour)}, fire lag p50 {esc(p50)} (median minute), p95 {esc(p95)} "
+               "(worst minute)</p>")
+    rows = [[instant(m.minute), esc(m.ticks), esc(m.claimed), esc(m.lag_p50), esc(m.lag_p95)] for m in minutes[:10]]
+    return summary + table(["minute", "ticks", "claimed", "lag p50 (s)", "lag p95 (s)"], rows, empty="no tick logged")
+
+
 def overview(store: Store, settings: Settings, access: Access, now: datetime, sc: Scope | None = None) -> str:
     last = store.last_tick()
     max_age = settings.heartbeat_max_age
@@ -96,7 +111,8 @@ def overview(store: Store, settings: Settings, access: Access, now: datetime, sc
         cls, word = ("ok", "ok") if age <= max_age else ("bad", "stale")
         health = (f'<p class="{cls}">clock {word}: last tick {instant(last)}, {age.total_seconds():.0f} s ago '
                   f"(ALMA_HEARTBEAT_MAX_AGE {max_age.total_seconds():.0f} s)</p>")
-    parts = [f"<h2>Clock health</h2>{health}<p>next wake-up hint: {instant(store.next_wake_at())}</p>"]
+    parts = [f"<h2>Clock health</h2>{health}<p>next wake-up hint: {instant(store.next_wake_at())}</p>",
+             clock_log(store, now)]
     if access.fleet:
         inactive = store.list_inactive(limit=CAP + 1)
         paused = sum(1 for r in inactive if r.paused_reason is not None)

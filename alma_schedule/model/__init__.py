@@ -28,6 +28,7 @@ from alma_schedule.model.tick import (
     PlannedRoutine,
     Resends,
     TickError,
+    TickMinute,
     TickPlan,
     TickReport,
     ZoneReconciliation,
@@ -40,6 +41,7 @@ __all__ = [
     "Ceiling", "ClaimBatch", "ClaimResult", "Data", "Decision", "Defer", "Deferral", "Dispatcher", "Erroring", "Fire",
     "NotDue", "PlannedFire", "PlannedRoutine", "Reason", "Resends", "ReserveResult", "Routine", "RoutineKey",
     "RoutineRunner", "RoutineSpec", "RoutineVersion", "RunHandle", "RunKey", "RunRecord", "RunResult",
-    "RunState", "Scope", "SettableTime", "TickError", "TickPlan", "TickReport", "ZoneReconciliation",
+    "RunState", "Scope", "SettableTime", "TickError", "TickMinute", "TickPlan", "TickReport",
+    "ZoneReconciliation",
     "aware_utc", "check_id", "check_scope", "governed_key", "manual_run_id", "new_ulid", "system_time", "trusted_now",
 ]

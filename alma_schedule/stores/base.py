@@ -38,6 +38,7 @@ from alma_schedule.model import (
     RunRecord,
     RunResult,
     Scope,
+    TickMinute,
     ZoneReconciliation,
 )
 from alma_schedule.settings import Timers
@@ -309,6 +310,19 @@ class Store(Protocol):
         error, and ``until`` = their next attempt), earliest next attempt first, and how many there
         are in all; one statement, through the partial index of those routines."""
         ...
+
+    # --- the tick log (issue 17) ---
+    def log_tick(self, now: datetime, claimed: int, lag_p50: float | None, lag_p95: float | None) -> None:
+        """System, ONE transaction: upsert the row of ``now``'s minute in the tick log (``ticks`` + 1,
+        ``claimed`` + ``claimed``, each lag the larger of the stored and the given one, None counting
+        as nothing), and delete the rows of minutes older than ``now`` - ``TICK_LOG_KEEP_DAYS``."""
+        ...
+
+    def tick_log(self, limit: int = 60) -> list[TickMinute]:
+        """System, read-only: the ``limit`` newest minutes of the tick log, newest first."""
+        ...
+
+    # --- end the tick log ---
 
     def prune(self, before: datetime) -> int:
         """Delete TERMINAL runs finished before ``before`` (system). Returns the count."""

@@ -11,7 +11,7 @@ from starlette.testclient import TestClient
 
 from alma_schedule.dashboard.auth import hash_password
 from alma_schedule.http import create_http_app
-from alma_schedule.model import Scope
+from alma_schedule.model import Routine, RunHandle, RunResult, Scope
 from alma_schedule.model.time import SettableTime
 from alma_schedule.settings import Secret, Settings
 from alma_schedule.stores.memory import MemoryStore
@@ -62,3 +62,16 @@ def csrf_of(page: str) -> str:
     found = re.search(r'name="csrf" value="([0-9a-f]+)"', page)
     assert found, "the confirmation carries a CSRF token"
     return found.group(1)
+
+
+class OkRunner:
+    """A runner that completes every run (the engine's real path, no provider)."""
+
+    def validate(self, routine: Routine) -> None:
+        return None
+
+    def config_revision_inputs(self, routine: Routine) -> dict[str, Any]:
+        return {}
+
+    def run(self, routine: Routine, handle: RunHandle) -> RunResult:
+        return RunResult.completed("ok", cost_micros=0)

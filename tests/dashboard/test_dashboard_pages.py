@@ -5,9 +5,10 @@ from __future__ import annotations
 import html
 from datetime import timedelta
 
-from dashboard_support import HOSTILE, A, auth, client, csrf_of, seeded_store
+from dashboard_support import HOSTILE, A, OkRunner, auth, client, csrf_of, seeded_store
 
 from alma_schedule.model import RunResult
+from alma_schedule.model.time import SettableTime
 from alma_schedule.stores.memory import MemoryStore
 from alma_schedule.testing.builders import T0, TIMERS, run_in
 
@@ -125,3 +126,21 @@ def test_pause_resume_disable_enable_trigger_through_their_confirmations() -> No
         assert "trigger done" in triggered.text
         assert any(r.run_id.startswith("manual:") for r in store.list_runs(A, routine_id="r1"))
         assert c.get("/dashboard/act/explode" + base, headers=auth()).status_code == 404
+
+
+def test_real_ticks_fill_the_tick_log_the_overview_reads() -> None:
+    from alma_schedule.engine import create_schedule
+    from alma_schedule.settings import Settings
+
+    store = seeded_store()
+    clock = SettableTime(T0 + timedelta(minutes=5))
+    engine = create_schedule(store=store, runner=OkRunner(), settings=Settings(clock=clock))
+    first = engine.tick()
+    clock.advance(timedelta(seconds=20))
+    engine.tick()
+    (minute,) = store.tick_log()
+    assert minute.minute == T0 + timedelta(minutes=5) and minute.ticks == 2
+    assert minute.claimed == len(first.claimed) > 0 and minute.lag_p95 is not None and minute.lag_p95 >= 0
+    with client(store, clock=lambda: T0 + timedelta(minutes=6)) as c:
+        page = c.get("/dashboard/", headers=auth()).text
+        assert "ticks in the last hour: <b>2</b>" in page and f"fires claimed: {minute.claimed}" in page

@@ -25,6 +25,7 @@ from alma_schedule.model import (
     RoutineVersion,
     RunRecord,
     Scope,
+    TickMinute,
     check_scope,
 )
 from alma_schedule.policies import backoff
@@ -33,6 +34,7 @@ from alma_schedule.stores.base import RenamedMethods
 from alma_schedule.stores.memory.reads import ReadsMixin
 from alma_schedule.stores.memory.rederive import RederiveMixin
 from alma_schedule.stores.memory.tick import TickMixin
+from alma_schedule.stores.memory.ticklog import TickLogMixin
 from alma_schedule.stores.memory.wake import WakeMixin
 from alma_schedule.stores.validation import check_routine_key
 from alma_schedule.stores.validation import require_utc as _utc
@@ -42,7 +44,7 @@ RKey = tuple[str, str, str]
 __all__ = ["MemoryStore"]
 
 
-class MemoryStore(TickMixin, ReadsMixin, WakeMixin, RederiveMixin, RenamedMethods):
+class MemoryStore(TickMixin, ReadsMixin, WakeMixin, RederiveMixin, TickLogMixin, RenamedMethods):
     """The reference backend: thread-safe (one RLock), instance-scoped, exact."""
 
     def __init__(self) -> None:
@@ -58,6 +60,7 @@ class MemoryStore(TickMixin, ReadsMixin, WakeMixin, RederiveMixin, RenamedMethod
         self._next_wake: datetime | None = None
         self._zone_data: str | None = None
         self._zone_cursor: RKey | None = None
+        self._tick_log: dict[datetime, TickMinute] = {}
 
     # ------------------------------------------------------------------ internals
 

@@ -76,6 +76,7 @@ from alma_schedule.stores.sql.queries.tick import (
     take_polls,
     take_resends,
 )
+from alma_schedule.stores.sql.queries.ticklog import prune_tick_log, select_tick_log, upsert_tick_minute
 from alma_schedule.stores.sql.queries.wake import (
     erroring,
     record_heartbeat,
@@ -151,4 +152,7 @@ __all__ = [
     "take_polls",
     "take_resends",
     "update_routine",
+    "upsert_tick_minute",
+    "prune_tick_log",
+    "select_tick_log",
 ]
