@@ -179,16 +179,23 @@ def create_http_app(
 
 
 def _dashboard_routes(settings: Settings, get_store: Callable[[], Store]) -> list[Any]:
-    """The dashboard (issue 17) once ALMA_DASHBOARD_SCOPES is set; else nothing is mounted."""
-    if settings.dashboard_scopes is None:
-        return []
-    from alma_schedule.dashboard.app import dashboard_routes
-    from alma_schedule.dashboard.auth import Credentials
+    """The dashboard (issue 17) once ALMA_DASHBOARD_SCOPES is set, and GET /metrics once the dashboard
+    or ALMA_METRICS_TOKEN is; else nothing is mounted."""
+    routes: list[Any] = []
+    credentials = None
+    if settings.dashboard_scopes is not None:
+        from alma_schedule.dashboard.app import dashboard_routes
+        from alma_schedule.dashboard.auth import Credentials
 
-    if not settings.dashboard_user or settings.dashboard_password_hash is None:
-        raise ConfigurationError("the dashboard needs ALMA_DASHBOARD_USER and ALMA_DASHBOARD_PASSWORD_HASH")
-    credentials = Credentials(settings.dashboard_user, settings.dashboard_password_hash.reveal())
-    return dashboard_routes(settings, get_store, credentials)
+        if not settings.dashboard_user or settings.dashboard_password_hash is None:
+            raise ConfigurationError("the dashboard needs ALMA_DASHBOARD_USER and ALMA_DASHBOARD_PASSWORD_HASH")
+        credentials = Credentials(settings.dashboard_user, settings.dashboard_password_hash.reveal())
+        routes += dashboard_routes(settings, get_store, credentials)
+    if credentials is not None or settings.metrics_token:
+        from alma_schedule.dashboard.metrics import metrics_route
+
+        routes.append(metrics_route(settings, get_store, credentials))
+    return routes
 
 
 def serve_http(settings: Settings, *, host: str | None = None, port: int | None = None) -> None:
