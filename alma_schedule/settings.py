@@ -146,6 +146,9 @@ class Settings:
     metrics_token: Secret | None = _f(
         None, "Bearer token of serve-http's GET /metrics (besides the dashboard's).", "secret"
     )
+    metrics_port: int = _f(
+        0, "Port of the worker exporter (/metrics of a worker host serving our queues; 0 = off).", "int"
+    )
     # --- Celery app
     celery_app: str | None = _f(None, "MODULE:APP of the fleet app for task routines (import path).")
     task_allow: tuple[str, ...] = _f(

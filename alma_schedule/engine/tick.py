@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TypeVar
@@ -117,13 +118,19 @@ def tick(rt: Runtime, now: datetime | None = None) -> TickReport:
     at = rt.now(now)
     store, s, timers, dispatcher = rt.store, rt.settings, rt.timers, rt.dispatcher
     planner = Planner(rt, at)
+    kinds: dict[str, str] = {}  # routine key -> kind of the routines decided (the claims' kind label)
+
+    def deciding(routine: Routine) -> Decision:
+        kinds[f"{routine.org}/{routine.uid}/{routine.routine_id}"] = routine.kind
+        return planner(routine)
+
     claimed: list[RunKey] = []
     lags: list[float] = []
     skipped: list[RunKey] = []
     errors: list[TickError] = []
     _maintain("reconcile_zone_data", lambda: reconcile_zones(rt), errors)  # once per process, then no-op
     for _ in range(s.tick_max_batches):
-        batch = store.claim_due(at, s.claim_limit, planner, timers)
+        batch = store.claim_due(at, s.claim_limit, deciding, timers)
         claimed.extend(r.key for r in batch.claimed)
         lags.extend((at - r.fire_at).total_seconds() for r in batch.claimed)
         skipped.extend(r.key for r in batch.skipped)
@@ -165,6 +172,8 @@ def tick(rt: Runtime, now: datetime | None = None) -> TickReport:
         sends_paused=not sends,
         erroring_count=failing.count,
         next_wake_at=next_wake_at,
+        claimed_kinds=tuple(sorted(Counter(kinds.get(f"{k.org}/{k.uid}/{k.routine_id}", "unknown")
+                                           for k in claimed).items())),
     )
     if failing.count:
         log.warning("tick %s: %d routine(s) cannot be planned, e.g. %s", at.isoformat(), failing.count, errors[0])

@@ -149,6 +149,8 @@ class TickReport(Data):
     sends_paused: bool = False
     erroring_count: int = 0
     next_wake_at: datetime | None = None
+    #: How many fires of each routine kind the tick claimed (the worker exporter's label; issue 17).
+    claimed_kinds: tuple[tuple[str, int], ...] = ()
 
     SAMPLE = 5
 

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from alma_schedule.errors import InvalidInput
 from alma_schedule.model import RunKey
+from alma_schedule.tasks.metrics import observe_run
 
 if TYPE_CHECKING:
     from alma_schedule.tasks.composition import Composition
@@ -115,6 +116,7 @@ def run_batch(composition: Composition, fires: Sequence[Any]) -> dict[str, Any]:
                 expired += 1  # left claimed: the tick's sweep records skipped(missed)
                 continue
             record = schedule.execute(fire.key, now=now)
+            observe_run(record, started_here=record.started_at is not None)
             states[record.state] = states.get(record.state, 0) + 1
     finally:
         watchdog.cancel()

@@ -23,6 +23,7 @@ never leak onto other apps of the process.
 
 from __future__ import annotations
 
+import time
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +31,7 @@ from alma_schedule.errors import InvalidInput
 from alma_schedule.model import COLLECT_TASK, RUN_MANY_TASK, RUN_TASK, TICK_TASK, RunKey
 from alma_schedule.model.time import trusted_now
 from alma_schedule.tasks.composition import AlmaTasks, Composition
+from alma_schedule.tasks.metrics import observe_run, observe_tick
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -109,7 +111,9 @@ def define_tasks(app: Celery, composition: Composition, settings: Settings | Non
     def tick(now: str | None = None) -> dict[str, Any]:
         """One tick: claim the due fires, dispatch them, re-send, poll, and report (a small dict)."""
         at = parse_now(now, composition.settings)
+        began = time.monotonic()
         report = composition.schedule().tick(now=at)
+        observe_tick(report, time.monotonic() - began)
         return report.to_dict()
 
     @app.task(**options(RUN_TASK, ignore_result=True))
@@ -117,6 +121,7 @@ def define_tasks(app: Celery, composition: Composition, settings: Settings | Non
         """Execute one claimed fire: ``claimed -> running`` CAS, the runner, the terminal write."""
         key = RunKey(org, uid, routine_id, run_id)
         record = composition.schedule().execute(key, now=composition.settings.clock())
+        observe_run(record, started_here=record.started_at is not None)
         return {"run": str(key), "state": record.state, "reason": record.reason}
 
     @app.task(**options(COLLECT_TASK, ignore_result=True))
