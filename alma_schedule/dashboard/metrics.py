@@ -62,7 +62,7 @@ class StoreGauges:
         store, s = self._get_store(), self._settings
         at = s.now()
         last, wake = store.last_tick(), store.next_wake_at()
-        inactive = store.list_inactive(limit=CAP + 1)
+        counts = store.count_routines(CAP)
         try:
             depth = self._queue_depth()
         except AlmaScheduleError:
@@ -71,11 +71,7 @@ class StoreGauges:
             "last_tick": None if last is None else last.timestamp(),
             "next_wake": None if wake is None else wake.timestamp(),
             "blocked": len(store.blocked(at, s.run_time_limit, CAP + 1)),
-            "routines": {
-                "paused": sum(1 for r in inactive if r.paused_reason is not None),
-                "disabled": sum(1 for r in inactive if not r.enabled),
-                "erroring": store.erroring(limit=1).count,
-            },
+            "routines": {**counts, "erroring": store.erroring(limit=1).count},
             "queue_depth": depth,
         }
 

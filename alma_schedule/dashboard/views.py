@@ -40,15 +40,8 @@ def policies_words(schedule: Mapping[str, object]) -> str:
 
 
 def routine_state(r: Routine) -> str:
-    if r.deleted_at is not None:
-        return "deleted"
-    if not r.enabled:
-        return "disabled"
-    if r.paused_reason is not None:
-        return "paused"
-    if r.last_error is not None:
-        return "erroring"
-    return "enabled"
+    """``deleted``, ``disabled``, ``paused`` (:attr:`Routine.inactive_reason`), else ``erroring`` or ``enabled``."""
+    return r.inactive_reason or ("erroring" if r.last_error is not None else "enabled")
 
 
 def in_zone(at: datetime | None, schedule: Mapping[str, object]) -> str:
@@ -114,15 +107,10 @@ def overview(store: Store, settings: Settings, access: Access, now: datetime, sc
     parts = [f"<h2>Clock health</h2>{health}<p>next wake-up hint: {instant(store.next_wake_at())}</p>",
              clock_log(store, now)]
     if access.fleet:
-        inactive = store.list_inactive(limit=CAP + 1)
-        paused = sum(1 for r in inactive if r.paused_reason is not None)
-        disabled = sum(1 for r in inactive if not r.enabled)
-        capped = len(inactive) > CAP
-        erroring = store.erroring(limit=1).count
-        blocked = store.blocked(now, settings.run_time_limit, CAP + 1)
-        rows = [["paused", count_text(paused, capped)], ["disabled", count_text(disabled, capped)],
-                ["erroring", count_text(erroring, erroring > CAP)],
-                ["blocked runs", count_text(len(blocked), len(blocked) > CAP)]]
+        counts = store.count_routines(CAP)
+        counts["erroring"] = store.erroring(limit=1).count
+        counts["blocked runs"] = len(store.blocked(now, settings.run_time_limit, CAP + 1))
+        rows = [[esc(state), count_text(n, n > CAP)] for state, n in counts.items()]
         parts.append("<h2>Routines by state (the whole fleet)</h2>" + table(["state", "count"], rows))
     else:
         parts.append('<p class="note">fleet-wide counts are shown to ALMA_DASHBOARD_SCOPES=* only</p>')

@@ -322,6 +322,12 @@ class Store(Protocol):
         """System, read-only: the ``limit`` newest minutes of the tick log, newest first."""
         ...
 
+    def count_routines(self, cap: int = 10_000) -> dict[str, int]:
+        """System, read-only, ONE statement: live (not deleted) routines by state, ``enabled``
+        (enabled and not paused), ``paused`` (enabled and paused) and ``disabled``, each counted
+        up to ``cap + 1`` rows (a count above ``cap`` reads "more than cap"; no full count)."""
+        ...
+
     # --- end the tick log ---
 
     def prune(self, before: datetime) -> int:

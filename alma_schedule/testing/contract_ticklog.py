@@ -7,10 +7,26 @@ from datetime import timedelta
 
 from alma_schedule.model import TickMinute
 from alma_schedule.stores.base import Store
-from alma_schedule.testing.builders import T0
+from alma_schedule.testing.builders import SCOPE, T0, register
 
 
 class TickLogContract:
+    def test_routines_are_counted_by_state_up_to_the_cap(self, store: Store) -> None:
+        assert store.count_routines() == {"enabled": 0, "paused": 0, "disabled": 0}
+        for n in range(3):
+            register(store, f"on{n}")
+        register(store, "held")
+        register(store, "off")
+        register(store, "gone")
+        register(store, "off-and-held")
+        store.set_paused(SCOPE, "held", "maintenance", now=T0, next_due_at=None)
+        store.set_enabled(SCOPE, "off", False, now=T0, next_due_at=None)
+        store.set_enabled(SCOPE, "off-and-held", False, now=T0, next_due_at=None)
+        store.set_paused(SCOPE, "off-and-held", "x", now=T0, next_due_at=None)
+        store.delete_routine(SCOPE, "gone", now=T0)
+        assert store.count_routines() == {"enabled": 3, "paused": 1, "disabled": 2}
+        assert store.count_routines(cap=1) == {"enabled": 2, "paused": 1, "disabled": 2}  # stops at cap + 1
+
     def test_ticks_of_one_minute_merge_into_its_row(self, store: Store) -> None:
         assert store.tick_log() == []
         store.log_tick(T0 + timedelta(seconds=1), 3, 0.5, 2.0)

@@ -42,6 +42,7 @@ def test_the_gauges_after_real_ticks_match_the_store() -> None:
     assert samples[("alma_next_wake_timestamp_seconds", ())] == wake.timestamp()
     assert samples[("alma_runs_blocked", ())] == len(store.blocked(clock(), Settings().run_time_limit)) == 1
     assert samples[("alma_routines", (("state", "paused"),))] == 1
+    assert samples[("alma_routines", (("state", "enabled"),))] == 4  # r1, the hostile id, secret-b, stuck-one
     assert samples[("alma_routines", (("state", "disabled"),))] == 0
     assert samples[("alma_routines", (("state", "erroring"),))] == store.erroring().count
     assert samples[("alma_run_queue_depth", ())] == 0  # the in-process dispatcher's queue

@@ -34,6 +34,7 @@ def test_the_overview_shows_clock_health_and_failures_by_reason() -> None:
     with client(store, dashboard_scopes="*", clock=lambda: T0 + timedelta(hours=1)) as fleet:
         page = fleet.get("/dashboard/", headers=auth()).text
         assert "clock stale" in page and "<td>blocked runs</td><td>1</td>" in page
+        assert "<td>enabled</td><td>6</td>" in page and "<td>paused</td><td>0</td>" in page
 
 
 def test_the_routines_page_lists_the_scope_with_filters_and_escapes_ids() -> None:

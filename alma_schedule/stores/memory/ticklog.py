@@ -1,11 +1,12 @@
-"""The memory store's tick log (issue 17): one row per minute, merged by every tick of it."""
+"""The memory store's reads for the dashboard (issue 17): the tick log (one row per minute, merged by
+every tick of it) and the capped counts of routines by state."""
 
 from __future__ import annotations
 
 import threading
 from datetime import datetime, timedelta
 
-from alma_schedule.model import TickMinute
+from alma_schedule.model import Routine, TickMinute
 from alma_schedule.model.tick import TICK_LOG_KEEP_DAYS
 from alma_schedule.stores.validation import require_utc
 
@@ -18,6 +19,7 @@ def _larger(stored: float | None, given: float | None) -> float | None:
 
 class TickLogMixin:
     _lock: threading.RLock
+    _routines: dict[tuple[str, str, str], Routine]
     _tick_log: dict[datetime, TickMinute]
 
     def log_tick(self, now: datetime, claimed: int, lag_p50: float | None, lag_p95: float | None) -> None:
@@ -35,6 +37,15 @@ class TickLogMixin:
             oldest = minute - timedelta(days=TICK_LOG_KEEP_DAYS)
             for gone in [m for m in self._tick_log if m < oldest]:
                 del self._tick_log[gone]
+
+    def count_routines(self, cap: int = 10_000) -> dict[str, int]:
+        counts = {"enabled": 0, "paused": 0, "disabled": 0}
+        with self._lock:
+            for r in self._routines.values():
+                if r.deleted_at is None:
+                    state = "disabled" if not r.enabled else "paused" if r.paused_reason is not None else "enabled"
+                    counts[state] += 1
+        return {k: min(n, cap + 1) for k, n in counts.items()}
 
     def tick_log(self, limit: int = 60) -> list[TickMinute]:
         with self._lock:

@@ -18,6 +18,11 @@ class TickLogMixin(SqlBase):
             conn.execute(q.upsert_tick_minute(self.dialect, now, claimed, lag_p50, lag_p95))
             conn.execute(q.prune_tick_log(now))
 
+    def count_routines(self, cap: int = 10_000) -> dict[str, int]:
+        with self._tx(read=True) as conn:
+            row = conn.execute(q.count_routines(max(cap, 0))).one()
+        return {"enabled": int(row.enabled), "paused": int(row.paused), "disabled": int(row.disabled)}
+
     def tick_log(self, limit: int = 60) -> list[TickMinute]:
         with self._tx(read=True) as conn:
             rows = conn.execute(q.select_tick_log(max(limit, 0))).all()

@@ -76,7 +76,12 @@ from alma_schedule.stores.sql.queries.tick import (
     take_polls,
     take_resends,
 )
-from alma_schedule.stores.sql.queries.ticklog import prune_tick_log, select_tick_log, upsert_tick_minute
+from alma_schedule.stores.sql.queries.ticklog import (
+    count_routines,
+    prune_tick_log,
+    select_tick_log,
+    upsert_tick_minute,
+)
 from alma_schedule.stores.sql.queries.wake import (
     erroring,
     record_heartbeat,
@@ -155,4 +160,5 @@ __all__ = [
     "upsert_tick_minute",
     "prune_tick_log",
     "select_tick_log",
+    "count_routines",
 ]

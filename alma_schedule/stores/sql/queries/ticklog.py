@@ -1,5 +1,6 @@
-"""SQL statements of the store, the tick log (issue 17): the tick's upsert of its minute, the
-prune of minutes older than the log keeps, and the overview's read of the newest minutes."""
+"""SQL statements of the store for the dashboard (issue 17): the tick log (the tick's upsert of its
+minute, the prune of minutes older than the log keeps, the overview's read of the newest minutes)
+and the capped counts of routines by state."""
 
 from __future__ import annotations
 
@@ -52,3 +53,21 @@ def select_tick_log(limit: int) -> sa.Select[Any]:
     return sa.select(
         tick_log.c.minute, tick_log.c.ticks, tick_log.c.claimed, tick_log.c.lag_p50, tick_log.c.lag_p95
     ).order_by(tick_log.c.minute.desc()).limit(limit)
+
+
+def count_routines(cap: int) -> sa.Select[Any]:
+    """Live routines by state, each counted over at most ``cap + 1`` rows (one statement)."""
+    from alma_schedule.stores.sql.schema import routines
+
+    live = routines.c.deleted_at.is_(None)
+    states = {
+        "enabled": sa.and_(live, routines.c.enabled.is_(True), routines.c.paused_reason.is_(None)),
+        "paused": sa.and_(live, routines.c.enabled.is_(True), routines.c.paused_reason.is_not(None)),
+        "disabled": sa.and_(live, routines.c.enabled.is_(False)),
+    }
+
+    def capped(name: str, where: Any) -> Any:
+        rows = sa.select(sa.literal(1).label("one")).select_from(routines).where(where).limit(cap + 1)
+        return sa.select(sa.func.count()).select_from(rows.subquery(name)).scalar_subquery().label(name)
+
+    return sa.select(*(capped(name, where) for name, where in states.items()))
