@@ -121,3 +121,34 @@ def test_hash_password_prints_a_hash_the_dashboard_accepts() -> None:
     stored = result.output.strip()
     assert stored.startswith("scrypt$16384$8$1$") and verify_password(PASSWORD, stored)
     assert Credentials(USER, stored).check(auth()["Authorization"]) == USER
+
+
+@pytest.mark.parametrize("action", ["pause", "resume", "enable", "disable", "trigger", "record"])
+def test_read_only_refuses_each_action(action: str) -> None:
+    store = seeded_store()
+    query = "?scope=org-a/user-1&routine=r1" + ("&run=2026-03-01T12:00:00Z" if action == "record" else "")
+    with client(store) as c_write:
+        token = csrf_of(c_write.get("/dashboard/act/pause?scope=org-a/user-1&routine=r1", headers=auth()).text)
+    with client(store, dashboard_read_only=True) as c:
+        got = c.post(f"/dashboard/act/{action}{query}", headers=auth(), data={"csrf": token, "outcome": "failed"})
+        assert got.status_code == 403 and "read-only" in got.text
+    routine = store.get_routine(A, "r1")
+    assert routine is not None and routine.enabled and routine.paused_reason is None
+    assert store.list_runs(A, routine_id="r1") == []
+
+
+def test_the_stuck_page_of_a_scoped_user_shows_nothing_of_another_org() -> None:
+    from datetime import timedelta
+
+    from alma_schedule.testing.builders import T0, make_routine, run_in, running
+
+    store = seeded_store()
+    mine = run_in(store, "running", "stuck-a", now=T0 - timedelta(days=1))
+    store.put_routine(make_routine("stuck-b", scope=B, next_due_at=T0 - timedelta(days=2)), now=T0 - timedelta(days=3))
+    theirs = running(store, "stuck-b", now=T0 - timedelta(days=2))
+    with client(store) as c:
+        page = c.get("/dashboard/stuck", headers=auth()).text
+        assert mine.run_id in page and "stuck-a" in page
+        assert "stuck-b" not in page and "org-b" not in page
+    with client(store, dashboard_scopes="*") as fleet:
+        assert theirs.run_id in fleet.get("/dashboard/stuck", headers=auth()).text
