@@ -109,6 +109,8 @@ def clock_run(obj: CliContext, every: str | None, follow: bool) -> None:
 def serve_http_cmd(obj: CliContext, host: str | None, port: int | None) -> None:
     """Serve POST /tick (enqueue a tick; X-Alma-Secret header) and GET /healthz (heartbeat age).
 
+    With ALMA_DASHBOARD_SCOPES set, also the dashboard (/dashboard/, HTTP Basic with
+    ALMA_DASHBOARD_USER / ALMA_DASHBOARD_PASSWORD_HASH); with it or ALMA_METRICS_TOKEN, GET /metrics.
     Refuses to start without ALMA_HTTP_SECRET. Needs the 'http' extra.
 
     \b
