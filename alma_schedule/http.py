@@ -10,8 +10,11 @@
   optional JSON body ``{"now": "<ISO instant>"}`` sets the tick's instant (the worker still takes
   ``min(now, its clock)``); any other body (not JSON, nested 3,000 deep, wrong types, an instant
   out of range) answers 400 with a JSON ``{"error": ...}``, never 500.
-* ``GET /healthz`` answers 200 with the heartbeat's age, or 503 when no tick has run for
-  ``ALMA_HEARTBEAT_MAX_AGE`` (or ever): point an uptime check at it.
+* ``GET /healthz`` answers 200 with ok and the heartbeat's age only, or 503 (``stale``) when no
+  tick has run for ``ALMA_HEARTBEAT_MAX_AGE`` (or ever): point an uptime check at it. It needs no
+  credentials and shows nothing else.
+* ``/dashboard/...`` (once ``ALMA_DASHBOARD_SCOPES`` is set): the operators' pages
+  (:mod:`alma_schedule.dashboard`), behind their own HTTP Basic credentials.
 
 With no secret, or one shorter than 16 bytes (UTF-8), the app refuses to start
 (:class:`ConfigurationError` naming ``ALMA_HTTP_SECRET``). Needs the
@@ -189,15 +192,10 @@ def create_http_app(
             log.warning("GET /healthz: %s", type(exc).__name__)
             return JSONResponse({"ok": False, "error": "store unavailable"}, status_code=503)
         if last is None:
-            return JSONResponse({"ok": False, "last_tick": None, "error": "no tick has run"}, status_code=503)
+            return JSONResponse({"ok": False, "status": "stale", "age_seconds": None}, status_code=503)
         age = (settings.clock() - last).total_seconds()
         ok = age <= settings.heartbeat_max_age.total_seconds()
-        payload = {
-            "ok": ok,
-            "last_tick": last.isoformat(),
-            "age_seconds": round(age, 3),
-            "max_age_seconds": settings.heartbeat_max_age.total_seconds(),
-        }
+        payload = {"ok": ok, "status": "ok" if ok else "stale", "age_seconds": round(age, 3)}
         return JSONResponse(payload, status_code=200 if ok else 503)
 
     @contextlib.asynccontextmanager
@@ -210,10 +208,29 @@ def create_http_app(
                     opened["store"].close()
                     opened["store"] = None
 
-    return Starlette(
-        routes=[Route("/tick", tick, methods=["POST"]), Route("/healthz", healthz, methods=["GET"])],
-        lifespan=lifespan,
-    )
+    routes = [Route("/tick", tick, methods=["POST"]), Route("/healthz", healthz, methods=["GET"])]
+    routes += _dashboard_routes(settings, get_store)
+    return Starlette(routes=routes, lifespan=lifespan)
+
+
+def _dashboard_routes(settings: Settings, get_store: Callable[[], Store]) -> list[Any]:
+    """The dashboard (issue 17) once ALMA_DASHBOARD_SCOPES is set, and GET /metrics once the dashboard
+    or ALMA_METRICS_TOKEN is; else nothing is mounted."""
+    routes: list[Any] = []
+    credentials = None
+    if settings.dashboard_scopes is not None:
+        from alma_schedule.dashboard.app import dashboard_routes
+        from alma_schedule.dashboard.auth import Credentials
+
+        if not settings.dashboard_user or settings.dashboard_password_hash is None:
+            raise ConfigurationError("the dashboard needs ALMA_DASHBOARD_USER and ALMA_DASHBOARD_PASSWORD_HASH")
+        credentials = Credentials(settings.dashboard_user, settings.dashboard_password_hash.reveal())
+        routes += dashboard_routes(settings, get_store, credentials)
+    if credentials is not None or settings.metrics_token:
+        from alma_schedule.dashboard.metrics import metrics_route
+
+        routes.append(metrics_route(settings, get_store, credentials))
+    return routes
 
 
 def serve_http(settings: Settings, *, host: str | None = None, port: int | None = None) -> None:

@@ -18,8 +18,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_DATABASE_SCHEMA",
+    "check_dashboard",
     "check_database_schema",
     "convert_value",
+    "dashboard_scope_grants",
     "derived_tick_expires",
     "glob_list",
     "is_embedded_store",
@@ -163,4 +165,39 @@ def refuse_lost_sends(settings: Settings, broker_url: str | None = None, *, brok
         raise ConfigurationError(
             f"ALMA_DATABASE_URL is a production store but {broker} is {url}: messages sent there never "
             f"leave this process and nothing would run them; set {broker} to the fleet's broker"
+        )
+
+
+#: One entry of ALMA_DASHBOARD_SCOPES: (org, uid), uid None for ORG/* (every uid of the org).
+ScopeGrant = tuple[str, "str | None"]
+
+
+def dashboard_scope_grants(text: str, label: str = "ALMA_DASHBOARD_SCOPES") -> tuple[ScopeGrant, ...] | None:
+    """Parse ALMA_DASHBOARD_SCOPES: ``*`` (the whole fleet: None) or a comma list of ORG/UID and ORG/*."""
+    from alma_schedule.errors import InvalidInput
+    from alma_schedule.model.keys import Scope
+
+    if text.strip() == "*":
+        return None
+    grants: list[ScopeGrant] = []
+    for part in (p.strip() for p in text.split(",")):
+        org, sep, uid = part.partition("/")
+        if not sep:
+            raise ConfigurationError(f"{label}: {part!r} must be '*', ORG/UID or ORG/*")
+        try:
+            Scope(org, "x" if uid == "*" else uid)
+        except InvalidInput as exc:
+            raise ConfigurationError(f"{label}: {part!r}: {exc}") from None
+        grants.append((org, None if uid == "*" else uid))
+    return tuple(grants)
+
+
+def check_dashboard(scopes: str | None, user: str | None, password_hash: Secret | None) -> None:
+    """The dashboard is on once ALMA_DASHBOARD_SCOPES is set: then its user and password hash are needed."""
+    if scopes is None:
+        return
+    dashboard_scope_grants(scopes)
+    if not user or password_hash is None or not password_hash:
+        raise ConfigurationError(
+            "ALMA_DASHBOARD_SCOPES is set: ALMA_DASHBOARD_USER and ALMA_DASHBOARD_PASSWORD_HASH are needed too"
         )

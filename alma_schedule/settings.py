@@ -30,8 +30,8 @@ from alma_schedule.errors import ConfigurationError
 from alma_schedule.model.secret import Secret as Secret  # re-exported: its home since 0.1.0
 from alma_schedule.model.time import system_time
 from alma_schedule.setting_values import DEFAULT_DATABASE_SCHEMA as DEFAULT_DATABASE_SCHEMA
+from alma_schedule.setting_values import check_dashboard, convert_value
 from alma_schedule.setting_values import check_database_schema as check_database_schema
-from alma_schedule.setting_values import convert_value
 from alma_schedule.setting_values import derived_tick_expires as derived_tick_expires
 from alma_schedule.setting_values import is_embedded_store as is_embedded_store
 from alma_schedule.setting_values import parse_duration as parse_duration
@@ -142,6 +142,21 @@ class Settings:
     http_host: str = _f("127.0.0.1", "Bind address of serve-http.")
     http_port: int = _f(8080, "Port of serve-http.", "int")
     http_max_body: int = _f(4096, "Largest request body serve-http accepts, bytes.", "int")
+    # --- the dashboard of serve-http (issue 17)
+    dashboard_user: str | None = _f(None, "User name of the dashboard's HTTP Basic auth.")
+    dashboard_password_hash: Secret | None = _f(
+        None, "scrypt hash of the dashboard password (`alma-schedule hash-password` prints one).", "secret"
+    )
+    dashboard_scopes: str | None = _f(
+        None, "Scopes the dashboard shows: '*' (the whole fleet) or ORG/UID,ORG/* (unset: the dashboard is off)."
+    )
+    dashboard_read_only: bool = _f(True, "The dashboard refuses every action (pause, record, ...).", "bool")
+    metrics_token: Secret | None = _f(
+        None, "Bearer token of serve-http's GET /metrics (besides the dashboard's).", "secret"
+    )
+    metrics_port: int = _f(
+        0, "Port of the worker exporter (/metrics of a worker host serving our queues; 0 = off).", "int"
+    )
     # --- Celery app
     celery_app: str | None = _f(None, "MODULE:APP of the fleet app for task routines (import path).")
     task_allow: tuple[str, ...] = _f(
@@ -332,6 +347,7 @@ def load_settings(
 def _check(s: Settings) -> None:
     # tick_period / tick_expires are checked by Settings itself (also when built in code)
     check_database_schema(s.database_schema)
+    check_dashboard(s.dashboard_scopes, s.dashboard_user, s.dashboard_password_hash)
     for name in ("claim_limit", "tick_max_batches", "run_batch_size"):
         if getattr(s, name) < 1:
             raise ConfigurationError(f"{env_name(name)} must be at least 1")

@@ -16,7 +16,10 @@ from alma_schedule import __version__
 from alma_schedule.cli.context import CliContext
 
 #: Modules under alma_schedule.cli that add commands (each has ``register(group)``).
-AREAS = ("schedule", "routines", "runs", "ticks", "celery_cmds", "beat_cmds", "demo", "migrate", "settings_cmd")
+AREAS = (
+    "schedule", "routines", "runs", "ticks", "celery_cmds", "beat_cmds", "demo", "migrate", "settings_cmd",
+    "dashboard_cmds",
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})

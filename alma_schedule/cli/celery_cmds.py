@@ -110,7 +110,9 @@ def serve_http_cmd(obj: CliContext, host: str | None, port: int | None) -> None:
     """Serve POST /tick (enqueue a tick; X-Alma-Secret header) and GET /healthz (heartbeat age).
 
     Refuses to start without ALMA_HTTP_SECRET, or with one shorter than 16 bytes (UTF-8).
-    A malformed body answers 400 with a JSON error. Needs the 'http' extra.
+    A malformed body answers 400 with a JSON error. With ALMA_DASHBOARD_SCOPES set, also the
+    dashboard (/dashboard/, HTTP Basic with ALMA_DASHBOARD_USER / ALMA_DASHBOARD_PASSWORD_HASH); with
+    it or ALMA_METRICS_TOKEN, GET /metrics. Needs the 'http' extra.
 
     \b
     Example:

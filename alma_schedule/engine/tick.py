@@ -12,7 +12,8 @@
    queue deeper than ``resend_pause_depth``;
 3. ``take_polls`` -> one collect message per submitted run (key = ``collect_run_id``);
 4. maintenance: expired result text erased, a few tombstoned routines purged, the heartbeat (with
-   the wake-up hint ``next_wake_at``, in the same statement);
+   the wake-up hint ``next_wake_at``, in the same statement), then the tick's minute in the tick
+   log (its claims and their lag p50/p95; minutes older than 7 days pruned): the dashboard's clock;
 5. ``blocked`` and the routines that cannot be planned (``errors``: at most ``ERRORING_LIMIT`` of
    them, each with its error and next attempt, plus ``erroring_count``), EVERY tick while they
    last, so neither a stuck run nor a failing routine is ever silent.
@@ -25,6 +26,8 @@ claimed rows stay claimed and later re-sends recover them). A store that is down
 from __future__ import annotations
 
 import logging
+import math
+from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TypeVar
@@ -46,6 +49,7 @@ from alma_schedule.model import (
 )
 from alma_schedule.policies import supersession
 from alma_schedule.policies.blocked import blocked_why
+from alma_schedule.stores.base import Store
 
 from .backfill import BackfillPlanner
 from .decide import Planner
@@ -109,6 +113,12 @@ def _claim_backfills(rt: Runtime, at: datetime, claimed: list[RunKey]) -> TickEr
     runs = rt.store.claim_backfills(at, rt.settings.claim_limit, BackfillPlanner(rt, at), rt.timers)
     claimed.extend(r.key for r in runs)
     return _send("run", rt.dispatcher.send_runs, runs)
+def _log_tick(store: Store, at: datetime, lags: Sequence[float]) -> None:
+    """The tick's minute in the tick log: its claims and their lag (claim minus due instant) p50/p95."""
+    ordered = sorted(lags)
+    p50 = ordered[(len(ordered) - 1) // 2] if ordered else None
+    p95 = ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)] if ordered else None
+    store.log_tick(at, len(ordered), p50, p95)
 
 
 def tick(rt: Runtime, now: datetime | None = None) -> TickReport:
@@ -116,14 +126,22 @@ def tick(rt: Runtime, now: datetime | None = None) -> TickReport:
     at = rt.now(now)
     store, s, timers, dispatcher = rt.store, rt.settings, rt.timers, rt.dispatcher
     planner = Planner(rt, at)
+    kinds: dict[str, str] = {}  # routine key -> kind of the routines decided (the claims' kind label)
+
+    def deciding(routine: Routine) -> Decision:
+        kinds[f"{routine.org}/{routine.uid}/{routine.routine_id}"] = routine.kind
+        return planner(routine)
+
     claimed: list[RunKey] = []
+    lags: list[float] = []
     skipped: list[RunKey] = []
     buffered: list[RunKey] = []
     errors: list[TickError] = []
     _maintain("reconcile_zone_data", lambda: reconcile_zones(rt), errors)  # once per process, then no-op
     for _ in range(s.tick_max_batches):
-        batch = store.claim_due(at, s.claim_limit, planner, timers)
+        batch = store.claim_due(at, s.claim_limit, deciding, timers)
         claimed.extend(r.key for r in batch.claimed)
+        lags.extend((at - r.fire_at).total_seconds() for r in batch.claimed)
         skipped.extend(r.key for r in batch.skipped)
         buffered.extend(r.key for r in batch.buffered)
         err = _send("run", dispatcher.send_runs, batch.claimed)
@@ -151,6 +169,7 @@ def tick(rt: Runtime, now: datetime | None = None) -> TickReport:
     _maintain("erase_expired_results", lambda: store.erase_expired_results(at, ERASE_LIMIT), errors)
     _maintain("purge_deleted", lambda: store.purge_deleted(PURGE_LIMIT), errors)
     next_wake_at: datetime | None = _maintain("heartbeat", lambda: store.heartbeat(at), errors)
+    _maintain("tick_log", lambda: _log_tick(store, at, lags), errors)
 
     failing = store.erroring(ERRORING_LIMIT)
     errors[:0] = _erroring(failing.routines)
@@ -169,6 +188,8 @@ def tick(rt: Runtime, now: datetime | None = None) -> TickReport:
         next_wake_at=next_wake_at,
         blocked_why=tuple(blocked_why(r, at) for r in blocked),
         buffered=tuple(buffered),
+        claimed_kinds=tuple(sorted(Counter(kinds.get(f"{k.org}/{k.uid}/{k.routine_id}", "unknown")
+                                           for k in claimed).items())),
     )
     if failing.count:
         log.warning("tick %s: %d routine(s) cannot be planned, e.g. %s", at.isoformat(), failing.count, errors[0])

@@ -40,6 +40,7 @@ from alma_schedule.model.tick import (
     PlannedRoutine,
     Resends,
     TickError,
+    TickMinute,
     TickPlan,
     TickReport,
     ZoneReconciliation,
@@ -54,6 +55,7 @@ __all__ = [
     "Deferral", "Dispatcher", "Erroring", "Fire",
     "NotDue", "PlannedFire", "PlannedRoutine", "Reason", "Resends", "ReserveResult", "Routine", "RoutineKey",
     "RoutineRunner", "RoutineSpec", "RoutineVersion", "RunHandle", "RunKey", "RunRecord", "RunResult",
-    "RunState", "Scope", "SettableTime", "TickError", "TickPlan", "TickReport", "ZoneReconciliation",
+    "RunState", "Scope", "SettableTime", "TickError", "TickMinute", "TickPlan", "TickReport",
+    "ZoneReconciliation",
     "aware_utc", "check_id", "check_scope", "governed_key", "manual_run_id", "new_ulid", "system_time", "trusted_now",
 ]

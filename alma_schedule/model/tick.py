@@ -12,7 +12,7 @@ from alma_schedule.model.run import RunRecord
 
 __all__ = [
     "ClaimBatch", "Decision", "Defer", "Deferral", "Erroring", "Fire", "NotDue", "PlannedFire", "PlannedRoutine",
-    "Resends", "TickError", "TickPlan", "TickReport", "ZoneReconciliation",
+    "Resends", "TickError", "TickMinute", "TickPlan", "TickReport", "ZoneReconciliation",
 ]
 
 
@@ -162,6 +162,8 @@ class TickReport(Data):
     #: Why each run of ``blocked`` waits (same order): ``policies.blocked.blocked_why``.
     blocked_why: tuple[str, ...] = ()
     buffered: tuple[RunKey, ...] = ()
+    #: How many fires of each routine kind the tick claimed (the worker exporter's label; issue 17).
+    claimed_kinds: tuple[tuple[str, int], ...] = ()
 
     SAMPLE = 5
 
@@ -200,3 +202,22 @@ class ZoneReconciliation(Data):
     changed: int = 0
     done: bool = True
 
+
+
+# --- the tick log (issue 17: the dashboard's clock health) ---
+#: How long the tick log keeps a minute (older rows are pruned by the tick that logs).
+TICK_LOG_KEEP_DAYS = 7
+
+
+@dataclass(frozen=True, slots=True)
+class TickMinute(Data):
+    """One minute of the tick log: how many ticks ran in it, how many fires they claimed, and the
+    fire lag (claim instant minus due instant, seconds) of those fires: p50 and p95 of the tick
+    that logged them (the larger one when several ticks share the minute); None without a fire."""
+
+    minute: datetime
+    ticks: int
+    claimed: int
+    lag_p50: float | None = None
+    lag_p95: float | None = None
+# --- end the tick log ---

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from alma_schedule.model import Erroring, Resends, Routine, RunRecord, ZoneReconciliation
+from alma_schedule.model import Erroring, Resends, Routine, RunRecord, TickMinute, ZoneReconciliation
 
 Derive = Callable[[Routine], datetime | None]
 
@@ -98,6 +98,25 @@ class SystemStore(Protocol):
         error, and ``until`` = their next attempt), earliest next attempt first, and how many there
         are in all; one statement, through the partial index of those routines."""
         ...
+
+    # --- the tick log (issue 17) ---
+    def log_tick(self, now: datetime, claimed: int, lag_p50: float | None, lag_p95: float | None) -> None:
+        """System, ONE transaction: upsert the row of ``now``'s minute in the tick log (``ticks`` + 1,
+        ``claimed`` + ``claimed``, each lag the larger of the stored and the given one, None counting
+        as nothing), and delete the rows of minutes older than ``now`` - ``TICK_LOG_KEEP_DAYS``."""
+        ...
+
+    def tick_log(self, limit: int = 60) -> list[TickMinute]:
+        """System, read-only: the ``limit`` newest minutes of the tick log, newest first."""
+        ...
+
+    def count_routines(self, cap: int = 10_000) -> dict[str, int]:
+        """System, read-only, ONE statement: live (not deleted) routines by state, ``enabled``
+        (enabled and not paused), ``paused`` (enabled and paused) and ``disabled``, each counted
+        up to ``cap + 1`` rows (a count above ``cap`` reads "more than cap"; no full count)."""
+        ...
+
+    # --- end the tick log ---
 
     def prune(self, before: datetime) -> int:
         """Delete TERMINAL runs finished before ``before`` (system, ONE transaction). In the same

@@ -36,6 +36,7 @@ from alma_schedule.errors import InvalidInput
 from alma_schedule.model import RunKey
 from alma_schedule.model.time import aware_utc
 from alma_schedule.policies.ownership import owner_of
+from alma_schedule.tasks.metrics import observe_run
 
 if TYPE_CHECKING:
     from alma_schedule.tasks.composition import Composition
@@ -125,6 +126,7 @@ def run_batch(composition: Composition, fires: Sequence[Any], request_id: str | 
                 continue
             owner = owner_of(request_id, fire.key) if request_id else None
             record = schedule.execute(fire.key, now=now, owner=owner, sleep=time.sleep)
+            observe_run(record, started_here=record.started_at is not None)
             states[record.state] = states.get(record.state, 0) + 1
     finally:
         watchdog.cancel()

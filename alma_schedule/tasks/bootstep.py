@@ -105,10 +105,30 @@ class KindCheckStep(bootsteps.Step):
         composition = composition_of(parent.app)
         if composition is None:
             return
+        queues = consumed_queues(parent) or set()
         try:
-            prepare_worker(composition, consumed_queues(parent) or set())
+            prepare_worker(composition, queues)
+            start_worker_metrics(composition, queues)
         except ConfigurationError as exc:
             raise ProcessRefused.of(exc) from None
+
+
+def start_worker_metrics(composition: Composition, queues: set[str]) -> str | None:
+    """The worker exporter (issue 17) in this worker parent when ALMA_METRICS_PORT is set and the
+    worker serves one of our queues; returns its multiprocess directory (None: off)."""
+    if not set(our_queue_names(composition).values()) & queues:
+        return None
+    port = composition.settings.metrics_port
+    if not port:
+        return None
+    try:
+        from alma_schedule.tasks.metrics import start_exporter
+
+        return start_exporter(port)
+    except ModuleNotFoundError as exc:
+        raise missing_extra(exc, "http", "the worker exporter (ALMA_METRICS_PORT)") from None
+    except OSError as exc:
+        raise ConfigurationError(f"ALMA_METRICS_PORT={port}: the worker exporter cannot listen ({exc})") from None
 
 
 __all__ = ["JSON_CONTENT", "KindCheckStep", "accept_problem", "consumed_queues", "prepare_worker"]

@@ -36,6 +36,7 @@ from alma_schedule.model.time import trusted_now
 from alma_schedule.policies.blocked import HARD_LIMIT_GRACE as HARD_LIMIT
 from alma_schedule.policies.ownership import owner_of
 from alma_schedule.tasks.composition import AlmaTasks, Composition
+from alma_schedule.tasks.metrics import observe_run, observe_tick
 
 if TYPE_CHECKING:
     from celery import Celery, Task
@@ -118,7 +119,9 @@ def define_tasks(app: Celery, composition: Composition, settings: Settings | Non
     def tick(now: str | None = None) -> dict[str, Any]:
         """One tick: claim the due fires, dispatch them, re-send, poll, and report (a small dict)."""
         at = parse_now(now, composition.settings)
+        began = time.monotonic()
         report = composition.schedule().tick(now=at)
+        observe_tick(report, time.monotonic() - began)
         return report.to_dict()
 
     @app.task(**options(RUN_TASK, ignore_result=True), bind=True)
@@ -129,6 +132,7 @@ def define_tasks(app: Celery, composition: Composition, settings: Settings | Non
         owner = owner_of(self.request.id) if self.request.id else None
         schedule = composition.schedule()
         record = schedule.execute(key, now=composition.settings.clock(), owner=owner, sleep=time.sleep)
+        observe_run(record, started_here=record.started_at is not None)
         return {"run": str(key), "state": record.state, "reason": record.reason}
 
     @app.task(**options(COLLECT_TASK, ignore_result=True))

@@ -23,6 +23,7 @@ from alma_schedule.testing.contract_routines import RoutineContract
 from alma_schedule.testing.contract_runs import RunContract
 from alma_schedule.testing.contract_settlement import SettlementContract
 from alma_schedule.testing.contract_streak import StreakContract
+from alma_schedule.testing.contract_ticklog import TickLogContract
 from alma_schedule.testing.contract_wake import DeadlinePollContract, WakeContract, ZoneDataContract
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "SettlementContract",
     "StoreContract",
     "StreakContract",
+    "TickLogContract",
     "WakeContract",
     "ZoneDataContract",
 ]
@@ -69,5 +71,6 @@ class StoreContract(
     LimitsContract,
     HostileContract,
     BackfillContract,
+    TickLogContract,
 ):
     """Everything a backend must do, single-threaded. Provide a ``store`` fixture."""

@@ -26,6 +26,7 @@ from alma_schedule.model import (
     RoutineVersion,
     RunRecord,
     Scope,
+    TickMinute,
 )
 from alma_schedule.policies import backoff
 from alma_schedule.stores.arguments import (
@@ -39,6 +40,7 @@ from alma_schedule.stores.memory.backfills import BackfillsMixin
 from alma_schedule.stores.memory.reads import ReadsMixin
 from alma_schedule.stores.memory.rederive import RederiveMixin
 from alma_schedule.stores.memory.tick import TickMixin
+from alma_schedule.stores.memory.ticklog import TickLogMixin
 from alma_schedule.stores.memory.wake import WakeMixin
 from alma_schedule.stores.validation import check_limit, check_routine_key
 from alma_schedule.stores.validation import require_utc as _utc
@@ -48,7 +50,7 @@ RKey = tuple[str, str, str]
 __all__ = ["MemoryStore"]
 
 
-class MemoryStore(TickMixin, ReadsMixin, WakeMixin, RederiveMixin, BackfillsMixin, RenamedMethods):
+class MemoryStore(TickMixin, ReadsMixin, WakeMixin, RederiveMixin, BackfillsMixin, TickLogMixin, RenamedMethods):
     """The reference backend: thread-safe (one RLock), instance-scoped, exact."""
 
     def __init__(self) -> None:
@@ -66,6 +68,7 @@ class MemoryStore(TickMixin, ReadsMixin, WakeMixin, RederiveMixin, BackfillsMixi
         self._zone_data: str | None = None
         self._zone_cursor: RKey | None = None
         self._backfills: dict[RKey, Backfill] = {}  # routine -> its backfill range
+        self._tick_log: dict[datetime, TickMinute] = {}
 
     # ------------------------------------------------------------------ internals
 

@@ -29,7 +29,7 @@ from alma_schedule.stores.sql.namespace import SCHEMA_TOKEN
 from alma_schedule.stores.sql.types import Json, UtcDateTime
 
 #: The Alembic revision this code expects (one revision per issue; a test checks there is ONE head).
-HEAD_REVISION = "0004_schedule_policies"
+HEAD_REVISION = "0005_dashboard"
 
 ID = sa.String(200)
 
@@ -250,3 +250,15 @@ heartbeat = sa.Table(
     sa.Column("next_wake_at", UtcDateTime, nullable=True),  # the wake-up hint of the last tick
     sa.CheckConstraint("id = 1", name="ck_heartbeat_one_row"),
 )
+
+# --- the tick log (issue 17, revision 0005_dashboard): one row per minute, pruned after 7 days ---
+tick_log = sa.Table(
+    "tick_log",
+    metadata,
+    sa.Column("minute", UtcDateTime, primary_key=True),
+    sa.Column("ticks", sa.Integer, nullable=False),
+    sa.Column("claimed", sa.Integer, nullable=False),
+    sa.Column("lag_p50", sa.Float, nullable=True),
+    sa.Column("lag_p95", sa.Float, nullable=True),
+)
+# --- end the tick log ---

@@ -22,9 +22,10 @@ from alma_schedule.stores.sql.store_routines import RoutinesMixin
 from alma_schedule.stores.sql.store_runs import RunsMixin
 from alma_schedule.stores.sql.store_system import SystemMixin
 from alma_schedule.stores.sql.store_tick import TickMixin
+from alma_schedule.stores.sql.store_ticklog import TickLogMixin
 
 __all__ = ["SqlStore"]
 
 
-class SqlStore(RoutinesMixin, BackfillsMixin, TickMixin, RunsMixin, SystemMixin, RenamedMethods):
+class SqlStore(RoutinesMixin, BackfillsMixin, TickMixin, RunsMixin, SystemMixin, TickLogMixin, RenamedMethods):
     """The SQL backend of :class:`~alma_schedule.stores.base.Store` (see the module docstring)."""

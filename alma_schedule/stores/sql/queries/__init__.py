@@ -103,6 +103,12 @@ from alma_schedule.stores.sql.queries.tick import (
     take_polls,
     take_resends,
 )
+from alma_schedule.stores.sql.queries.ticklog import (
+    count_routines,
+    prune_tick_log,
+    select_tick_log,
+    upsert_tick_minute,
+)
 from alma_schedule.stores.sql.queries.wake import (
     erroring,
     record_heartbeat,
@@ -201,4 +207,8 @@ __all__ = [
     "take_resends",
     "try_advisory_lock",
     "update_routine",
+    "upsert_tick_minute",
+    "prune_tick_log",
+    "select_tick_log",
+    "count_routines",
 ]

@@ -1,0 +1,76 @@
+"""SQL statements of the store for the dashboard (issue 17): the tick log (the tick's upsert of its
+minute, the prune of minutes older than the log keeps, the overview's read of the newest minutes)
+and the capped counts of routines by state."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+
+from alma_schedule.model.tick import TICK_LOG_KEEP_DAYS
+from alma_schedule.stores.sql.queries.common import _insert, dt
+from alma_schedule.stores.sql.schema import tick_log
+
+
+def _larger(stored: sa.Column[Any], given: Any) -> Any:
+    """The larger of the stored and the given lag, NULL counting as nothing."""
+    return sa.case(
+        (stored.is_(None), given),
+        (given.is_(None), stored),
+        (given > stored, given),
+        else_=stored,
+    )
+
+
+def upsert_tick_minute(dialect: str, now: datetime, claimed: int, p50: float | None, p95: float | None) -> Any:
+    """Insert ``now``'s minute, or merge into it: ticks + 1, claimed added, the larger lags."""
+    minute = now.replace(second=0, microsecond=0)
+    ins = _insert(dialect, tick_log).values(
+        minute=dt(minute), ticks=1, claimed=claimed,
+        lag_p50=sa.bindparam(None, p50, type_=sa.Float), lag_p95=sa.bindparam(None, p95, type_=sa.Float),
+    )
+    return ins.on_conflict_do_update(
+        index_elements=[tick_log.c.minute],
+        set_={
+            "ticks": tick_log.c.ticks + 1,
+            "claimed": tick_log.c.claimed + ins.excluded.claimed,
+            "lag_p50": _larger(tick_log.c.lag_p50, ins.excluded.lag_p50),
+            "lag_p95": _larger(tick_log.c.lag_p95, ins.excluded.lag_p95),
+        },
+    )
+
+
+def prune_tick_log(now: datetime) -> Any:
+    """Delete the minutes older than the log keeps (through the primary key)."""
+    oldest = now.replace(second=0, microsecond=0) - timedelta(days=TICK_LOG_KEEP_DAYS)
+    return sa.delete(tick_log).where(tick_log.c.minute < dt(oldest))
+
+
+def select_tick_log(limit: int) -> sa.Select[Any]:
+    """The ``limit`` newest minutes, newest first (a backward scan of the primary key)."""
+    return sa.select(
+        tick_log.c.minute, tick_log.c.ticks, tick_log.c.claimed, tick_log.c.lag_p50, tick_log.c.lag_p95
+    ).order_by(tick_log.c.minute.desc()).limit(limit)
+
+
+def count_routines(cap: int) -> sa.Select[Any]:
+    """Live routines by state, each counted over at most ``cap + 1`` rows (one statement)."""
+    from alma_schedule.stores.sql.schema import routines
+
+    # the predicate of ix_routines_inactive, as the same literal: paused and disabled are read through
+    # that partial index (rare rows); enabled stops after cap + 1 rows of any scan
+    inactive = sa.text("deleted_at IS NULL AND (enabled = false OR paused_reason IS NOT NULL)")
+    states = {
+        "enabled": sa.and_(routines.c.deleted_at.is_(None), sa.text("enabled = true"),
+                           routines.c.paused_reason.is_(None)),
+        "paused": sa.and_(inactive, sa.text("enabled = true"), routines.c.paused_reason.is_not(None)),
+        "disabled": sa.and_(inactive, sa.text("enabled = false")),
+    }
+
+    def capped(name: str, where: Any) -> Any:
+        rows = sa.select(sa.literal(1).label("one")).select_from(routines).where(where).limit(cap + 1)
+        return sa.select(sa.func.count()).select_from(rows.subquery(name)).scalar_subquery().label(name)
+
+    return sa.select(*(capped(name, where) for name, where in states.items()))

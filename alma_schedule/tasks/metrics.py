@@ -1,0 +1,102 @@
+"""The worker exporter (issue 17): counters and histograms of one worker host, in Prometheus's
+multiprocess mode.
+
+The worker bootstep calls :func:`start_exporter` in the worker PARENT (before the pool forks) when
+``ALMA_METRICS_PORT`` is set: it wipes the multiprocess directory (``PROMETHEUS_MULTIPROC_DIR``, or
+``<tmp>/alma-schedule-metrics-<port>``), points prometheus_client at it and serves the merged files
+of every pool process on that port; ``worker_process_shutdown`` marks a child dead. Our tasks (in
+the children) count through :func:`observe_tick` and :func:`observe_run`, which do nothing while
+the exporter is off: ``alma_ticks_total``, ``alma_tick_duration_seconds``,
+``alma_fires_claimed_total{kind}``, ``alma_runs_finished_total{state,reason}``,
+``alma_fire_lag_seconds`` (start minus due instant) and ``alma_errors_total{step}``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+from typing import Any
+
+from alma_schedule.model import TERMINAL, RunRecord, TickReport
+
+log = logging.getLogger(__name__)
+
+__all__ = ["observe_run", "observe_tick", "start_exporter"]
+
+ENV = "PROMETHEUS_MULTIPROC_DIR"
+_metrics: dict[str, Any] = {}
+
+
+def _dir(port: int) -> str:
+    return os.environ.get(ENV) or os.path.join(tempfile.gettempdir(), f"alma-schedule-metrics-{port}")
+
+
+def start_exporter(port: int, addr: str = "0.0.0.0") -> str:
+    """Wipe the multiprocess directory, serve its merged metrics on ``port``; returns the directory."""
+    from celery.signals import worker_process_shutdown
+    from prometheus_client import CollectorRegistry, start_http_server, values
+    from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
+
+    path = _dir(port)
+    shutil.rmtree(path, ignore_errors=True)
+    os.makedirs(path)
+    os.environ[ENV] = path
+    values.ValueClass = values.get_value_class()  # type: ignore[no-untyped-call]  # imported before us?
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry, path=path)  # type: ignore[no-untyped-call]
+    start_http_server(port, addr=addr, registry=registry)
+
+    def dead(pid: int | None = None, **_: Any) -> None:
+        mark_process_dead(pid if pid is not None else os.getpid(), path)  # type: ignore[no-untyped-call]
+
+    worker_process_shutdown.connect(dead, weak=False)
+    log.info("alma_schedule: worker metrics on :%d (multiprocess dir %s)", port, path)
+    return path
+
+
+def _get() -> dict[str, Any] | None:
+    if ENV not in os.environ:
+        return None
+    if not _metrics:
+        from prometheus_client import Counter, Histogram
+
+        lag_buckets = (0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 900, 3600)
+        _metrics.update(
+            ticks=Counter("alma_ticks_total", "Ticks run."),
+            duration=Histogram("alma_tick_duration_seconds", "How long a tick took."),
+            claimed=Counter("alma_fires_claimed_total", "Fires claimed by ticks.", ["kind"]),
+            finished=Counter("alma_runs_finished_total", "Runs finished by runs of this host.", ["state", "reason"]),
+            lag=Histogram("alma_fire_lag_seconds", "Start minus due instant of the runs started.",
+                          buckets=lag_buckets),
+            errors=Counter("alma_errors_total", "Errors of ticks by step.", ["step"]),
+        )
+    return _metrics
+
+
+def _step(routine: str) -> str:
+    return routine.strip("<>") if routine.startswith("<") else "plan"
+
+
+def observe_tick(report: TickReport, seconds: float) -> None:
+    m = _get()
+    if m is None:
+        return
+    m["ticks"].inc()
+    m["duration"].observe(seconds)
+    for kind, n in report.claimed_kinds:
+        m["claimed"].labels(kind).inc(n)
+    for err in report.errors:
+        m["errors"].labels(_step(err.routine)).inc()
+
+
+def observe_run(record: RunRecord, started_here: bool) -> None:
+    """A run task's outcome: the finish counter (terminal only) and the lag of a run it started."""
+    m = _get()
+    if m is None:
+        return
+    if record.state in TERMINAL:
+        m["finished"].labels(record.state, record.reason or "").inc()
+    if started_here and record.started_at is not None:
+        m["lag"].observe(max(0.0, (record.started_at - record.fire_at).total_seconds()))

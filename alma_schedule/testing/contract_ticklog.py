@@ -1,0 +1,46 @@
+"""Contract: the tick log (issue 17): one row per minute, merged by each tick of it, pruned after
+``TICK_LOG_KEEP_DAYS``, read newest first."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from alma_schedule.model import TickMinute
+from alma_schedule.stores.base import Store
+from alma_schedule.testing.builders import SCOPE, T0, register
+
+
+class TickLogContract:
+    def test_routines_are_counted_by_state_up_to_the_cap(self, store: Store) -> None:
+        assert store.count_routines() == {"enabled": 0, "paused": 0, "disabled": 0}
+        for n in range(3):
+            register(store, f"on{n}")
+        register(store, "held")
+        register(store, "off")
+        register(store, "gone")
+        register(store, "off-and-held")
+        store.set_paused(SCOPE, "held", "maintenance", now=T0, next_due_at=None)
+        store.set_enabled(SCOPE, "off", False, now=T0, next_due_at=None)
+        store.set_enabled(SCOPE, "off-and-held", False, now=T0, next_due_at=None)
+        store.set_paused(SCOPE, "off-and-held", "x", now=T0, next_due_at=None)
+        store.delete_routine(SCOPE, "gone", now=T0)
+        assert store.count_routines() == {"enabled": 3, "paused": 1, "disabled": 2}
+        assert store.count_routines(cap=1) == {"enabled": 2, "paused": 1, "disabled": 2}  # stops at cap + 1
+
+    def test_ticks_of_one_minute_merge_into_its_row(self, store: Store) -> None:
+        assert store.tick_log() == []
+        store.log_tick(T0 + timedelta(seconds=1), 3, 0.5, 2.0)
+        store.log_tick(T0 + timedelta(seconds=40), 0, None, None)
+        store.log_tick(T0 + timedelta(seconds=59), 2, 1.5, 1.0)
+        assert store.tick_log() == [TickMinute(T0, 3, 5, 1.5, 2.0)]
+
+    def test_the_log_is_newest_first_limited_and_pruned_after_seven_days(self, store: Store) -> None:
+        for n in range(5):
+            store.log_tick(T0 + timedelta(minutes=n), n, None, float(n))
+        got = store.tick_log(limit=3)
+        assert [m.minute for m in got] == [T0 + timedelta(minutes=n) for n in (4, 3, 2)]
+        assert got[0] == TickMinute(T0 + timedelta(minutes=4), 1, 4, None, 4.0)
+        later = T0 + timedelta(days=7, minutes=2, seconds=30)  # minutes 0 and 1 are older than 7 days
+        store.log_tick(later, 1, 0.25, 0.75)
+        minutes = [m.minute for m in store.tick_log(limit=100)]
+        assert minutes == [later.replace(second=0), *(T0 + timedelta(minutes=n) for n in (4, 3, 2))]
