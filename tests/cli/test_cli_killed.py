@@ -10,10 +10,14 @@ from datetime import UTC, datetime, timedelta
 
 from alma_schedule.model import BlockedWhy, RunKey
 from alma_schedule.stores import open_store
-from tests.cli.test_cli_blocked import _running
+from tests.cli.test_cli_blocked import _running_named
 from tests.cli.test_cli_rough_edges import add, env, ok, run
 
 __all__ = ["env"]  # the fixture, shared with the rough edges
+
+
+def _running(url: str, rid: str, now: datetime) -> RunKey:
+    return _running_named(url, rid, rid, now)
 
 
 def _mark(url: str, key: RunKey, why: BlockedWhy, now: datetime) -> None:
