@@ -15,10 +15,12 @@ redelivered after its effect may have happened) and ``serializer='json'``. Time 
 settings, which a fleet's app reads only in a worker: :func:`apply_limits` sets them on the task
 objects, from the worker bootstep (or at once when ``install`` was given settings).
 
-Times cross the message boundary as ISO strings. At the boundary ``now = min(given, worker clock)``:
-a clock that runs ahead never makes a tick claim early. Every task reads its composition (store,
-registry, schedule) lazily, once per process. Tasks are registered with ``shared=False`` so they
-never leak onto other apps of the process.
+The run and collect tasks pass no ``now`` to the engine: it starts at ``settings.clock()`` and
+finishes at the clock read again after the runner returned, so the ledger's durations are real (and
+a simulated clock stays simulated). Times cross the message boundary as ISO strings. At the
+boundary ``now = min(given, worker clock)``: a clock that runs ahead never makes a tick claim early.
+Every task reads its composition (store, registry, schedule) lazily, once per process. Tasks are
+registered with ``shared=False`` so they never leak onto other apps of the process.
 """
 
 from __future__ import annotations
@@ -116,14 +118,14 @@ def define_tasks(app: Celery, composition: Composition, settings: Settings | Non
     def run(org: str, uid: str, routine_id: str, run_id: str) -> dict[str, Any]:
         """Execute one claimed fire: ``claimed -> running`` CAS, the runner, the terminal write."""
         key = RunKey(org, uid, routine_id, run_id)
-        record = composition.schedule().execute(key, now=composition.settings.clock())
+        record = composition.schedule().execute(key)  # no now: the finish reads the clock after the runner
         return {"run": str(key), "state": record.state, "reason": record.reason}
 
     @app.task(**options(COLLECT_TASK, ignore_result=True))
     def collect(org: str, uid: str, routine_id: str, collect_run_id: str) -> dict[str, Any]:
         """Poll (and on a terminal status, deliver) exactly the run ``collect_run_id``; never submits."""
         key = RunKey(org, uid, routine_id, collect_run_id)
-        record = composition.schedule().collect(key, now=composition.settings.clock())
+        record = composition.schedule().collect(key)  # no now: the finish reads the clock after the runner
         return {"run": str(key), "state": record.state, "reason": record.reason}
 
     @app.task(**options(RUN_MANY_TASK, ignore_result=True))
