@@ -2,8 +2,9 @@
 
 PostgreSQL (``postgresql+psycopg://``; a bare ``postgresql://`` is given the psycopg driver): READ
 COMMITTED pinned, a SMALL pool per process (prefork workers multiply it against
-``max_connections``), ``pool_pre_ping``, custom plans only (:data:`PG_PLAN_CACHE`). After a fork,
-call ``engine.dispose(close=False)``.
+``max_connections``), dead pooled connections discarded on checkout without a round trip
+(:mod:`.liveness`, instead of ``pool_pre_ping``), custom plans only (:data:`PG_PLAN_CACHE`). After a
+fork, call ``engine.dispose(close=False)``.
 
 SQLite (``sqlite:///path``): WAL, a busy timeout, and the driver's own transaction handling turned
 off so that WE emit ``BEGIN IMMEDIATE`` for every write transaction (the write lock is taken at
@@ -26,6 +27,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import URL, Engine, make_url
 
 from alma_schedule.errors import ConfigurationError, StoreError, missing_extra
+from alma_schedule.stores.sql import liveness
 from alma_schedule.stores.sql.errors import safe_url
 from alma_schedule.stores.sql.namespace import SCHEMA_TOKEN, Namespace, sqlite_rewrite
 
@@ -96,7 +98,7 @@ def make_engine(
         isolation_level="READ COMMITTED",
         pool_size=pool_size,
         max_overflow=max_overflow,
-        pool_pre_ping=True,
+        pool_pre_ping=False,  # liveness.install: dead connections are found without a round trip
         pool_timeout=30,
         connect_args={
             "connect_timeout": 10,
@@ -114,6 +116,7 @@ def make_engine(
 
         dbapi_conn.adapters.register_dumper(list, ListBinaryDumper)
 
+    liveness.install(engine)
     return engine
 
 
