@@ -125,7 +125,8 @@ def run_batch(composition: Composition, fires: Sequence[Any], request_id: str | 
                 expired += 1  # left claimed: the tick's sweep records skipped(missed)
                 continue
             owner = owner_of(request_id, fire.key) if request_id else None
-            record = schedule.execute(fire.key, now=now, owner=owner, sleep=time.sleep)
+            # no now: it starts and finishes at the clock's own instants
+            record = schedule.execute(fire.key, owner=owner, sleep=time.sleep)
             observe_run(record, started_here=record.started_at is not None)
             states[record.state] = states.get(record.state, 0) + 1
     finally:

@@ -18,10 +18,12 @@ task is refused and dead-lettered, never crashes the worker). Time limits come f
 settings, which a fleet's app reads only in a worker: :func:`apply_limits` sets them on the task
 objects, from the worker bootstep (or at once when ``install`` was given settings).
 
-Times cross the message boundary as ISO strings. At the boundary ``now = min(given, worker clock)``:
-a clock that runs ahead never makes a tick claim early. Every task reads its composition (store,
-registry, schedule) lazily, once per process. Tasks are registered with ``shared=False`` so they
-never leak onto other apps of the process.
+The run and collect tasks pass no ``now`` to the engine: it starts at ``settings.clock()`` and
+finishes at the clock read again after the runner returned, so the ledger's durations are real (and
+a simulated clock stays simulated). Times cross the message boundary as ISO strings. At the
+boundary ``now = min(given, worker clock)``: a clock that runs ahead never makes a tick claim early.
+Every task reads its composition (store, registry, schedule) lazily, once per process. Tasks are
+registered with ``shared=False`` so they never leak onto other apps of the process.
 """
 
 from __future__ import annotations
@@ -130,8 +132,8 @@ def define_tasks(app: Celery, composition: Composition, settings: Settings | Non
         the terminal write (retried while the store is unreachable)."""
         key = RunKey(org, uid, routine_id, run_id)
         owner = owner_of(self.request.id) if self.request.id else None
-        schedule = composition.schedule()
-        record = schedule.execute(key, now=composition.settings.clock(), owner=owner, sleep=time.sleep)
+        # no now: the finish reads the clock after the runner
+        record = composition.schedule().execute(key, owner=owner, sleep=time.sleep)
         observe_run(record, started_here=record.started_at is not None)
         return {"run": str(key), "state": record.state, "reason": record.reason}
 
@@ -139,7 +141,7 @@ def define_tasks(app: Celery, composition: Composition, settings: Settings | Non
     def collect(org: str, uid: str, routine_id: str, collect_run_id: str) -> dict[str, Any]:
         """Poll (and on a terminal status, deliver) exactly the run ``collect_run_id``; never submits."""
         key = RunKey(org, uid, routine_id, collect_run_id)
-        record = composition.schedule().collect(key, now=composition.settings.clock())
+        record = composition.schedule().collect(key)  # no now: the finish reads the clock after the runner
         return {"run": str(key), "state": record.state, "reason": record.reason}
 
     @app.task(**options(RUN_MANY_TASK, ignore_result=True), bind=True)

@@ -250,3 +250,33 @@ def test_a_submitted_run_is_collected_through_the_collect_queue(sqlite_url: str,
         assert runner.collected == [key.run_id]
     finally:
         composition.close()
+
+
+class Sleeper(Recorder):
+    """A runner that takes a second."""
+
+    def run(self, routine: Any, handle: Any) -> RunResult:
+        import time
+
+        time.sleep(1.0)
+        return super().run(routine, handle)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(("due", "batch_size"), [(1, 20), (3, 2)], ids=["run", "run_many"])
+def test_a_run_through_the_worker_lasts_what_its_runner_took(
+    pg_url: str, redis_url: str, due: int, batch_size: int
+) -> None:
+    """The run and run_many tasks finish at the clock read after the runner, not at the start."""
+    migrate_store(pg_url)
+    settings = make_settings(pg_url, redis_url, run_batch_size=batch_size)
+    app = ready_app(settings, Sleeper())
+    register_due(app, due)
+    try:
+        with inprocess_worker(app, QUEUES):
+            assert app.AsyncResult(send_tick(settings)).get(timeout=30)["claimed"] == due
+            wait_for(lambda: len(runs(app, "completed")) == due, timeout=60, what=f"{due} completed runs")
+        for record in runs(app, "completed"):
+            assert record.finished_at - record.started_at >= timedelta(seconds=1), record
+    finally:
+        composition_of(app).close()  # type: ignore[union-attr]

@@ -45,6 +45,19 @@ def test_execute_runs_a_fire_at_most_once(make, clock, runner) -> None:
         sched.execute(RunKey(SCOPE.org, SCOPE.uid, "r1", "2026-01-01T00:00:00Z"))
 
 
+@every_store
+def test_the_finish_reads_the_clock_after_the_runner(make, clock, runner) -> None:
+    """A run called without ``now`` (as the Celery run task calls it) lasts what its runner took."""
+    sched = make(dispatcher=RecordingDispatcher())
+    sched.register(spec("r1", {"cron": "*/5 * * * *"}))
+    key = _claim(sched, clock)
+    began = clock()
+    runner.on_run = lambda routine, handle: clock.set(began + timedelta(seconds=42))
+    done = sched.execute(key)
+    assert done.state == "completed"
+    assert (done.started_at, done.finished_at) == (began, began + timedelta(seconds=42))
+
+
 def test_an_inactive_routine_ends_skipped_with_that_reason(make, clock, runner) -> None:
     sched = make(dispatcher=RecordingDispatcher())
     sched.register(spec("r1", {"cron": "*/5 * * * *"}))

@@ -1,0 +1,185 @@
+"""``scripts/bench``: alma-schedule's tick against RedBeat, celery beat and the physical floor.
+
+Every system ticks the same instant with the same due count (1 % of the routines) and really
+publishes its messages to the bench's own Redis (started by ``scripts/bench``). Each cell is the
+median of interleaved repetitions (A B C D, A B C D, ...; state reset, untimed, before each), with
+min and max; ratios are taken pair by pair within a repetition, then their median.
+
+* alma-schedule: the ``alma_schedule.tick`` task called directly in this process, over a
+  PostgreSQL store (a database of its own on the given server) whose due routines mix schedule
+  kinds; of the due routines 10 % have a pending ``claimed`` run (superseded) and 10 % a
+  ``running`` one (overlap). The process has ticked before (warm prepared statements, zone check).
+* RedBeat: ``RedBeatScheduler.tick()`` over N entries in Redis, the due ones due at the instant.
+* celery beat: ``PersistentScheduler.tick()`` called until it has sent every due entry.
+* floor: one transaction (indexed ``SELECT ... FOR UPDATE SKIP LOCKED`` of the due rows, one
+  ``INSERT`` of the run rows, one ``UPDATE`` of the cursors) on two minimal tables, then one
+  pipelined ``LPUSH`` of Celery-shaped messages.
+
+Writes ``bench/results/<date>.md`` and ``.json`` (machine, versions, every figure).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import redis
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import compare_systems as systems  # noqa: E402
+
+
+def versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for dist in ("alma-schedule", "celery", "kombu", "redis", "celery-redbeat", "psycopg", "sqlalchemy"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = "-"
+    return out
+
+
+def machine() -> dict[str, Any]:
+    cpu = "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"host": platform.node(), "cpu": cpu, "cores": os.cpu_count(), "kernel": platform.release()}
+
+
+def stats(xs: list[float]) -> dict[str, float]:
+    return {"median": statistics.median(xs), "min": min(xs), "max": max(xs)}
+
+
+def run_size(n: int, reps: int, redis_url: str, pg_admin: str, beat_max: int) -> dict[str, Any]:
+    due = max(1, n // 100)
+    r = redis.Redis.from_url(redis_url)
+    contenders: dict[str, systems.System] = {
+        "alma": systems.Alma(n, due, redis_url, pg_admin),
+        "redbeat": systems.RedBeat(n, due, redis_url),
+        "floor": systems.Floor(n, due, redis_url, pg_admin),
+    }
+    if n <= beat_max:
+        contenders["celery_beat"] = systems.CeleryBeat(n, due, redis_url)
+    times: dict[str, list[float]] = {k: [] for k in contenders}
+    try:
+        for system in contenders.values():
+            system.setup()
+            system.warm()  # a long-lived process that has ticked before
+            systems.drain(r)
+        for _ in range(reps):
+            for name, system in contenders.items():
+                system.reset()
+                systems.drain(r)
+                t0 = time.perf_counter()
+                sent = system.tick()
+                times[name].append(time.perf_counter() - t0)
+                published = systems.published(r)
+                if published != sent:
+                    raise SystemExit(f"{name} at {n}: published {published}, expected {sent} ({due} due)")
+    finally:
+        for system in contenders.values():
+            system.teardown()
+        r.flushdb()
+    cell: dict[str, Any] = {"routines": n, "due": due, "reps": reps}
+    for name, xs in times.items():
+        cell[name] = {k: round(v * 1e3, 2) for k, v in stats(xs).items()}
+    pair: Callable[[str, str], float | None] = lambda a, b: (  # noqa: E731
+        round(statistics.median(x / y for x, y in zip(times[a], times[b], strict=True)), 2)
+        if a in times and b in times
+        else None
+    )
+    cell["redbeat_over_ours"] = pair("redbeat", "alma")
+    cell["ours_over_floor"] = pair("alma", "floor")
+    cell["beat_over_ours"] = pair("celery_beat", "alma")
+    if "celery_beat" not in times:
+        cell["celery_beat"] = f"not run: above {beat_max:,} routines (one tick() per due entry, each O(N))"
+    return cell
+
+
+def markdown(result: dict[str, Any]) -> str:
+    m, v = result["machine"], result["versions"]
+    lines = [
+        f"# Benchmark {result['date']} ({result['command']})",
+        "",
+        f"Machine: {m['host']}, {m['cpu']}, {m['cores']} cores, Linux {m['kernel']}.",
+        "Versions: " + ", ".join(f"{k} {val}" for k, val in v.items()) + ".",
+        "",
+        "Each cell: median (min-max) of interleaved repetitions, ms; ratios pair by pair.",
+        "",
+        "| routines | due | reps | alma-schedule | RedBeat | celery beat | floor | RedBeat / ours | ours / floor |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+
+    def fmt(c: Any) -> str:
+        return "—" if not isinstance(c, dict) else f"{c['median']:,.1f} ({c['min']:,.1f}-{c['max']:,.1f})"
+
+    lines += [
+        f"| {c['routines']:,} | {c['due']:,} | {c['reps']} | {fmt(c['alma'])} | {fmt(c['redbeat'])} | "
+        f"{fmt(c.get('celery_beat'))} | {fmt(c['floor'])} | {c['redbeat_over_ours']} | {c['ours_over_floor']} |"
+        for c in result["cells"]
+    ]
+    notes = [c["celery_beat"] for c in result["cells"] if isinstance(c.get("celery_beat"), str)]
+    if notes:
+        lines += ["", f"celery beat: {notes[0]}."]
+    if "round_trips" in result:
+        lines += ["", "Idle tick, counted in-process: " + json.dumps(result["round_trips"])]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="alma-schedule against RedBeat, celery beat and the floor")
+    ap.add_argument("--quick", action="store_true", help="1,000 and 10,000 routines, 3 repetitions")
+    ap.add_argument("--sizes", default="")
+    ap.add_argument("--reps", type=int, default=0)
+    ap.add_argument("--redis", required=True)
+    ap.add_argument("--pg-admin", default="postgresql://postgres@127.0.0.1:5432/postgres")
+    ap.add_argument("--beat-max", type=int, default=10_000)
+    ap.add_argument("--out", default=str(HERE / "results"))
+    args = ap.parse_args(argv)
+    default = [1_000, 10_000] if args.quick else [1_000, 10_000, 100_000]
+    sizes = [int(s) for s in args.sizes.split(",") if s] or default
+    reps = args.reps or (3 if args.quick else 7)
+    started = time.perf_counter()
+    cells = []
+    for n in sizes:
+        cell = run_size(n, reps, args.redis, args.pg_admin, args.beat_max)
+        print(json.dumps(cell), flush=True)
+        cells.append(cell)
+    os.environ["ALMA_BENCH_REDIS"] = args.redis.rsplit("/", 1)[0]  # the bench's own Redis
+    os.environ["ALMA_BENCH_PG_ADMIN"] = args.pg_admin
+    from round_trips import count
+    trips = count(1_000, 3, 5)
+    date = datetime.now(UTC).strftime("%Y-%m-%d")
+    command = "scripts/bench" + (" --quick" if args.quick else "") + (f" --sizes {args.sizes}" if args.sizes else "")
+    result = {
+        "date": date, "command": command, "machine": machine(), "versions": versions(), "cells": cells,
+        "round_trips": trips, "seconds": round(time.perf_counter() - started, 1),
+    }  # fmt: skip
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = date + ("-quick" if args.quick else "")
+    (out / f"{stem}.json").write_text(json.dumps(result, indent=1) + "\n")
+    (out / f"{stem}.md").write_text(markdown(result))
+    print(markdown(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
