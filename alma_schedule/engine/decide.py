@@ -10,6 +10,10 @@ once per locked routine inside its transaction and writes what it answers.
   next fire, for ``one_shot_window``. ``max_catch_up`` (optional) caps that window. A fire whose
   window has already closed at ``now`` is recorded ``skipped(missed)`` (``Fire(missed=True)``).
 * ``next_due_at`` = the first fire after ``max(fire, now)`` (None when the schedule is exhausted).
+* ``jitter`` (a policy): every instant above is the fire's DUE instant ``f + o(f)``
+  (:func:`alma_schedule.policies.jitter.due_at`): a fire is due once ``f + o(f) <= now``, its window
+  runs from ``f + o(f)`` to ``next(f) + o(next(f))`` (``max_catch_up`` counted from ``f + o(f)``),
+  ``next_due_at`` is the next fire's due instant; the run id stays ``fire_id(f)``.
 * A routine that cannot be planned (a bad schedule row, a resolver that raises) is a ``Defer`` with
   back-off :func:`alma_schedule.policies.backoff.retry_at` (``Timers.backoff(defer_first,
   defer_max, error_count)``): one entry in the tick's ``errors``, and every other routine still runs.
@@ -19,23 +23,25 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
-from alma_schedule.core import ScheduleValue, fire_id, latest_fire, next_fire, parse_schedule
+from alma_schedule.core import ScheduleValue, fire_id, latest_fire, next_fire, parse_schedule, policy_of
 from alma_schedule.errors import AlmaScheduleError
 from alma_schedule.model import Decision, Defer, Fire, NotDue, Routine
 from alma_schedule.policies import backoff
+from alma_schedule.policies.jitter import due_at
 from alma_schedule.settings import Settings
 
 from .runtime import Runtime
 
 log = logging.getLogger("alma_schedule.engine")
 
-__all__ = ["Planner", "decide", "describe_error", "schedule_of"]
+__all__ = ["Planner", "decide", "describe_error", "due_of", "jitter_of", "schedule_of"]
 
 MAX_ERROR = 300
+SECOND = timedelta(seconds=1)
 
 
 @lru_cache(maxsize=16384)
@@ -52,6 +58,28 @@ def schedule_of(routine: Routine) -> ScheduleValue:
         return parse_schedule(routine.schedule)
 
 
+@lru_cache(maxsize=16384)
+def _jitter(items: tuple[tuple[str, Any], ...]) -> timedelta | None:
+    return policy_of(dict(items)).jitter
+
+
+def jitter_of(routine: Routine) -> timedelta | None:
+    """The routine's ``jitter`` policy (None: none), cached by content like :func:`schedule_of`."""
+    if "jitter" not in routine.schedule:
+        return None
+    try:
+        return _jitter(tuple(routine.schedule.items()))
+    except TypeError:
+        return policy_of(routine.schedule).jitter
+
+
+def due_of(routine: Routine, fire: datetime | None, schedule: ScheduleValue | None = None) -> datetime | None:
+    """When ``fire`` of ``routine`` comes due: ``fire + o(fire)`` (None stays None)."""
+    if fire is None:
+        return None
+    return _due(routine, schedule_of(routine) if schedule is None else schedule, fire)
+
+
 def decide(routine: Routine, now: datetime, settings: Settings) -> Fire | NotDue:
     """The fire to claim for ``routine`` at ``now``, or when to look again. Pure; raises on a bad row."""
     if routine.inactive_reason is not None:
@@ -59,24 +87,39 @@ def decide(routine: Routine, now: datetime, settings: Settings) -> Fire | NotDue
     schedule = schedule_of(routine)
     anchor = routine.registered_at
     last = routine.last_fire
+    jittered = jitter_of(routine) is not None
     fire = latest_fire(schedule, anchor, now)
+    pending = None  # the latest fire at or before now that is not due yet (jitter only)
+    if jittered and fire is not None and _due(routine, schedule, fire) > now:
+        # the fire before it is due: its due instant is under half a gap past it, so before ``fire``
+        pending, fire = fire, latest_fire(schedule, anchor, fire - SECOND)
     if fire is None or (last is not None and fire <= last):
+        if pending is not None and (last is None or pending > last):
+            return NotDue(_due(routine, schedule, pending))
         after = now if last is None or last < now else last
-        return NotDue(next_fire(schedule, anchor, after))
-    # ``fire`` is the latest fire at or before now, so the first fire after it is also the first
-    # fire after now: the end of this fire's window and the next index entry are the same instant.
+        return NotDue(due_of(routine, next_fire(schedule, anchor, after), schedule))
+    # ``fire`` is the latest due fire at or before now, so the first fire after it is the next one
+    # to come due: the end of this fire's window and the next index entry are the same instant.
     following = next_fire(schedule, anchor, fire)
-    expires_at = following if following is not None else fire + settings.one_shot_window
+    start = _due(routine, schedule, fire) if jittered else fire
+    following_due = due_of(routine, following, schedule) if jittered else following
+    expires_at = following_due if following_due is not None else start + settings.one_shot_window
     if settings.max_catch_up is not None:
-        expires_at = min(expires_at, fire + settings.max_catch_up)
+        expires_at = min(expires_at, start + settings.max_catch_up)
     return Fire(
         run_id=fire_id(fire),
         fire_at=fire,
         expires_at=expires_at,
-        next_due_at=following,
+        next_due_at=following_due,
         resend_at=now + settings.resend_first,
         missed=now >= expires_at,
+        due_at=start,
     )
+
+
+def _due(routine: Routine, schedule: ScheduleValue, fire: datetime) -> datetime:
+    key = (routine.org, routine.uid, routine.routine_id)
+    return due_at(schedule, routine.registered_at, key, jitter_of(routine), fire)
 
 
 def describe_error(exc: BaseException) -> str:

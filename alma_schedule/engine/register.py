@@ -33,6 +33,7 @@ from typing import Any, Literal
 from alma_schedule.core import (
     Every,
     ScheduleValue,
+    latest_fire,
     next_fire,
     next_fires,
     parse_policy,
@@ -41,7 +42,9 @@ from alma_schedule.core import (
 )
 from alma_schedule.errors import InvalidInput, InvalidSchedule, NotFound, RegistrationRefused, StoreConflict
 from alma_schedule.model import Routine, RoutineKey, RoutineSpec, check_id
+from alma_schedule.policies.jitter import jitter_refusal
 
+from .decide import due_of, jitter_of
 from .revision import canonical_json, config_revision
 from .runtime import Runtime, UnknownKind
 
@@ -97,7 +100,7 @@ def _candidate(
 ) -> Routine:
     if live is None:
         anchor = at.replace(microsecond=0)
-        return Routine(
+        new = Routine(
             org=spec.org,
             uid=spec.uid,
             routine_id=spec.routine_id,
@@ -106,30 +109,43 @@ def _candidate(
             definition=dict(spec.definition),
             registered_at=anchor,
             config_revision="",
-            next_due_at=next_fire(schedule, anchor, anchor - SECOND),
         )
+        return _jittered(new, schedule, next_fire(schedule, anchor, anchor - SECOND))
     if _canonical_schedule(live.schedule) == canonical_json(schedule.to_json()):  # same timing
-        return dataclasses.replace(live, kind=spec.kind, schedule=sched_json, definition=dict(spec.definition))
+        same = dataclasses.replace(live, kind=spec.kind, schedule=sched_json, definition=dict(spec.definition))
+        if live.next_due_at is None or jitter_of(live) == jitter_of(same):
+            return same
+        # a new jitter re-derives the due instant of the same pending fire (the cursor is kept)
+        return _jittered(same, schedule, latest_fire(schedule, same.registered_at, live.next_due_at))
     anchor = at.replace(microsecond=0) if _anchor_moves(live.schedule, schedule) else live.registered_at
     active = live.inactive_reason is None
-    return dataclasses.replace(
+    moved = dataclasses.replace(
         live,
         kind=spec.kind,
         schedule=sched_json,
         definition=dict(spec.definition),
         registered_at=anchor,
         last_fire=at,
-        next_due_at=next_fire(schedule, anchor, at) if active else None,
     )
+    return _jittered(moved, schedule, next_fire(schedule, anchor, at) if active else None)
+
+
+def _jittered(routine: Routine, schedule: ScheduleValue, fire: datetime | None) -> Routine:
+    """``routine`` with ``next_due_at`` = ``fire``'s due instant (its jitter applied)."""
+    return dataclasses.replace(routine, next_due_at=due_of(routine, fire, schedule))
 
 
 def _receipt(
     routine: Routine, schedule: ScheduleValue, at: datetime, warnings: list[str], changed: bool
 ) -> RegistrationReceipt:
     after = at
-    if routine.next_due_at is not None and routine.next_due_at <= at:
-        after = routine.next_due_at - SECOND
-    fires = tuple(next_fires(schedule, routine.registered_at, after, PREVIEW))
+    if routine.next_due_at is not None:
+        # the nominal fire behind the index (a due instant is under half a gap past its fire)
+        pending = latest_fire(schedule, routine.registered_at, routine.next_due_at)
+        if pending is not None and pending <= at:
+            after = pending - SECOND
+    nominal = next_fires(schedule, routine.registered_at, after, PREVIEW)
+    fires = tuple(due_of(routine, f, schedule) or f for f in nominal)  # the jittered instants
     return RegistrationReceipt(routine, fires, tuple(warnings), changed)
 
 
@@ -174,6 +190,9 @@ def register(
         if mode == "update" and live is None:
             raise NotFound.of("routine", spec.key)
         candidate = _candidate(spec, schedule, sched_json, live, at)
+        refusal = jitter_refusal(schedule, candidate.registered_at, at, jitter_of(candidate))
+        if refusal is not None:
+            raise RegistrationRefused(refusal)
         try:
             runner = rt.resolve(candidate)
         except UnknownKind as exc:

@@ -48,6 +48,7 @@ from alma_schedule.stores.base import Store
 from . import execute as _execute
 from . import tick as _tick
 from .decide import decide as _decide
+from .decide import due_of
 from .dispatch import InProcessDispatcher
 from .register import RegisterMode, RegistrationReceipt, register
 from .runtime import RunnerSource, Runtime, as_resolver
@@ -88,9 +89,11 @@ def create_schedule(
 
 
 def _restart_due(routine: Routine, at: datetime) -> datetime | None:
-    """``next_due_at`` for a cursor restarted at ``at`` (a bad row: ``at``, so the tick reports it)."""
+    """``next_due_at`` for a cursor restarted at ``at``: the next fire's due instant (its jitter
+    applied; also what ``reindex`` writes). A bad row: ``at``, so the tick reports it."""
     try:
-        return next_fire(parse_schedule(routine.schedule), routine.registered_at, at)
+        schedule = parse_schedule(routine.schedule)
+        return due_of(routine, next_fire(schedule, routine.registered_at, at), schedule)
     except InvalidSchedule:
         return at
 

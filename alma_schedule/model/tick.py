@@ -21,7 +21,8 @@ class Fire(Data):
     """``decide``'s answer for a due routine: claim this fire and move the index.
 
     ``missed=True`` records the fire ``skipped(missed)`` instead of claiming it (past
-    ``max_catch_up``). ``resend_at`` is when the first re-send may happen.
+    ``max_catch_up``). ``resend_at`` is when the first re-send may happen. ``due_at`` is when the
+    fire came due (``fire_at`` plus its jitter; None: ``fire_at``), stored on the run row.
     """
 
     run_id: str
@@ -30,6 +31,7 @@ class Fire(Data):
     next_due_at: datetime | None
     resend_at: datetime | None = None
     missed: bool = False
+    due_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +99,7 @@ class PlannedFire(Data):
     fire_at: datetime
     action: str  # "claim" | "skip:missed" | "defer" | "not_due"
     why: str = ""
+    due_at: datetime | None = None  # fire_at + its jitter (the instant the fire came due)
 
 
 @dataclass(frozen=True, slots=True)

@@ -118,7 +118,8 @@ class Store(Protocol):
         ``Fire(missed=True)`` records ``skipped(missed)``. ``NotDue`` only moves ``next_due_at``.
         ``Defer`` sets ``defer_until``/``last_error`` and bumps ``error_count``. The returned
         :class:`ClaimBatch` lists claimed rows, skipped rows (overlap, missed and superseded) and
-        deferrals (``first`` True when the routine's ``error_count`` was 0).
+        deferrals (``first`` True when the routine's ``error_count`` was 0). Every inserted row
+        stores the Fire's ``due_at`` (its jittered instant; ``fire_at`` when the Fire has none).
         """
         ...
 
@@ -127,7 +128,7 @@ class Store(Protocol):
 
         Refused (``won=False``) with reason ``deleted``/``disabled``/``paused`` (record None), with
         ``overlap`` and the blocking record while the routine has any non-terminal run, or
-        ``not_found``. Never moves the cursor.
+        ``not_found``. Never moves the cursor. The row's ``fire_at`` and ``due_at`` are ``now``.
         """
         ...
 

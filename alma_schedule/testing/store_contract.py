@@ -10,6 +10,7 @@ from __future__ import annotations
 from alma_schedule.testing.contract_backoff import BackoffContract
 from alma_schedule.testing.contract_claims import ClaimContract
 from alma_schedule.testing.contract_input import InputContract
+from alma_schedule.testing.contract_jitter import JitterContract
 from alma_schedule.testing.contract_money import MoneyContract
 from alma_schedule.testing.contract_reads import ReadContract
 from alma_schedule.testing.contract_routines import RoutineContract
@@ -22,6 +23,7 @@ __all__ = [
     "BackoffContract",
     "ClaimContract",
     "InputContract",
+    "JitterContract",
     "MoneyContract",
     "ReadContract",
     "RoutineContract",
@@ -44,5 +46,6 @@ class StoreContract(
     ReadContract,
     InputContract,
     WakeContract,
+    JitterContract,
 ):
     """Everything a backend must do, single-threaded. Provide a ``store`` fixture."""

@@ -149,6 +149,7 @@ runs = sa.Table(
     sa.Column("delivery_hash", sa.Text, nullable=True),
     sa.Column("result_text", sa.Text, nullable=True),
     sa.Column("erase_at", UtcDateTime, nullable=True),
+    sa.Column("due_at", UtcDateTime, nullable=True),  # jitter (issue 15): fire_at + the fire's jitter
     sa.CheckConstraint(STATES_SQL, name="ck_runs_state"),
     sa.CheckConstraint("origin IN ('schedule', 'manual')", name="ck_runs_origin"),
 )

@@ -79,10 +79,16 @@ def upgrade() -> None:
         "ix_routines_erroring", "routines", ["defer_until", "org", "uid", "routine_id"], "last_error IS NOT NULL"
     )
     # --- end wake-up hint and erroring routines ---
+    # --- jitter: runs.due_at (fire_at + the fire's jitter; NULL on rows written before it) ---
+    _add_column("runs", sa.Column("due_at", UTC_DATETIME, nullable=True))
+    # --- end jitter ---
 
 
 def downgrade() -> None:
     """The blocks of :func:`upgrade` undone, in reverse order."""
+    # --- jitter ---
+    _drop_column("runs", "due_at")
+    # --- end jitter ---
     # --- wake-up hint and erroring routines ---
     _drop_index("ix_routines_erroring", "routines")
     _drop_column("heartbeat", "next_wake_at")
