@@ -23,7 +23,7 @@ from alma_schedule.core.zones import format_offset, get_zone
 @dataclass(frozen=True, slots=True)
 class FirePreview:
     """One upcoming fire: the UTC instant it comes due, its local reading in ``zone``, an optional
-    DST note, the nominal fire instant (``fire``; the same as ``utc`` without jitter) and the jitter."""
+    DST note, and with ``due`` (see :func:`preview_fires`) the nominal fire instant and the jitter."""
 
     utc: datetime
     local: datetime
@@ -74,7 +74,7 @@ def preview_fires(
 def _previews(sched: ScheduleValue, registered_at: datetime, after: datetime, n: int) -> list[FirePreview]:
     fires = next_fires(sched, registered_at, after, n)
     if not isinstance(sched, Cron):
-        return [FirePreview(f, f, "UTC", None, f) for f in fires]
+        return [FirePreview(f, f, "UTC", None) for f in fires]
     zone = get_zone(sched.zone)
     out: list[FirePreview] = []
     prev_off: int | None = None
@@ -93,6 +93,6 @@ def _previews(sched: ScheduleValue, registered_at: datetime, after: datetime, n:
             shown = ", ".join(_hhmm(w) for w in walls)
             verb = "does" if len(walls) == 1 else "do"
             notes.append(f"shifted: {shown} {verb} not exist")
-        out.append(FirePreview(f.astimezone(UTC), local, sched.zone, "; ".join(notes) or None, f.astimezone(UTC)))
+        out.append(FirePreview(f.astimezone(UTC), local, sched.zone, "; ".join(notes) or None))
         prev_off = off
     return out

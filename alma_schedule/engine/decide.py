@@ -31,7 +31,7 @@ from alma_schedule.core import ScheduleValue, fire_id, latest_fire, next_fire, p
 from alma_schedule.errors import AlmaScheduleError
 from alma_schedule.model import Decision, Defer, Fire, NotDue, Routine
 from alma_schedule.policies import backoff
-from alma_schedule.policies.jitter import due_at
+from alma_schedule.policies.jitter import due_at, due_given_next
 from alma_schedule.settings import Settings
 
 from .runtime import Runtime
@@ -85,36 +85,73 @@ def decide(routine: Routine, now: datetime, settings: Settings) -> Fire | NotDue
     if routine.inactive_reason is not None:
         return NotDue(None)
     schedule = schedule_of(routine)
+    jitter = jitter_of(routine)
+    if jitter is not None:
+        return _decide_jittered(routine, schedule, jitter, now, settings)
     anchor = routine.registered_at
     last = routine.last_fire
-    jittered = jitter_of(routine) is not None
     fire = latest_fire(schedule, anchor, now)
-    pending = None  # the latest fire at or before now that is not due yet (jitter only)
-    if jittered and fire is not None and _due(routine, schedule, fire) > now:
-        # the fire before it is due: its due instant is under half a gap past it, so before ``fire``
-        pending, fire = fire, latest_fire(schedule, anchor, fire - SECOND)
     if fire is None or (last is not None and fire <= last):
-        if pending is not None and (last is None or pending > last):
-            return NotDue(_due(routine, schedule, pending))
         after = now if last is None or last < now else last
-        return NotDue(due_of(routine, next_fire(schedule, anchor, after), schedule))
-    # ``fire`` is the latest due fire at or before now, so the first fire after it is the next one
-    # to come due: the end of this fire's window and the next index entry are the same instant.
+        return NotDue(next_fire(schedule, anchor, after))
+    # ``fire`` is the latest fire at or before now, so the first fire after it is also the first
+    # fire after now: the end of this fire's window and the next index entry are the same instant.
     following = next_fire(schedule, anchor, fire)
-    start = _due(routine, schedule, fire) if jittered else fire
-    following_due = due_of(routine, following, schedule) if jittered else following
-    expires_at = following_due if following_due is not None else start + settings.one_shot_window
+    return _fire(fire, fire, following, now, settings)
+
+
+def _fire(fire: datetime, due: datetime, next_due: datetime | None, now: datetime, settings: Settings) -> Fire:
+    """The claim of ``fire`` (due at ``due``), its window ending at ``next_due`` (the next fire's due
+    instant) or after ``one_shot_window``, capped by ``max_catch_up`` (both counted from ``due``)."""
+    expires_at = next_due if next_due is not None else due + settings.one_shot_window
     if settings.max_catch_up is not None:
-        expires_at = min(expires_at, start + settings.max_catch_up)
+        expires_at = min(expires_at, due + settings.max_catch_up)
     return Fire(
         run_id=fire_id(fire),
         fire_at=fire,
         expires_at=expires_at,
-        next_due_at=following_due,
+        next_due_at=next_due,
         resend_at=now + settings.resend_first,
         missed=now >= expires_at,
-        due_at=start,
+        due_at=due,
     )
+
+
+def _decide_jittered(
+    routine: Routine, schedule: ScheduleValue, jitter: timedelta, now: datetime, settings: Settings
+) -> Fire | NotDue:
+    """:func:`decide` with due instants f + o(f): the latest fire whose DUE instant is at or before
+    now. The latest nominal fire may not be due yet (``pending``); then the one before it is, since
+    a due instant is under half a gap past its fire. Each fire's next is computed once."""
+    key = (routine.org, routine.uid, routine.routine_id)
+    anchor, last = routine.registered_at, routine.last_fire
+
+    def next_of(f: datetime | None) -> datetime | None:
+        return None if f is None else next_fire(schedule, anchor, f)
+
+    def due(f: datetime, following: datetime | None) -> datetime:
+        return due_given_next(key, jitter, f, following)
+
+    def not_due() -> NotDue:  # the first fire after the cursor and now, as its due instant
+        first = next_of(now if last is None or last < now else last)
+        return NotDue(None if first is None else due(first, next_of(first)))
+
+    fire = latest_fire(schedule, anchor, now)
+    if fire is None:
+        return not_due()
+    following = next_of(fire)
+    fire_due = due(fire, following)
+    if fire_due > now:  # pending: its nominal instant passed, its due instant has not
+        pending, pending_due = fire, fire_due
+        if last is not None and pending <= last:  # already behind the cursor (a restart at now)
+            return not_due()
+        previous = latest_fire(schedule, anchor, fire - SECOND)
+        if previous is None or (last is not None and previous <= last):
+            return NotDue(pending_due)
+        return _fire(previous, due(previous, pending), pending_due, now, settings)
+    if last is not None and fire <= last:
+        return not_due()
+    return _fire(fire, fire_due, None if following is None else due(following, next_of(following)), now, settings)
 
 
 def _due(routine: Routine, schedule: ScheduleValue, fire: datetime) -> datetime:

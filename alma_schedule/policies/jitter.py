@@ -34,7 +34,7 @@ from itertools import pairwise
 from alma_schedule.core import ScheduleValue, fire_id, next_fire, next_fires
 from alma_schedule.core.interval import format_interval
 
-__all__ = ["GAP_HORIZON", "due_at", "hash_input", "jitter_offset", "jitter_refusal", "smallest_gap"]
+__all__ = ["GAP_HORIZON", "due_at", "due_given_next", "hash_input", "jitter_offset", "jitter_refusal", "smallest_gap"]
 
 #: How many upcoming fires registration looks at for the smallest gap.
 GAP_HORIZON = 1000
@@ -74,7 +74,13 @@ def due_at(
     ``(org, uid, routine_id)``."""
     if not jitter:
         return fire
-    following = next_fire(schedule, registered_at, fire)
+    return due_given_next(key, jitter, fire, next_fire(schedule, registered_at, fire))
+
+
+def due_given_next(
+    key: tuple[str, str, str], jitter: timedelta | None, fire: datetime, following: datetime | None
+) -> datetime:
+    """:func:`due_at` when the caller already knows the fire after ``fire`` (``following``)."""
     gap = None if following is None else following - fire
     return fire + jitter_offset(*key, fire, jitter, gap)
 
