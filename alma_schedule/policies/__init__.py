@@ -10,6 +10,8 @@ calls them where it computes in Python and builds its set-based statements from 
 * :mod:`~alma_schedule.policies.backoff`: the planning back-off of a routine that cannot be planned;
 * :mod:`~alma_schedule.policies.settlement`: moving a run's reservation to what it cost.
 * :mod:`~alma_schedule.policies.allow`: the tasks and queues a ``task`` routine may name.
+* :mod:`~alma_schedule.policies.jitter`: the stable delay o(f) of a fire (``jitter``), its due
+  instant, and registration's check against the smallest gap.
 
 Nothing here imports :mod:`alma_schedule.stores` or :mod:`alma_schedule.engine`.
 """
