@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from alma_schedule.model.data import Data
 from alma_schedule.model.keys import RunKey, Scope, trusted
@@ -136,6 +136,8 @@ class RunRecord(Data):
     erase_at: datetime | None = None
     blocked_at: datetime | None = None
     blocked_why: str | None = None
+    # --- jitter (issue 15): when the fire came due (fire_at + its jitter); NULL on 0.1.0 rows ---
+    due_at: datetime | None = None
 
     @property
     def key(self) -> RunKey:
@@ -148,6 +150,14 @@ class RunRecord(Data):
     @property
     def terminal(self) -> bool:
         return self.state in TERMINAL
+
+    @property
+    def lag(self) -> timedelta | None:
+        """How late the run started: ``started_at - due_at`` (``fire_at`` on a row without
+        ``due_at``); None before it started. With jitter, the delay the jitter chose is not lag."""
+        if self.started_at is None:
+            return None
+        return self.started_at - (self.due_at if self.due_at is not None else self.fire_at)
 
 
 #: Fields ``annotate`` may write (never the state).

@@ -18,6 +18,8 @@ calls them where it computes in Python and builds its set-based statements from 
   run is ``timed_out`` (deadline + ``clock_tolerance``).
 * :mod:`~alma_schedule.policies.backfill`: which fire of a backfill step a tick claims, and where
   the range's cursor moves; ``pruned_through`` after a prune.
+* :mod:`~alma_schedule.policies.jitter`: the stable delay o(f) of a fire (``jitter``), its due
+  instant, and registration's check against the smallest gap.
 
 Nothing here imports :mod:`alma_schedule.stores` or :mod:`alma_schedule.engine`.
 """

@@ -159,6 +159,7 @@ runs = sa.Table(
     # issue 14 (0003_faults), the blocked marker: a running run blocked at once (model.BlockedWhy)
     sa.Column("blocked_at", UtcDateTime, nullable=True),
     sa.Column("blocked_why", sa.String(32), nullable=True),
+    sa.Column("due_at", UtcDateTime, nullable=True),  # jitter (issue 15): fire_at + the fire's jitter
     sa.CheckConstraint(STATES_SQL, name="ck_runs_state"),
     sa.CheckConstraint(ORIGINS_SQL, name="ck_runs_origin"),
 )
