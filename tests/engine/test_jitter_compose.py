@@ -14,6 +14,7 @@ from alma_schedule.engine.decide import due_of
 from alma_schedule.engine.register import rederived_due
 from alma_schedule.engine.upcoming import upcoming_fires
 from alma_schedule.model import RunKey, RunResult, RunState
+from alma_schedule.policies.finished import finished_reason
 from alma_schedule.settings import Settings
 from alma_schedule.timers import Timers
 
@@ -38,12 +39,15 @@ def test_not_after_bounds_the_nominal_fire_not_its_due_instant(make, clock) -> N
     assert [(p.utc, p.fire) for p in upcoming_fires(sched.get(SCOPE, "r1"), FIRE2 + SECOND, 5)] == [(due2, FIRE2)]
     clock.set(due2 - SECOND)
     assert sched.tick().claimed == ()
+    ahead = sched.get(SCOPE, "r1")  # past not_after, but its last fire is still to come: not finished
+    assert due2 - SECOND > FIRE2 and finished_reason(ahead, due2 - SECOND) is None
+    assert ahead.state_names[0] == "enabled"
     clock.set(due2)
     [key] = sched.tick().claimed
     run = _run(sched, key)
     assert (run.run_id, run.fire_at, run.due_at) == (fire_id(FIRE2), FIRE2, due2)
     after = sched.get(SCOPE, "r1")
-    assert after.next_due_at is None and after.state_names[0] == "finished"
+    assert after.next_due_at is None and finished_reason(after, due2) == "not_after"
 
 
 def test_catch_up_counts_from_the_due_instant(make, clock) -> None:
