@@ -284,29 +284,24 @@ for _name, _doc in (
 @click.pass_obj
 @handle_errors
 def next_(obj: CliContext, scope: str, routine_id: str, count: int, as_json: bool) -> None:
-    """Preview a routine's next fires in UTC and its zone, DST transitions marked (inside its
-    not_before / not_after bounds, and no more than its max_runs still allows).
+    """Preview a routine's next fires in UTC and its zone (jitter applied), DST transitions marked
+    (inside its not_before / not_after bounds, and no more than its max_runs still allows).
 
     \b
     Example:
       alma-schedule routines next acme/alice briefing -n 10
     """
-    from alma_schedule.core import parse_schedule, policy_of, preview_fires
-    from alma_schedule.engine.decide import claims_left
+    from alma_schedule.engine.upcoming import upcoming_fires
 
     r = _get(obj, Scope.parse(scope), routine_id)
-    start = max(obj.settings.now().replace(microsecond=0), r.last_fire or r.registered_at)
-    policy = policy_of(dict(r.schedule))
-    left = claims_left(r, policy)
-    shown = count if left is None else min(count, left)
-    rows = preview_fires(parse_schedule(dict(r.schedule)), r.registered_at, start, shown, policy=policy)
+    rows = upcoming_fires(r, obj.settings.now().replace(microsecond=0), count)
     if as_json:
-        emit_json([{"utc": p.utc, "local": p.local, "zone": p.zone, "note": p.dst_note} for p in rows])
+        emit_json([{"utc": p.utc, "local": p.local, "zone": p.zone, "note": p.note, "fire": p.fire} for p in rows])
         return
     print_table(
         f"next fires of {r.key}",
         ["#", "UTC", "local", "zone", "note"],
-        [(i + 1, p.utc.isoformat(), p.local.isoformat(), p.zone, p.dst_note or "") for i, p in enumerate(rows)],
+        [(i + 1, p.utc.isoformat(), p.local.isoformat(), p.zone, p.note or "") for i, p in enumerate(rows)],
     )
 
 

@@ -84,7 +84,8 @@ def backfill(
 
 def _run_row(r: Any) -> list[Any]:
     took = f"{r.duration_s:.1f}s" if r.duration_s is not None else "-"
-    return [r.run_id, r.origin, r.state, r.reason or "", took]
+    lag = f"{r.lag_s:.1f}s" if r.lag_s is not None else "-"
+    return [r.run_id, r.origin, r.state, r.reason or "", took, lag]
 
 
 @click.command("describe")
@@ -137,7 +138,8 @@ def describe(obj: CliContext, scope: str, routine_id: str, count: int, as_json: 
     print_table(f"routine {view.key}", ["field", "value"], [(k, "-" if v is None else v) for k, v in head])
     print_table(
         "next fires",
-        ["UTC", "local", "zone", "note"],
+        ["due (UTC, jitter applied)", "local", "zone", "note"],
         [(f.utc.isoformat(), f.local.isoformat(), f.zone, f.note or "") for f in view.next_fires],
     )
-    print_table("last runs", ["run", "origin", "state", "reason", "took"], [_run_row(r) for r in view.recent_runs])
+    columns = ["run", "origin", "state", "reason", "took", "lag"]
+    print_table("last runs", columns, [_run_row(r) for r in view.recent_runs])

@@ -30,8 +30,11 @@ def plan(obj: CliContext, at: str | None, as_json: bool) -> None:
     click.echo(f"plan at {p.at.isoformat()}")
     _section(
         "due",
-        ["routine", "run", "fire (UTC)", "action", "why"],
-        [(f"{d.org}/{d.uid}/{d.routine_id}", d.run_id, d.fire_at.isoformat(), d.action, d.why) for d in p.due],
+        ["routine", "run", "due (UTC, jitter applied)", "action", "why"],
+        [
+            (f"{d.org}/{d.uid}/{d.routine_id}", d.run_id, (d.due_at or d.fire_at).isoformat(), d.action, d.why)
+            for d in p.due
+        ],
     )
     _section("re-send", ["run"], [(str(k),) for k in p.resends])
     _section("expire (skipped: missed)", ["run"], [(str(k),) for k in p.expiring])

@@ -21,6 +21,12 @@ once per locked routine inside its transaction and writes what it answers.
     ``skipped(missed)``.
   - ``max_runs``: once ``schedule_claims >= max_runs`` nothing is due (``NotDue(None)``); the claim
     transaction counts the claims and clears the index itself (:func:`claims_left`).
+  - ``jitter``: every instant above but the bounds is the fire's DUE instant ``f + o(f)``
+    (:func:`alma_schedule.policies.jitter.due_at`): a fire is due once ``f + o(f) <= now``, its
+    window runs from ``f + o(f)`` to ``next(f) + o(next(f))`` (``catch_up`` and ``max_catch_up``
+    counted from ``f + o(f)``), ``next_due_at`` is the next fire's due instant. The bounds still
+    select NOMINAL instants, ``max_runs`` still counts claimed rows, and the run id stays
+    ``fire_id(f)``. o(f) reads the schedule's own next fire, never the bounds.
 * ``Fire.buffer`` = the routine's ``overlap`` is ``latest`` (``policy_of(routine.schedule)``): a fire
   its active run blocks waits ``buffered`` instead of ``skipped(overlap)`` (:mod:`~alma_schedule.policies.overlap`).
 * A routine that cannot be planned (a bad schedule row, a resolver that raises) is a ``Defer`` with
@@ -32,7 +38,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
@@ -49,15 +55,27 @@ from alma_schedule.core import (
 from alma_schedule.errors import AlmaScheduleError
 from alma_schedule.model import Decision, Defer, Fire, NotDue, Routine
 from alma_schedule.policies import backoff, overlap
+from alma_schedule.policies.jitter import due_at, due_given_next
 from alma_schedule.settings import Settings
 
 from .runtime import Runtime
 
 log = logging.getLogger("alma_schedule.engine")
 
-__all__ = ["Planner", "claims_left", "decide", "describe_error", "policy_for", "schedule_of", "window_end"]
+__all__ = [
+    "Planner",
+    "claims_left",
+    "decide",
+    "describe_error",
+    "due_of",
+    "jitter_of",
+    "policy_for",
+    "schedule_of",
+    "window_end",
+]
 
 MAX_ERROR = 300
+SECOND = timedelta(seconds=1)
 
 
 @lru_cache(maxsize=16384)
@@ -97,15 +115,33 @@ def claims_left(routine: Routine, policy: SchedulePolicy) -> int | None:
 def window_end(
     schedule: ScheduleValue, anchor: datetime, fire: datetime, policy: SchedulePolicy, settings: Settings
 ) -> datetime:
-    """When ``fire`` stops being eligible: the next nominal fire (an ``at``: ``one_shot_window``),
-    then ``catch_up``, then ``max_catch_up``, whichever is earliest."""
-    following = next_fire(schedule, anchor, fire)
-    end = following if following is not None else fire + settings.one_shot_window
+    """When ``fire`` (no jitter) stops being eligible: the next nominal fire (an ``at``:
+    ``one_shot_window``), then ``catch_up``, then ``max_catch_up``, whichever is earliest."""
+    return _close(fire, next_fire(schedule, anchor, fire), policy, settings)
+
+
+def _close(due: datetime, next_due: datetime | None, policy: SchedulePolicy, settings: Settings) -> datetime:
+    """The end of a window that opens at ``due`` (a fire's due instant): ``next_due`` (the next
+    NOMINAL fire's due instant; None: ``due + one_shot_window``), capped by ``catch_up`` and then
+    ``max_catch_up``, both counted from ``due``."""
+    end = next_due if next_due is not None else due + settings.one_shot_window
     if policy.catch_up is not None:
-        end = min(end, fire + policy.catch_up)
+        end = min(end, due + policy.catch_up)
     if settings.max_catch_up is not None:
-        end = min(end, fire + settings.max_catch_up)
+        end = min(end, due + settings.max_catch_up)
     return end
+
+
+def jitter_of(routine: Routine) -> timedelta | None:
+    """The routine's ``jitter`` policy (None: none), cached by content like :func:`schedule_of`."""
+    return policy_for(routine).jitter if "jitter" in routine.schedule else None
+
+
+def due_of(routine: Routine, fire: datetime | None, schedule: ScheduleValue | None = None) -> datetime | None:
+    """When ``fire`` of ``routine`` comes due: ``fire + o(fire)`` (None stays None)."""
+    if fire is None:
+        return None
+    return _due(routine, schedule_of(routine) if schedule is None else schedule, fire)
 
 
 def decide(routine: Routine, now: datetime, settings: Settings) -> Fire | NotDue:
@@ -116,6 +152,8 @@ def decide(routine: Routine, now: datetime, settings: Settings) -> Fire | NotDue
     policy = policy_for(routine)
     if claims_left(routine, policy) == 0:
         return NotDue(None)
+    if policy.jitter:
+        return _decide_jittered(routine, schedule, policy, now, settings)
     anchor = routine.registered_at
     last = routine.last_fire
     fire = bounded_latest_fire(schedule, anchor, now, policy)
@@ -126,16 +164,83 @@ def decide(routine: Routine, now: datetime, settings: Settings) -> Fire | NotDue
     # the bounds is also the first one after now: the next index entry.
     following = bounded_next_fire(schedule, anchor, fire, policy)
     expires_at = window_end(schedule, anchor, fire, policy, settings)
+    return _fire(fire, fire, expires_at, following, now, settings, policy)
+
+
+def _fire(
+    fire: datetime,
+    due: datetime,
+    expires_at: datetime,
+    next_due: datetime | None,
+    now: datetime,
+    settings: Settings,
+    policy: SchedulePolicy,
+) -> Fire:
+    """The claim of ``fire`` (due at ``due``), its window closing at ``expires_at``."""
     return Fire(
         run_id=fire_id(fire),
         fire_at=fire,
         expires_at=expires_at,
-        next_due_at=following,
+        next_due_at=next_due,
         resend_at=now + settings.resend_first,
         missed=now >= expires_at,
         max_runs=policy.max_runs,
         buffer=overlap.buffers(policy.overlap),
+        due_at=due,
     )
+
+
+def _decide_jittered(
+    routine: Routine, schedule: ScheduleValue, policy: SchedulePolicy, now: datetime, settings: Settings
+) -> Fire | NotDue:
+    """:func:`decide` with due instants f + o(f): the latest fire in the bounds whose DUE instant is
+    at or before now. The latest nominal fire may not be due yet (``pending``); then the one before
+    it is, since a due instant is under half a gap past its fire. The bounds select nominal fires;
+    o(f) and the window's end read the schedule's own next fire. Each fire's next is computed once."""
+    key = (routine.org, routine.uid, routine.routine_id)
+    anchor, last, jitter = routine.registered_at, routine.last_fire, policy.jitter
+
+    def next_of(f: datetime | None) -> datetime | None:
+        return None if f is None else next_fire(schedule, anchor, f)
+
+    def due(f: datetime, following: datetime | None) -> datetime:
+        return due_given_next(key, jitter, f, following)
+
+    def due_in_bounds(after: datetime) -> datetime | None:  # the first fire after ``after``, as due
+        first = bounded_next_fire(schedule, anchor, after, policy)
+        return None if first is None else due(first, next_of(first))
+
+    def not_due() -> NotDue:  # the first fire after the cursor and now, as its due instant
+        return NotDue(due_in_bounds(now if last is None or last < now else last))
+
+    fire = bounded_latest_fire(schedule, anchor, now, policy)
+    if fire is None:
+        return not_due()
+    following = next_of(fire)
+    fire_due = due(fire, following)
+    if fire_due > now:  # pending: its nominal instant passed, its due instant has not
+        pending, pending_due = fire, fire_due
+        if last is not None and pending <= last:  # already behind the cursor (a restart at now)
+            return not_due()
+        # the fires between two fires of the bounds are in the bounds: previous's next is pending
+        previous = bounded_latest_fire(schedule, anchor, fire - SECOND, policy)
+        if previous is None or (last is not None and previous <= last):
+            return NotDue(pending_due)
+        previous_due = due(previous, pending)
+        window = _close(previous_due, pending_due, policy, settings)
+        return _fire(previous, previous_due, window, pending_due, now, settings, policy)
+    if last is not None and fire <= last:
+        return not_due()
+    following_due = None if following is None else due(following, next_of(following))
+    window = _close(fire_due, following_due, policy, settings)
+    # ``fire`` is at or after not_before, so its next fire is in the bounds unless past not_after
+    inside = following is not None and (policy.not_after is None or following <= policy.not_after)
+    return _fire(fire, fire_due, window, following_due if inside else None, now, settings, policy)
+
+
+def _due(routine: Routine, schedule: ScheduleValue, fire: datetime) -> datetime:
+    key = (routine.org, routine.uid, routine.routine_id)
+    return due_at(schedule, routine.registered_at, key, jitter_of(routine), fire)
 
 
 def describe_error(exc: BaseException) -> str:

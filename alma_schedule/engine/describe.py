@@ -2,7 +2,8 @@
 
 :func:`describe` reads (never writes): the schedule and its policies, the reading of the routine
 (enabled / paused with its reason / disabled / finished, erroring, the failure streak against its
-threshold), the next fires with their local reading and DST notes (:func:`preview_fires`), the
+threshold), the next fires as due instants (jitter applied) with their local reading, DST and
+jitter notes (:func:`~alma_schedule.engine.upcoming.upcoming_fires`), the
 last runs with outcomes and durations, the run that blocks a new fire (its one non-terminal run)
 and the buffered one if the store has that state, and the routine's backfill range.
 """
@@ -14,13 +15,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from alma_schedule.core import policy_of, preview_fires
+from alma_schedule.core import policy_of
 from alma_schedule.core.interval import format_interval
 from alma_schedule.errors import AlmaScheduleError, NotFound
 from alma_schedule.model import Data, Routine, RunRecord, RunState, Scope, check_scope
 
-from .decide import schedule_of
 from .runtime import Runtime
+from .upcoming import upcoming_fires
 
 __all__ = ["RecentRun", "RoutineView", "UpcomingFire", "describe"]
 
@@ -32,17 +33,20 @@ BUFFERED = "buffered"
 
 @dataclass(frozen=True, slots=True)
 class UpcomingFire(Data):
-    """One next fire: UTC, its local reading in ``zone``, and a DST note if any."""
+    """One next fire: when it comes due (UTC, its jitter applied), its local reading in ``zone``, a
+    DST and jitter note if any, and ``fire``, the nominal instant (the run id)."""
 
     utc: datetime
     local: datetime
     zone: str
     note: str | None = None
+    fire: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class RecentRun(Data):
-    """One run row as the view shows it; ``duration_s`` from start to finish (None while open)."""
+    """One run row as the view shows it; ``duration_s`` from start to finish (None while open);
+    ``lag_s`` how late it started: start - ``due_at`` (a jittered fire's delay is not lag)."""
 
     run_id: str
     origin: str
@@ -52,13 +56,18 @@ class RecentRun(Data):
     started_at: datetime | None
     finished_at: datetime | None
     duration_s: float | None
+    due_at: datetime | None = None
+    lag_s: float | None = None
 
     @classmethod
     def of(cls, r: RunRecord) -> RecentRun:
         took = None
         if r.started_at is not None and r.finished_at is not None:
             took = (r.finished_at - r.started_at).total_seconds()
-        return cls(r.run_id, r.origin, r.state, r.reason, r.fire_at, r.started_at, r.finished_at, took)
+        lag = r.lag
+        due = r.due_at or r.fire_at
+        lag_s = None if lag is None else lag.total_seconds()
+        return cls(r.run_id, r.origin, r.state, r.reason, r.fire_at, r.started_at, r.finished_at, took, due, lag_s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,21 +119,15 @@ def _fires(routine: Routine, at: datetime, n: int) -> tuple[list[UpcomingFire], 
     if routine.inactive_reason is not None:
         notes.append(f"{routine.inactive_reason}: no fire runs until it is switched back on")
     try:
-        start = max(at.replace(microsecond=0), routine.last_fire or routine.registered_at)
-        rows = preview_fires(schedule_of(routine), routine.registered_at, start, n)
+        rows = upcoming_fires(routine, at.replace(microsecond=0), n)
     except AlmaScheduleError as exc:
         return [], [*notes, f"the schedule cannot be previewed: {exc}"]
     p = policy_of(routine.schedule)
-    fires = [
-        UpcomingFire(f.utc, f.local, f.zone, f.dst_note)
-        for f in rows
-        if (p.not_before is None or f.utc >= p.not_before) and (p.not_after is None or f.utc <= p.not_after)
-    ]
-    if len(fires) < len(rows):
+    if p.not_before is not None or p.not_after is not None:
         notes.append("fires outside not_before / not_after are left out")
-    if not fires and not rows:
+    if not rows:
         notes.append("the schedule has no further fire")
-    return fires, notes
+    return [UpcomingFire(f.utc, f.local, f.zone, f.note, f.fire or f.utc) for f in rows], notes
 
 
 def _blocking(rt: Runtime, routine: Routine) -> tuple[RecentRun | None, RecentRun | None]:

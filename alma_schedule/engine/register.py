@@ -18,7 +18,9 @@ Steps (the store write is ONE transaction, a compare-and-set on the current revi
    is refused naming both; ``next_due_at`` is the first fire inside ``not_before``/``not_after``
    (None once ``max_runs`` is reached: the count ``schedule_claims`` is kept); a change of the
    policies alone re-derives it from the kept cursor; the receipt previews fires in the bounds,
-   no more than ``max_runs`` still allows;
+   no more than ``max_runs`` still allows; with a ``jitter``, ``next_due_at`` and the receipt's
+   fires are due instants ``f + o(f)`` (:mod:`alma_schedule.policies.jitter`), and a jitter at or
+   above the smallest gap among the next 1,000 fires is refused naming ``jitter`` and the gap;
 5. ``store.put_routine(expected_revision=...)``; a concurrent writer (``StoreConflict``) -> re-read
    and try again (3 times). A tombstoned id whose old runs are non-terminal is refused by the store.
 
@@ -43,6 +45,7 @@ from alma_schedule.core import (
     ScheduleValue,
     bounded_next_fire,
     bounded_next_fires,
+    latest_fire,
     parse_policy,
     parse_schedule,
     policy_of,
@@ -51,8 +54,9 @@ from alma_schedule.core import (
 from alma_schedule.core.interval import format_interval
 from alma_schedule.errors import InvalidInput, InvalidSchedule, NotFound, RegistrationRefused, StoreConflict
 from alma_schedule.model import Routine, RoutineKey, RoutineSpec, check_id
+from alma_schedule.policies.jitter import due_at, jitter_refusal
 
-from .decide import claims_left
+from .decide import claims_left, due_of
 from .limits import check_registration
 from .revision import canonical_json, config_revision
 from .runtime import Runtime, UnknownKind
@@ -115,10 +119,16 @@ def due_from(
     routine: Routine, schedule: ScheduleValue, policy: SchedulePolicy, after: datetime
 ) -> datetime | None:
     """``next_due_at`` of a routine whose cursor restarts after ``after`` (were it active): the first
-    fire in the bounds, None once ``max_runs`` is reached (also used by resume, enable and reindex)."""
+    fire in the bounds (the bounds read the nominal instant) as its DUE instant ``f + o(f)`` (its
+    ``jitter`` applied), None once ``max_runs`` is reached (also used by resume, enable, reindex
+    and the zone data reconciliation)."""
     if claims_left(routine, policy) == 0:
         return None
-    return bounded_next_fire(schedule, routine.registered_at, after, policy)
+    fire = bounded_next_fire(schedule, routine.registered_at, after, policy)
+    if fire is None or not policy.jitter:
+        return fire
+    key = (routine.org, routine.uid, routine.routine_id)
+    return due_at(schedule, routine.registered_at, key, policy.jitter, fire)
 
 
 def restart_due(routine: Routine, at: datetime) -> datetime | None:
@@ -189,11 +199,15 @@ def _receipt(
     changed: bool,
 ) -> RegistrationReceipt:
     after = at
-    if routine.next_due_at is not None and routine.next_due_at <= at:
-        after = routine.next_due_at - SECOND
+    if routine.next_due_at is not None:
+        # the nominal fire behind the index (a due instant is under half a gap past its fire)
+        pending = latest_fire(schedule, routine.registered_at, routine.next_due_at)
+        if pending is not None and pending <= at:
+            after = pending - SECOND
     left = claims_left(routine, policy)
     count = PREVIEW if left is None else min(PREVIEW, left)
-    fires = tuple(bounded_next_fires(schedule, routine.registered_at, after, count, policy))
+    nominal = bounded_next_fires(schedule, routine.registered_at, after, count, policy)
+    fires = tuple(due_of(routine, f, schedule) or f for f in nominal)  # the jittered instants
     return RegistrationReceipt(routine, fires, tuple(warnings), changed)
 
 
@@ -252,6 +266,9 @@ def register(
         if mode == "update" and live is None:
             raise NotFound.of("routine", spec.key)
         candidate = _candidate(spec, schedule, policy, sched_json, live, at)
+        refusal = jitter_refusal(schedule, candidate.registered_at, at, policy.jitter)
+        if refusal is not None:
+            raise RegistrationRefused(refusal)
         try:
             runner = rt.resolve(candidate)
         except UnknownKind as exc:

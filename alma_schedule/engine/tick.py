@@ -239,7 +239,8 @@ def _plan_fire(rt: Runtime, routine: Routine, decision: Decision) -> tuple[Plann
     fire = decision
 
     def planned(action: str, why: str) -> PlannedFire:
-        return PlannedFire(k.org, k.uid, k.routine_id, fire.run_id, fire.fire_at, action, why)
+        due = fire.due_at or fire.fire_at
+        return PlannedFire(k.org, k.uid, k.routine_id, fire.run_id, fire.fire_at, action, why, due)
 
     if fire.missed:
         why = f"missed: fire {fire.run_id} is past its window (closed {fire.expires_at.isoformat()})"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from alma_schedule.model.data import Data
 from alma_schedule.model.keys import RunKey, Scope, trusted
@@ -140,6 +140,8 @@ class RunRecord(Data):
     #: ``<request id>/<org>/<uid>/<routine_id>/<run_id>`` for a fire packed in ``run_many``
     #: (:func:`alma_schedule.policies.ownership.owner_of`); None when started outside Celery.
     owner: str | None = None
+    # --- jitter (issue 15): when the fire came due (fire_at + its jitter); NULL on 0.1.0 rows ---
+    due_at: datetime | None = None
 
     @property
     def key(self) -> RunKey:
@@ -152,6 +154,14 @@ class RunRecord(Data):
     @property
     def terminal(self) -> bool:
         return self.state in TERMINAL
+
+    @property
+    def lag(self) -> timedelta | None:
+        """How late the run started: ``started_at - due_at`` (``fire_at`` on a row without
+        ``due_at``); None before it started. With jitter, the delay the jitter chose is not lag."""
+        if self.started_at is None:
+            return None
+        return self.started_at - (self.due_at if self.due_at is not None else self.fire_at)
 
 
 #: Fields ``annotate`` may write (never the state).

@@ -25,7 +25,8 @@ class Fire(Data):
     routine's limit (issue 15), set when it has one: a claimed fire then counts in
     ``routines.schedule_claims`` (:mod:`alma_schedule.policies.limits`). ``buffer=True`` (the
     routine's ``overlap: latest``): a fire the routine's active run blocks waits as its one
-    ``buffered`` row (replacing an older one) instead of ``skipped(overlap)``.
+    ``buffered`` row (replacing an older one) instead of ``skipped(overlap)``. ``due_at`` is when
+    the fire came due (``fire_at`` plus its jitter; None: ``fire_at``), stored on the run row.
     """
 
     run_id: str
@@ -36,6 +37,7 @@ class Fire(Data):
     missed: bool = False
     max_runs: int | None = None
     buffer: bool = False
+    due_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +107,7 @@ class PlannedFire(Data):
     fire_at: datetime
     action: str  # "claim" | "skip:missed" | "defer" | "not_due"
     why: str = ""
+    due_at: datetime | None = None  # fire_at + its jitter (the instant the fire came due)
 
 
 @dataclass(frozen=True, slots=True)

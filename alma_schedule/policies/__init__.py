@@ -22,6 +22,8 @@ calls them where it computes in Python and builds its set-based statements from 
   that the owner was lost does to the run;
 * :mod:`~alma_schedule.policies.finish_retry`: the owner's back-off while its finish cannot reach
   the store.
+* :mod:`~alma_schedule.policies.jitter`: the stable delay o(f) of a fire (``jitter``), its due
+  instant, and registration's check against the smallest gap.
 
 Nothing here imports :mod:`alma_schedule.stores` or :mod:`alma_schedule.engine`.
 """

@@ -3,7 +3,8 @@
 A finished routine will never be claimed by its schedule again, whatever the clock does:
 
 * ``not_after``: ``now`` is past its ``not_after`` bound (the bound is inclusive: at
-  ``not_after`` itself the routine is not finished yet);
+  ``not_after`` itself the routine is not finished yet), and no fire of the bounds is still to come
+  (a ``jitter`` may put the last fire's due instant after ``not_after``: it still runs);
 * ``max_runs``: its schedule has claimed ``max_runs`` fires (``routines.schedule_claims``);
 * ``exhausted``: no fire of its schedule remains after its cursor inside its bounds (an ``at`` that
   fired, a ``not_after`` before the next fire).
@@ -22,6 +23,7 @@ from datetime import datetime, timedelta
 from alma_schedule.core import bounded_next_fire, parse_schedule, policy_of
 from alma_schedule.errors import InvalidInput, InvalidSchedule
 from alma_schedule.model import Routine
+from alma_schedule.policies.jitter import due_at
 
 __all__ = ["EXHAUSTED", "FINISHED", "MAX_RUNS", "NOT_AFTER", "finished_reason", "routine_state"]
 
@@ -42,14 +44,27 @@ def finished_reason(routine: Routine, now: datetime) -> str | None:
         schedule = parse_schedule(routine.schedule)
     except (InvalidSchedule, InvalidInput):
         return None
-    if policy.not_after is not None and now > policy.not_after:
+    after = routine.last_fire if routine.last_fire is not None else routine.registered_at - _SECOND
+    pending = bounded_next_fire(schedule, routine.registered_at, after, policy)
+    if policy.not_after is not None and now > policy.not_after and not _jittered_ahead(routine, pending, now):
         return NOT_AFTER
     if policy.max_runs is not None and routine.schedule_claims >= policy.max_runs:
         return MAX_RUNS
-    after = routine.last_fire if routine.last_fire is not None else routine.registered_at - _SECOND
-    if bounded_next_fire(schedule, routine.registered_at, after, policy) is None:
+    if pending is None:
         return EXHAUSTED
     return None
+
+
+def _jittered_ahead(routine: Routine, pending: datetime | None, now: datetime) -> bool:
+    """True while a fire inside the bounds (at or before ``not_after``) is still to come because its
+    ``jitter`` puts its due instant ``f + o(f)`` after ``now`` (the bounds read the nominal fire)."""
+    if pending is None:
+        return False
+    policy = policy_of(routine.schedule)
+    if not policy.jitter:
+        return False
+    key = (routine.org, routine.uid, routine.routine_id)
+    return due_at(parse_schedule(routine.schedule), routine.registered_at, key, policy.jitter, pending) > now
 
 
 def routine_state(routine: Routine, now: datetime) -> str:

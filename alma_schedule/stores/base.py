@@ -132,7 +132,8 @@ class Store(SystemStore, Protocol):
         ``Defer`` sets ``defer_until``/``last_error`` and bumps ``error_count``. The returned
         :class:`ClaimBatch` lists claimed rows, skipped rows (overlap, missed, superseded and
         replaced buffered rows), deferrals (``first`` True when the routine's ``error_count`` was 0)
-        and the rows inserted ``buffered``.
+        and the rows inserted ``buffered``. Every inserted row (claimed, skipped or buffered) stores
+        the Fire's ``due_at`` (its jittered instant; ``fire_at`` when the Fire has none).
 
         ``max_runs`` (issue 15): for each ``claimed`` row inserted from a ``Fire`` whose ``max_runs``
         is set, the same transaction adds 1 to the routine's ``schedule_claims`` and, when that
@@ -147,7 +148,7 @@ class Store(SystemStore, Protocol):
 
         Refused (``won=False``) with reason ``deleted``/``disabled``/``paused`` (record None), with
         ``overlap`` and the blocking record while the routine has any non-terminal run, or
-        ``not_found``. Never moves the cursor.
+        ``not_found``. Never moves the cursor. The row's ``fire_at`` and ``due_at`` are ``now``.
         """
         ...
 
@@ -317,7 +318,8 @@ class Store(SystemStore, Protocol):
         ONE ``claimed`` run of origin ``backfill`` (run id = the fire id): the first candidate of
         the step with no run row (``expires_at``/``resend_at`` from the step); move ``next_at``
         past the claimed fire (NULL when it was the last one of an exhausted step), or past every
-        candidate when all had rows. Returns the claimed rows."""
+        candidate when all had rows. A backfill row's ``due_at`` is its ``fire_at`` (no jitter).
+        Returns the claimed rows."""
         ...
 
     # ------------------------------------------------------------------ reads

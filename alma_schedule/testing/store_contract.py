@@ -14,6 +14,7 @@ from alma_schedule.testing.contract_buffered import BufferedContract
 from alma_schedule.testing.contract_claims import ClaimContract
 from alma_schedule.testing.contract_hostile import HostileContract
 from alma_schedule.testing.contract_input import InputContract
+from alma_schedule.testing.contract_jitter import JitterContract
 from alma_schedule.testing.contract_limits import LimitsContract
 from alma_schedule.testing.contract_money import MoneyContract
 from alma_schedule.testing.contract_owner import OwnerContract
@@ -35,6 +36,7 @@ __all__ = [
     "ClaimContract",
     "HostileContract",
     "InputContract",
+    "JitterContract",
     "LimitsContract",
     "MoneyContract",
     "OwnerContract",
@@ -72,5 +74,6 @@ class StoreContract(
     HostileContract,
     BackfillContract,
     TickLogContract,
+    JitterContract,
 ):
     """Everything a backend must do, single-threaded. Provide a ``store`` fixture."""

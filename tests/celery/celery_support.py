@@ -58,6 +58,15 @@ class Recorder:
         return RunResult.completed()
 
 
+def ready_app(settings: Settings, recorder: Any) -> Any:
+    """A ready app whose kind ``noop`` runs ``recorder`` (in-process workers only)."""
+    from alma_schedule.celery import create_app
+    from alma_schedule.runners.registry import KindRegistry
+
+    registry = KindRegistry(settings, builtins=False, use_entry_points=False, factories={"noop": lambda s: recorder})
+    return create_app(settings, registry=registry)
+
+
 @contextlib.contextmanager
 def inprocess_worker(app: Any, queues: list[str], **kwargs: Any) -> Iterator[Any]:
     """A real worker consuming ``queues`` in a thread of this process (solo pool), stopped after.

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import redis
 from celery import Celery
-from celery_support import Recorder, inprocess_worker, make_settings, utcnow, wait_for
+from celery_support import Recorder, inprocess_worker, make_settings, ready_app, utcnow, wait_for
 
 from alma_schedule.celery import create_app
 from alma_schedule.clock import send_tick
@@ -23,11 +23,6 @@ pytestmark = [pytest.mark.redis]
 
 QUEUES = ["alma.tick", "alma.run", "alma.collect"]
 SCOPE = Scope("acme", "u1")
-
-
-def ready_app(settings: Settings, recorder: Recorder) -> Celery:
-    registry = KindRegistry(settings, builtins=False, use_entry_points=False, factories={"noop": lambda s: recorder})
-    return create_app(settings, registry=registry)
 
 
 def register_due(app: Celery, n: int) -> None:

@@ -234,3 +234,24 @@ def test_tick_on_a_production_store_enqueues_one_tick(pg_url: str, redis_url: st
     message = json.loads(queued[0])
     assert message["headers"]["task"] == "alma_schedule.tick"
     assert message["headers"]["expires"]  # a tick piled up during an outage is discarded, not fired late
+
+
+def test_jitter_is_shown_by_add_next_show_and_plan(env: dict[str, str], tmp_path: Path) -> None:
+    migrate_store(env["ALMA_DATABASE_URL"])
+    definition = tmp_path / "briefing.json"
+    definition.write_text(json.dumps(DEFINITION))
+    base = ["routines", "add", "acme/alice", "hourly", "--kind", "turn", "--definition", f"@{definition}"]
+    refused = run(env, *base, "--schedule", '{"cron": "0,50 * * * *", "jitter": "10m"}')
+    assert refused.exit_code == 1 and "'jitter' 10m" in refused.output and "(10m among the next 1000)" in refused.output
+    ok(run(env, *base, "--schedule", '{"cron": "0 * * * *", "jitter": "30m"}'))
+    nxt = json.loads(ok(run(env, "routines", "next", "acme/alice", "hourly", "-n", "24", "--json")))
+    assert all(p["utc"] >= p["fire"] for p in nxt) and all(p["fire"].endswith(":00:00+00:00") for p in nxt)
+    moved = [p for p in nxt if p["utc"] != p["fire"]]
+    assert len(moved) >= 20 and all("jitter +" in p["note"] for p in moved)
+    shown = json.loads(ok(run(env, "routines", "show", "acme/alice", "hourly", "--json")))
+    assert shown["next_due_at"] == nxt[0]["utc"]
+    plan = json.loads(ok(run(env, "plan", "--at", nxt[0]["utc"], "--json")))
+    [due] = [d for d in plan["due"] if d["routine_id"] == "hourly"]
+    assert (due["action"], due["due_at"], due["fire_at"]) == ("claim", nxt[0]["utc"], nxt[0]["fire"])
+    early = json.loads(ok(run(env, "plan", "--at", moved[0]["fire"], "--json")))  # nominal passed, not due
+    assert moved[0]["fire"].replace("+00:00", "Z") not in [d["run_id"] for d in early["due"]]

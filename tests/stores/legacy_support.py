@@ -10,6 +10,7 @@ the scratch namespace is dropped.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import sqlalchemy as sa
@@ -53,7 +54,7 @@ def build_0_1_0_store(url: str) -> tuple[Any, ...]:
     migrate_store(url, schema=SCRATCH)
     with opened(url, schema=SCRATCH) as store:
         fill(store)
-        snapshot = (everything(store), store.last_tick(), store.spend(CEILING.key, DAY))
+        snapshot = (_as_0_1_0(everything(store)), store.last_tick(), store.spend(CEILING.key, DAY))
     engine = sa.create_engine(url)
     postgres = engine.dialect.name == "postgresql"
     try:
@@ -78,6 +79,13 @@ def build_0_1_0_store(url: str) -> tuple[Any, ...]:
     finally:
         engine.dispose()
     return snapshot
+
+
+def _as_0_1_0(rows: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The snapshot as the 0.1.0 copy holds it: a nullable column 0.1.0 lacked reads NULL there
+    (``runs.due_at``, jitter: an adopted run's lag falls back to its ``fire_at``)."""
+    routines, runs = rows
+    return routines, tuple(tuple(dataclasses.replace(r, due_at=None) for r in scope) for scope in runs)
 
 
 def snapshot_of(store: SqlStore) -> tuple[Any, ...]:

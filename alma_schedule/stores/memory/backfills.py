@@ -114,6 +114,7 @@ class BackfillsMixin(RunsMixin):
                         now,
                         step.expires_at,
                         resend_at=step.resend_at,
+                        due_at=fire_at,  # a backfill fire is not jittered: due at its fire
                     )
                     self._put_run(rec)
                     claimed.append(rec)

@@ -74,6 +74,7 @@ class TickMixin(RunsMixin):
                         expires_at = require_utc("expires_at", decision.expires_at)
                         resend_at = check_utc("resend_at", decision.resend_at, optional=True)
                         next_due = check_utc("next_due_at", decision.next_due_at, optional=True)
+                        due_at = check_utc("due_at", decision.due_at, optional=True) or fire_at
                     elif isinstance(decision, NotDue):
                         next_due = check_utc("next_due_at", decision.next_due_at, optional=True)
                     elif isinstance(decision, Defer):
@@ -118,6 +119,7 @@ class TickMixin(RunsMixin):
                     now,
                     now,
                     expires_at,
+                    due_at=due_at,
                 )
                 active = self._active.get(key)
                 blocker = runs[active] if active is not None else None
@@ -192,6 +194,7 @@ class TickMixin(RunsMixin):
                 now,
                 expires,
                 resend_at=resend,
+                due_at=now,
             )
             self._put_run(rec)
             return ClaimResult(True, rec, "won")

@@ -80,8 +80,10 @@ def new_run(
     expires_at: datetime,
     reason: str | None = None,
     resend_at: datetime | None = None,
+    due_at: datetime | None = None,
 ) -> dict[str, Any]:
-    """The column values of a freshly inserted run row (a claim, or a terminal skip)."""
+    """The column values of a freshly inserted run row (a claim, or a terminal skip); ``due_at``
+    defaults to ``fire_at`` (a fire without jitter, a manual run)."""
     return {
         "org": key[0],
         "uid": key[1],
@@ -119,4 +121,5 @@ def new_run(
         "blocked_at": None,
         "blocked_why": None,
         "owner": None,
+        "due_at": fire_at if due_at is None else due_at,
     }

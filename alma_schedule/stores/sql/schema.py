@@ -161,6 +161,7 @@ runs = sa.Table(
     sa.Column("blocked_why", sa.String(32), nullable=True),
     # issue 14 (0003_faults), the owner of a run: who took claimed -> running (policies.ownership)
     sa.Column("owner", sa.Text, nullable=True),
+    sa.Column("due_at", UtcDateTime, nullable=True),  # jitter (issue 15): fire_at + the fire's jitter
     sa.CheckConstraint(STATES_SQL, name="ck_runs_state"),
     sa.CheckConstraint(ORIGINS_SQL, name="ck_runs_origin"),
 )

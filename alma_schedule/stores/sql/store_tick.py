@@ -84,10 +84,12 @@ def _decide(decide: Callable[[Routine], Any], routine: Routine, now: datetime, t
             expires_at = _utc("expires_at", d.expires_at)
             resend_at = _utc("resend_at", d.resend_at, optional=True)
             next_due_at = _utc("next_due_at", d.next_due_at, optional=True)
-            if (fire_at, expires_at, resend_at, next_due_at) == (d.fire_at, d.expires_at, d.resend_at, d.next_due_at):
+            due_at = _utc("due_at", d.due_at, optional=True)
+            given = (d.fire_at, d.expires_at, d.resend_at, d.next_due_at, d.due_at)
+            if (fire_at, expires_at, resend_at, next_due_at, due_at) == given:
                 return d  # already aware UTC (the usual case): no copy
             return dataclasses.replace(
-                d, fire_at=fire_at, expires_at=expires_at, resend_at=resend_at, next_due_at=next_due_at
+                d, fire_at=fire_at, expires_at=expires_at, resend_at=resend_at, next_due_at=next_due_at, due_at=due_at
             )
         if isinstance(d, NotDue):
             return NotDue(check_utc("next_due_at", d.next_due_at, optional=True))
@@ -199,6 +201,7 @@ class TickMixin(BufferedMixin):
                 now=now,
                 expires_at=f.expires_at,
                 resend_at=None if f.missed else (f.resend_at or now + timers.resend_first),
+                due_at=f.due_at,
             )
             for r, f in fresh
         ]

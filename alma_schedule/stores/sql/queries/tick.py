@@ -166,6 +166,7 @@ FIRE_VARYING: tuple[tuple[str, sa.types.TypeEngine[Any]], ...] = (
     ("expires_at", UtcDateTime()),
     ("resend_at", UtcDateTime()),
     ("finished_at", UtcDateTime()),
+    ("due_at", UtcDateTime()),  # jitter (issue 15): each fire's own due instant
 )
 
 

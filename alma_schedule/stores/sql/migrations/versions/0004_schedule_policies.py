@@ -248,10 +248,16 @@ def upgrade() -> None:
     op.create_index("ix_backfills_pending", "backfills", ["next_at"], schema=SCHEMA, **_backfill_where())
     _origin_check(ORIGINS_BACKFILL)
     # --- end backfill ---
+    # --- jitter: runs.due_at (fire_at + the fire's jitter; NULL on rows written before it) ---
+    _add_column("runs", sa.Column("due_at", UTC_DATETIME, nullable=True))
+    # --- end jitter ---
 
 
 def downgrade() -> None:
     """The blocks of :func:`upgrade` undone, in reverse order."""
+    # --- jitter ---
+    _drop_column("runs", "due_at")
+    # --- end jitter ---
     # --- backfill ---
     op.execute(f"DELETE FROM {_real('runs')} WHERE origin = 'backfill'")
     _origin_check(ORIGINS_BEFORE)
