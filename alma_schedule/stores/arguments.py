@@ -176,8 +176,8 @@ def transition_args(key: RunKey, now: datetime) -> tuple[RKey, datetime]:
 def running_of_args(owner: str, limit: int) -> tuple[str, int]:
     """``running_of``: ``(owner, limit)``; the owner as :func:`check_owner` accepts it, the limit an
     integer of at least 0."""
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-        raise InvalidInput(f"limit must be an integer of at least 0, not {limit!r}")
+    if check_limit("limit", limit) != limit:
+        raise InvalidInput("limit must be an integer of at least 0")
     return check_owner(owner), limit
 
 
