@@ -274,7 +274,8 @@ def mark_blocked_args(key: RunKey, why: str, now: datetime, cost_micros: int | N
     the cost (None = leave it) integer micro-USD (returned as 0 then: the stored cost is its floor)."""
     rk = check_run_key(key)
     if not isinstance(why, str) or why not in BLOCKED_WHY:
-        raise InvalidInput(f"why must be one of {', '.join(sorted(BLOCKED_WHY))}, not {why!r}")
+        shown = repr(why) if isinstance(why, str) and len(why) <= 40 else type(why).__name__
+        raise InvalidInput(f"why must be one of {', '.join(sorted(BLOCKED_WHY))}, not {shown}")
     now = require_utc("now", now)
     cost = 0 if cost_micros is None else check_micros("cost_micros", cost_micros)
     return rk, now, cost
