@@ -59,8 +59,9 @@ def _one(rt: Runtime, rec: RunRecord, why: BlockedWhy, at: datetime) -> str:
 def report_lost(rt: Runtime, request_id: str, why: str, now: datetime | None = None) -> LostReport:
     """Apply Celery's loss report for ``request_id`` (see the module docstring)."""
     check_owner(request_id, "request_id")
-    if why not in BLOCKED_WHY or why == BlockedWhy.UNCERTAIN_OUTCOME:
-        raise InvalidInput(f"why must be worker_lost or time_limit, not {why!r}")
+    if not isinstance(why, str) or why not in BLOCKED_WHY or why == BlockedWhy.UNCERTAIN_OUTCOME:
+        shown = repr(why) if isinstance(why, str) and len(why) <= 40 else type(why).__name__
+        raise InvalidInput(f"why must be worker_lost or time_limit, not {shown}")
     at = rt.now(now)
     done: dict[str, list[RunKey]] = {"failed": [], "blocked": [], "untouched": []}
     errors = 0

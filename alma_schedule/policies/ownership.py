@@ -59,6 +59,11 @@ def check_owner(owner: object, name: str = "owner") -> str:
         raise InvalidInput(f"{name} must be a string, not {type(owner).__name__}")
     if not owner or len(owner) > MAX_OWNER_LENGTH or "\x00" in owner:
         raise InvalidInput(f"{name} must be 1 to {MAX_OWNER_LENGTH} characters without NUL")
+    if not owner.isascii():
+        try:
+            owner.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidInput(f"{name} is not valid UTF-8 text") from None
     return owner
 
 

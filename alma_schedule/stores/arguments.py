@@ -176,8 +176,8 @@ def transition_args(key: RunKey, now: datetime) -> tuple[RKey, datetime]:
 def running_of_args(owner: str, limit: int) -> tuple[str, int]:
     """``running_of``: ``(owner, limit)``; the owner as :func:`check_owner` accepts it, the limit an
     integer of at least 0."""
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-        raise InvalidInput(f"limit must be an integer of at least 0, not {limit!r}")
+    if check_limit("limit", limit) != limit:
+        raise InvalidInput("limit must be an integer of at least 0")
     return check_owner(owner), limit
 
 
@@ -274,7 +274,8 @@ def mark_blocked_args(key: RunKey, why: str, now: datetime, cost_micros: int | N
     the cost (None = leave it) integer micro-USD (returned as 0 then: the stored cost is its floor)."""
     rk = check_run_key(key)
     if not isinstance(why, str) or why not in BLOCKED_WHY:
-        raise InvalidInput(f"why must be one of {', '.join(sorted(BLOCKED_WHY))}, not {why!r}")
+        shown = repr(why) if isinstance(why, str) and len(why) <= 40 else type(why).__name__
+        raise InvalidInput(f"why must be one of {', '.join(sorted(BLOCKED_WHY))}, not {shown}")
     now = require_utc("now", now)
     cost = 0 if cost_micros is None else check_micros("cost_micros", cost_micros)
     return rk, now, cost

@@ -1,18 +1,28 @@
-"""The argument checks of the backfill and system-listing operations, shared by every backend
-(the companion of :mod:`alma_schedule.stores.arguments`, kept apart so each part stays small)."""
+"""The argument checks of the backfill, system-listing and tick-log operations, shared by every
+backend (the companion of :mod:`alma_schedule.stores.arguments`, kept apart so each part stays small)."""
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from datetime import datetime
+from typing import Any
 
 from alma_schedule.errors import InvalidInput
 from alma_schedule.model import ROUTINE_STATES, Backfill, BackfillStep, check_id
-from alma_schedule.stores.validation import check_routine_key, check_utc, require_utc
+from alma_schedule.settings import Timers
+from alma_schedule.stores.validation import check_limit, check_routine_key, check_text, check_utc, require_utc
 
 RKey = tuple[str, str, str]
 
-__all__ = ["backfill_args", "listing_args", "step_args"]
+__all__ = [
+    "backfill_args",
+    "claim_backfills_args",
+    "listing_args",
+    "log_tick_args",
+    "step_args",
+    "system_routines_args",
+]
 
 
 def backfill_args(backfill: Backfill, now: datetime) -> tuple[RKey, Backfill, datetime]:
@@ -52,9 +62,59 @@ def step_args(step: BackfillStep) -> BackfillStep:
     return step
 
 
+def claim_backfills_args(now: datetime, limit: int, plan: Any, timers: Timers) -> tuple[datetime, int]:
+    """``claim_backfills``: ``(now, limit)``; ``plan`` is callable and ``timers`` a :class:`Timers`."""
+    if not callable(plan):
+        raise InvalidInput("claim_backfills needs a callable plan")
+    if not isinstance(timers, Timers):
+        raise InvalidInput(f"timers must be a Timers, not {type(timers).__name__}")
+    return require_utc("now", now), check_limit("limit", limit)
+
+
 def listing_args(kind: str | None, state: str | None) -> None:
     """``system_routines`` / ``system_routine_counts``: a kind id and one of :data:`ROUTINE_STATES`."""
     if kind is not None:
         check_id("kind", kind)
-    if state is not None and state not in ROUTINE_STATES:
-        raise InvalidInput(f"state must be one of {', '.join(ROUTINE_STATES)}, got {state!r}")
+    if state is not None and (not isinstance(state, str) or state not in ROUTINE_STATES):
+        shown = repr(state) if isinstance(state, str) and len(state) <= 40 else type(state).__name__
+        raise InvalidInput(f"state must be one of {', '.join(ROUTINE_STATES)}, got {shown}")
+
+
+def system_routines_args(
+    kind: str | None, state: str | None, limit: int, after: tuple[str, str, str] | None
+) -> tuple[int, RKey | None]:
+    """``system_routines``: the checks of :func:`listing_args`, then ``(limit, after)``; ``after``
+    an ``(org, uid, routine_id)`` triple of texts (any text pages)."""
+    listing_args(kind, state)
+    limit = check_limit("limit", limit)
+    if after is None:
+        return limit, None
+    if not isinstance(after, tuple) or len(after) != 3:
+        raise InvalidInput("after must be an (org, uid, routine_id) triple")
+    org, uid, rid = (check_text("after", part, optional=False) or "" for part in after)
+    return limit, (org, uid, rid)
+
+
+def _lag(name: str, value: object) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidInput(f"{name} must be a number of seconds, not {type(value).__name__}")
+    try:
+        lag = float(value)
+    except OverflowError:
+        raise InvalidInput(f"{name} is too large") from None
+    if not math.isfinite(lag):
+        raise InvalidInput(f"{name} must be a finite number of seconds")
+    return lag
+
+
+def log_tick_args(
+    now: datetime, claimed: int, lag_p50: float | None, lag_p95: float | None
+) -> tuple[datetime, int, float | None, float | None]:
+    """``log_tick``: ``(now, claimed, lag_p50, lag_p95)``; ``claimed`` a count (an int >= 0), each
+    lag None or a finite number of seconds."""
+    now = require_utc("now", now)
+    if check_limit("claimed", claimed) != claimed:
+        raise InvalidInput("claimed must be an integer of at least 0")
+    return now, claimed, _lag("lag_p50", lag_p50), _lag("lag_p95", lag_p95)

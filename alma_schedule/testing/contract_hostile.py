@@ -16,12 +16,26 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from alma_schedule.model import Ceiling, Defer, NotDue, Routine, RunKey, RunResult
+from alma_schedule.model import (
+    BLOCKED_WHY,
+    ROUTINE_STATES,
+    Backfill,
+    BackfillStep,
+    Ceiling,
+    Defer,
+    NotDue,
+    Routine,
+    RunKey,
+    RunResult,
+)
 from alma_schedule.stores.base import Store
 from alma_schedule.testing.builders import (
     DAY,
+    HOUR,
+    MINUTE,
     OTHER_ORG,
     SCOPE,
+    T0,
     TIMERS,
     fire_next_due,
     make_routine,
@@ -51,6 +65,8 @@ ANNOTATE_KEYS = st.one_of(
     st.sampled_from(["result_text", "cost_micros", "caps_crossed", "erase_at"]), texts(), st.integers()
 )
 STATES = ("claimed", "running", "submitted", "collecting")
+OWNERS = or_hostile("task-1", "task-1/0")
+OPT_TEXT = st.one_of(st.none(), anything())
 
 
 def _seed(store: Store) -> None:
@@ -59,6 +75,8 @@ def _seed(store: Store) -> None:
     for i, state in enumerate(STATES):
         run_in(store, state, f"r{i + 1}")
     register(store, "r9", scope=OTHER_ORG)
+    register(store, "r5", next_due_at=T0 + HOUR, last_fire=T0 - 10 * MINUTE)  # idle, with a pending backfill
+    store.put_backfill(Backfill(SCOPE.org, SCOPE.uid, "r5", T0 - HOUR, T0, T0 - HOUR, 100), now=T0)
 
 
 def _key(store: Store, draw: Draw) -> Any:
@@ -112,6 +130,32 @@ def _derive(draw: Draw) -> Callable[[Routine], Any]:
     return lambda routine: answer
 
 
+def _backfill(draw: Draw) -> Any:
+    if draw(st.integers(0, 9)) == 0:
+        return draw(anything())
+    row = Backfill(SCOPE.org, SCOPE.uid, draw(st.sampled_from(["r1", "r5", "new"])), T0 - HOUR, T0, T0 - HOUR, 10)
+    field = draw(st.sampled_from(["org", "uid", "routine_id", "from_at", "to_at", "next_at", "max_fires"]))
+    return dataclasses.replace(row, **{field: draw(anything())})
+
+
+def _plan(draw: Draw) -> Callable[[Routine, Backfill], Any]:
+    fire = draw(st.one_of(instants(), anything()))
+    step = draw(
+        st.one_of(
+            st.none(),
+            st.builds(
+                BackfillStep,
+                st.one_of(st.just(((draw(or_hostile("2026-03-01T11:30:00Z")), fire),)), anything()),
+                st.one_of(instants(), anything()),
+                st.one_of(instants(), anything()),
+                st.booleans(),
+            ),
+            anything(),
+        )
+    )
+    return lambda routine, backfill: step
+
+
 def texts_or_none() -> st.SearchStrategy[Any]:
     return st.one_of(st.none(), st.text(max_size=20))
 
@@ -138,7 +182,7 @@ OPS: dict[str, StoreOp] = {
     ),
     "take_resends": lambda s, d: (lambda: s.take_resends(d(NOW), d(LIMITS), TIMERS, send=d(anything()))),
     "take_polls": lambda s, d: (lambda: s.take_polls(d(NOW), d(LIMITS), TIMERS)),
-    "start": lambda s, d: (lambda: s.start(_key(s, d), now=d(NOW))),
+    "start": lambda s, d: (lambda: s.start(_key(s, d), now=d(NOW), owner=d(st.one_of(st.none(), OWNERS)))),
     "submit": lambda s, d: (
         lambda: s.submit(
             _key(s, d), now=d(NOW), batch_id=d(anything()), deadline=d(NOW), next_poll_at=d(NOW),
@@ -161,6 +205,13 @@ OPS: dict[str, StoreOp] = {
     "record": lambda s, d: (
         lambda: s.record(_key(s, d), d(or_hostile("failed", "completed")), d(or_hostile("reconciled")), now=d(NOW))
     ),
+    "mark_blocked": lambda s, d: (
+        lambda: s.mark_blocked(
+            _key(s, d), why=d(or_hostile(*sorted(BLOCKED_WHY))), now=d(NOW),
+            cost_micros=d(st.one_of(st.none(), or_hostile(5))),
+        )
+    ),
+    "running_of": lambda s, d: (lambda: s.running_of(d(OWNERS), d(LIMITS))),
     "reserve": lambda s, d: (
         lambda: s.reserve(
             _key(s, d), d(or_hostile(DAY)), d(or_hostile(10, 0)),
@@ -169,6 +220,10 @@ OPS: dict[str, StoreOp] = {
     ),
     "release": lambda s, d: (lambda: s.release(_key(s, d))),
     "spend": lambda s, d: (lambda: s.spend(d(or_hostile("org:x")), d(or_hostile(DAY)))),
+    "put_backfill": lambda s, d: (lambda: s.put_backfill(_backfill(d), now=d(NOW))),
+    "get_backfill": lambda s, d: (lambda: s.get_backfill(d(SCOPES), d(IDS))),
+    "cancel_backfill": lambda s, d: (lambda: s.cancel_backfill(d(SCOPES), d(IDS), now=d(NOW))),
+    "claim_backfills": lambda s, d: (lambda: s.claim_backfills(d(NOW), d(LIMITS), _plan(d), TIMERS)),
     "get": lambda s, d: (lambda: s.get(_key(s, d))),
     "list_runs": lambda s, d: (
         lambda: s.list_runs(
@@ -184,16 +239,41 @@ OPS: dict[str, StoreOp] = {
     "peek_due": lambda s, d: (lambda: s.peek_due(d(NOW), d(LIMITS))),
     "peek_resends": lambda s, d: (lambda: s.peek_resends(d(NOW), d(LIMITS))),
     "peek_polls": lambda s, d: (lambda: s.peek_polls(d(NOW), d(LIMITS))),
+    "system_routines": lambda s, d: (
+        lambda: s.system_routines(
+            kind=d(st.one_of(st.none(), or_hostile("test"))),
+            state=d(st.one_of(st.none(), or_hostile(*ROUTINE_STATES))),
+            limit=d(LIMITS),
+            after=d(st.one_of(st.none(), st.tuples(or_hostile("org-a", "org-b"), or_hostile("user-1"), IDS), OPT_TEXT)),
+        )
+    ),
+    "system_routine_counts": lambda s, d: (
+        lambda: s.system_routine_counts(
+            kind=d(st.one_of(st.none(), or_hostile("test"))),
+            state=d(st.one_of(st.none(), or_hostile(*ROUTINE_STATES))),
+        )
+    ),
     "list_inactive": lambda s, d: (lambda: s.list_inactive(d(LIMITS))),
     "blocked": lambda s, d: (lambda: s.blocked(d(NOW), d(spans()), d(LIMITS))),
     "stuck": lambda s, d: (lambda: s.stuck(d(NOW), d(spans()), d(LIMITS))),
     "iter_routines": lambda s, d: (lambda: list(s.iter_routines(d(or_hostile(2, 1000))))),
     "heartbeat": lambda s, d: (lambda: s.heartbeat(d(NOW))),
     "last_tick": lambda s, d: s.last_tick,
+    "next_wake_at": lambda s, d: s.next_wake_at,
+    "peek_wake": lambda s, d: (lambda: s.peek_wake(d(NOW))),
+    "erroring": lambda s, d: (lambda: s.erroring(d(LIMITS))),
+    "log_tick": lambda s, d: (
+        lambda: s.log_tick(d(NOW), d(or_hostile(3, 0)), d(st.one_of(st.none(), or_hostile(0.5))), d(OPT_TEXT))
+    ),
+    "tick_log": lambda s, d: (lambda: s.tick_log(d(LIMITS))),
+    "count_routines": lambda s, d: (lambda: s.count_routines(d(or_hostile(10_000, 1, 0)))),
     "prune": lambda s, d: (lambda: s.prune(d(NOW))),
     "purge_deleted": lambda s, d: (lambda: s.purge_deleted(d(LIMITS))),
     "erase_results": lambda s, d: (lambda: s.erase_results(d(SCOPES))),
     "erase_expired_results": lambda s, d: (lambda: s.erase_expired_results(d(NOW), d(LIMITS))),
+    "reconcile_zone_data": lambda s, d: (
+        lambda: s.reconcile_zone_data(_derive(d), d(or_hostile("2026a")), limit=d(LIMITS))
+    ),
     "reindex": lambda s, d: (
         lambda: s.reindex(_derive(d), tzdata_version=d(st.one_of(st.none(), anything())), batch=d(LIMITS))
     ),

@@ -121,6 +121,16 @@ OPS: dict[str, Op] = {
             now=d(NOW),
         )
     ),
+    "backfill": lambda s, d: (
+        lambda: s.backfill(d(SCOPES), d(IDS), d(NOW), d(NOW), max_fires=d(or_hostile(10, 0)), now=d(NOW))
+    ),
+    "cancel_backfill": _levers("cancel_backfill"),
+    "describe": lambda s, d: (
+        lambda: s.describe(d(SCOPES), d(IDS), now=d(NOW), fires=d(or_hostile(5, 0)), runs=d(or_hostile(10, 0)))
+    ),
+    "report_lost": lambda s, d: (
+        lambda: s.report_lost(d(or_hostile("task-1")), d(or_hostile("worker_lost", "time_limit")), now=d(NOW))
+    ),
     "now": lambda s, d: (lambda: s.now(d(NOW))),
     "reindex": lambda s, d: s.reindex,
 }

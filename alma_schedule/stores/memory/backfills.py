@@ -16,7 +16,13 @@ from alma_schedule.errors import BackfillRefused, NotFound
 from alma_schedule.model import BACKFILL_ORIGIN, Backfill, Reason, Routine, RunRecord, RunState, Scope
 from alma_schedule.policies import backfill as policy
 from alma_schedule.settings import Timers
-from alma_schedule.stores.backfill_args import backfill_args, listing_args, step_args
+from alma_schedule.stores.backfill_args import (
+    backfill_args,
+    claim_backfills_args,
+    listing_args,
+    step_args,
+    system_routines_args,
+)
 from alma_schedule.stores.memory.runs import RKey, RunsMixin
 from alma_schedule.stores.validation import check_routine_key, require_utc
 
@@ -84,7 +90,7 @@ class BackfillsMixin(RunsMixin):
         return routine.next_due_at is None or routine.next_due_at > now
 
     def claim_backfills(self, now: datetime, limit: int, plan: Any, timers: Timers) -> list[RunRecord]:
-        now = require_utc("now", now)
+        now, limit = claim_backfills_args(now, limit, plan, timers)
         claimed: list[RunRecord] = []
         with self._lock:
             pending = sorted((b.next_at, k) for k, b in self._backfills.items() if b.pending)
@@ -141,9 +147,10 @@ class BackfillsMixin(RunsMixin):
         limit: int = 1000,
         after: tuple[str, str, str] | None = None,
     ) -> list[Routine]:
+        limit, edge = system_routines_args(kind, state, limit, after)
         with self._lock:
-            keys = [k for k in self._listed(kind, state) if after is None or k > tuple(after)]
-            return [self._out(k) for k in keys[: max(limit, 0)]]
+            keys = [k for k in self._listed(kind, state) if edge is None or k > edge]
+            return [self._out(k) for k in keys[:limit]]
 
     def system_routine_counts(
         self, *, kind: str | None = None, state: str | None = None

@@ -8,7 +8,8 @@ from datetime import datetime, timedelta
 
 from alma_schedule.model import Routine, TickMinute
 from alma_schedule.model.tick import TICK_LOG_KEEP_DAYS
-from alma_schedule.stores.validation import require_utc
+from alma_schedule.stores.backfill_args import log_tick_args
+from alma_schedule.stores.validation import check_limit
 
 
 def _larger(stored: float | None, given: float | None) -> float | None:
@@ -23,7 +24,7 @@ class TickLogMixin:
     _tick_log: dict[datetime, TickMinute]
 
     def log_tick(self, now: datetime, claimed: int, lag_p50: float | None, lag_p95: float | None) -> None:
-        now = require_utc("now", now)
+        now, claimed, lag_p50, lag_p95 = log_tick_args(now, claimed, lag_p50, lag_p95)
         minute = now.replace(second=0, microsecond=0)
         with self._lock:
             old = self._tick_log.get(minute)
@@ -39,6 +40,7 @@ class TickLogMixin:
                 del self._tick_log[gone]
 
     def count_routines(self, cap: int = 10_000) -> dict[str, int]:
+        cap = check_limit("cap", cap)
         counts = {"enabled": 0, "paused": 0, "disabled": 0}
         with self._lock:
             for r in self._routines.values():
@@ -48,5 +50,6 @@ class TickLogMixin:
         return {k: min(n, cap + 1) for k, n in counts.items()}
 
     def tick_log(self, limit: int = 60) -> list[TickMinute]:
+        limit = check_limit("limit", limit)
         with self._lock:
             return [self._tick_log[m] for m in sorted(self._tick_log, reverse=True)[:limit]]

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from datetime import datetime
 
 from alma_schedule.model import Deferral, Erroring, Routine, RunRecord, RunState
-from alma_schedule.stores.validation import require_utc
+from alma_schedule.stores.validation import check_limit, require_utc
 
 RKey = tuple[str, str, str]
 
@@ -59,11 +59,12 @@ class WakeMixin:
             return self._wake_at(now)
 
     def erroring(self, limit: int = 20) -> Erroring:
+        limit = check_limit("limit", limit)
         with self._lock:
             rows = [r for r in self._routines.values() if r.last_error is not None and r.deleted_at is None]
         rows.sort(key=lambda r: (r.defer_until is None, r.defer_until, r.org, r.uid, r.routine_id))
         found = tuple(
             Deferral(r.org, r.uid, r.routine_id, r.defer_until, r.last_error, first=False)  # type: ignore[arg-type]
-            for r in rows[: max(limit, 0)]
+            for r in rows[:limit]
         )
         return Erroring(found, len(rows))

@@ -26,7 +26,13 @@ from alma_schedule.errors import BackfillRefused, NotFound
 from alma_schedule.model import BACKFILL_ORIGIN, Backfill, BackfillStep, Routine, RunRecord, RunState, Scope
 from alma_schedule.policies import backfill as policy
 from alma_schedule.settings import Timers
-from alma_schedule.stores.backfill_args import backfill_args, listing_args, step_args
+from alma_schedule.stores.backfill_args import (
+    backfill_args,
+    claim_backfills_args,
+    listing_args,
+    step_args,
+    system_routines_args,
+)
 from alma_schedule.stores.sql import queries as q
 from alma_schedule.stores.sql.rows import new_run, routine_from_row, run_from_row, run_from_values
 from alma_schedule.stores.sql.schema import routines
@@ -96,13 +102,13 @@ class BackfillsMixin(TickMixin):  # TickMixin: its row chunking for SQLite's bin
         timers: Timers,
     ) -> list[RunRecord]:
         """System, ONE transaction of its own (see the module docstring)."""
-        now = require_utc("now", now)
+        now, limit = claim_backfills_args(now, limit, plan, timers)
         d = self.dialect
         with self._tx(read=True) as conn:  # autocommit on PostgreSQL, no write lock on SQLite
             if conn.execute(q.any_pending_backfill()).first() is None:
                 return []
         with self._tx() as conn:
-            ready = conn.execute(q.claimable_backfills(now, max(limit, 0))).all()
+            ready = conn.execute(q.claimable_backfills(now, limit)).all()
             if not ready:
                 return []
             steps: list[tuple[Routine, Backfill, BackfillStep]] = []
@@ -163,9 +169,9 @@ class BackfillsMixin(TickMixin):  # TickMixin: its row chunking for SQLite's bin
         limit: int = 1000,
         after: tuple[str, str, str] | None = None,
     ) -> list[Routine]:
-        listing_args(kind, state)
+        limit, edge = system_routines_args(kind, state, limit, after)
         with self._tx(read=True) as conn:
-            rows = conn.execute(q.system_routines(kind, state, max(limit, 0), after)).all()
+            rows = conn.execute(q.system_routines(kind, state, limit, edge)).all()
         return [routine_from_row(r) for r in rows]
 
     def system_routine_counts(

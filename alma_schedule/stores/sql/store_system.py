@@ -96,12 +96,13 @@ class SystemMixin(SqlBase):
 
     def erroring(self, limit: int = 20) -> Erroring:
         """System: routines that carry a planning error (ONE read through ``ix_routines_erroring``)."""
+        limit = check_limit("limit", limit)
         with self._tx(read=True) as conn:
-            rows = conn.execute(q.erroring(max(limit, 1))).all()
+            rows = conn.execute(q.erroring(max(limit, 1))).all()  # one row carries the count
         if not rows:
             return Erroring()
         found = (Deferral(r.org, r.uid, r.routine_id, r.defer_until, r.last_error, first=False) for r in rows)
-        return Erroring(tuple(found)[: max(limit, 0)], int(rows[0].erroring))
+        return Erroring(tuple(found)[:limit], int(rows[0].erroring))
 
     def last_tick(self) -> datetime | None:
         with self._tx(read=True) as conn:

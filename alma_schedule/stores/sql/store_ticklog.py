@@ -6,24 +6,27 @@ from __future__ import annotations
 from datetime import datetime
 
 from alma_schedule.model import TickMinute
+from alma_schedule.stores.backfill_args import log_tick_args
 from alma_schedule.stores.sql import queries as q
 from alma_schedule.stores.sql.store_base import SqlBase
-from alma_schedule.stores.validation import require_utc
+from alma_schedule.stores.validation import check_limit
 
 
 class TickLogMixin(SqlBase):
     def log_tick(self, now: datetime, claimed: int, lag_p50: float | None, lag_p95: float | None) -> None:
-        now = require_utc("now", now)
+        now, claimed, lag_p50, lag_p95 = log_tick_args(now, claimed, lag_p50, lag_p95)
         with self._tx() as conn:
             conn.execute(q.upsert_tick_minute(self.dialect, now, claimed, lag_p50, lag_p95))
             conn.execute(q.prune_tick_log(now))
 
     def count_routines(self, cap: int = 10_000) -> dict[str, int]:
+        cap = check_limit("cap", cap)
         with self._tx(read=True) as conn:
-            row = conn.execute(q.count_routines(max(cap, 0))).one()
+            row = conn.execute(q.count_routines(cap)).one()
         return {"enabled": int(row.enabled), "paused": int(row.paused), "disabled": int(row.disabled)}
 
     def tick_log(self, limit: int = 60) -> list[TickMinute]:
+        limit = check_limit("limit", limit)
         with self._tx(read=True) as conn:
-            rows = conn.execute(q.select_tick_log(max(limit, 0))).all()
+            rows = conn.execute(q.select_tick_log(limit)).all()
         return [TickMinute(r.minute, r.ticks, r.claimed, r.lag_p50, r.lag_p95) for r in rows]
