@@ -8,13 +8,20 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from alma_schedule.errors import ConfigurationError
 from alma_schedule.model.secret import Secret
 
-if TYPE_CHECKING:
-    from alma_schedule.settings import Settings
+
+class StoreAndBroker(Protocol):
+    """What :func:`refuse_lost_sends` reads of the settings (no import of the settings module)."""
+
+    @property
+    def database_url(self) -> str: ...
+
+    @property
+    def broker_url(self) -> str: ...
 
 __all__ = [
     "DEFAULT_DATABASE_SCHEMA",
@@ -156,7 +163,9 @@ def is_embedded_store(database_url: str) -> bool:
     return database_url.startswith(("sqlite", "memory"))
 
 
-def refuse_lost_sends(settings: Settings, broker_url: str | None = None, *, broker: str = "ALMA_BROKER_URL") -> None:
+def refuse_lost_sends(
+    settings: StoreAndBroker, broker_url: str | None = None, *, broker: str = "ALMA_BROKER_URL"
+) -> None:
     """Refuse to send from a production store to the ``memory://`` broker: every message would stay
     in this process and nothing would ever run it (a tick lost silently). ``broker_url`` defaults to
     ``settings.broker_url``; ``broker`` names where it came from."""

@@ -5,10 +5,48 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from alma_schedule.settings import Settings
+
+class TimerSettings(Protocol):
+    """What :meth:`Timers.from_settings` reads (``Settings`` has it; named here so this module
+    never imports the settings module, which re-exports it)."""
+
+    @property
+    def resend_first(self) -> timedelta: ...
+
+    @property
+    def resend_max(self) -> timedelta: ...
+
+    @property
+    def poll_first(self) -> timedelta: ...
+
+    @property
+    def poll_max(self) -> timedelta: ...
+
+    @property
+    def defer_first(self) -> timedelta: ...
+
+    @property
+    def defer_max(self) -> timedelta: ...
+
+    @property
+    def one_shot_window(self) -> timedelta: ...
+
+    @property
+    def run_time_limit(self) -> timedelta: ...
+
+    @property
+    def failure_threshold(self) -> int: ...
+
+    @property
+    def result_retention(self) -> timedelta: ...
+
+    @property
+    def streak_counts_refused(self) -> bool: ...
+
+    @property
+    def clock_tolerance(self) -> timedelta: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +69,7 @@ class Timers:
     clock_tolerance: timedelta = timedelta(seconds=2)
 
     @classmethod
-    def from_settings(cls, s: Settings) -> Timers:
+    def from_settings(cls, s: TimerSettings) -> Timers:
         return cls(
             resend_first=s.resend_first,
             resend_max=s.resend_max,
