@@ -125,7 +125,7 @@ def _table(state: str, reason: str | None, counts_refused: bool) -> StreakEffect
     if state == "timed_out":
         return StreakEffect.COUNT
     if state == "failed":
-        no_verdict = reason in ("config_revision_changed", "provider_gone")
+        no_verdict = reason in ("config_revision_changed", "provider_gone", "worker_lost")
         return StreakEffect.NONE if no_verdict else StreakEffect.COUNT
     if state == "completed":
         return StreakEffect.NONE if reason == "sent" else StreakEffect.RESET
