@@ -171,3 +171,37 @@ def test_without_a_sleep_nothing_is_retried(proxy: tuple[TcpProxy, str]) -> None
         assert rec is not None and rec.state == "running" and rec.owner is None
     finally:
         store.close()
+
+
+def test_a_loss_report_that_meets_the_store_away_is_applied_once_it_is_back(proxy: tuple[TcpProxy, str]) -> None:
+    """Celery's loss report arrives while the store is unreachable (the fault that killed the child
+    took it away too): the report is applied again, in a timer thread, once the store is back, so
+    the killed run is blocked at once rather than unlisted until it is old."""
+    from alma_schedule.model import BlockedWhy
+    from alma_schedule.tasks import loss_reports
+
+    p, url = proxy
+    sched, store = _world(url, CuttingRunner())
+    try:
+        key = _claimed(sched)
+        assert store.start(key, now=sched.settings.clock(), owner="req-lost").won
+        retries = loss_reports.COUNTS["retries"]
+        p.cut()
+        back = threading.Timer(2.0, p.restore)
+        back.start()
+        loss_reports.apply_report(sched, "req-lost", BlockedWhy.WORKER_LOST, budget=60)
+        assert loss_reports.COUNTS["retries"] > retries  # the first attempt met the store away
+        back.join()
+        deadline = time.monotonic() + 60
+        rec = None
+        while time.monotonic() < deadline:
+            try:
+                rec = store.get(key)
+            except StoreUnavailable:
+                rec = None
+            if rec is not None and rec.blocked_why is not None:
+                break
+            time.sleep(0.2)
+        assert rec is not None and (rec.state, rec.blocked_why, rec.owner) == ("running", "worker_lost", "req-lost")
+    finally:
+        store.close()
