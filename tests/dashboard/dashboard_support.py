@@ -43,7 +43,7 @@ def seeded_store() -> MemoryStore:
 
 def dashboard_settings(**changes: Any) -> Settings:
     values: dict[str, Any] = {
-        "http_secret": Secret("tick-secret"),
+        "http_secret": Secret("tick-secret-of-the-clock"),
         "dashboard_user": USER,
         "dashboard_password_hash": Secret(PASSWORD_HASH),
         "dashboard_scopes": "org-a/*",

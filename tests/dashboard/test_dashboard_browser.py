@@ -75,7 +75,7 @@ def served(tmp_path: Path) -> Iterator[tuple[str, str]]:
     finally:
         store.close()
     settings = Settings(
-        database_url=url, http_secret=Secret("tick"), dashboard_user=USER,
+        database_url=url, http_secret=Secret("tick-secret-of-the-clock"), dashboard_user=USER,
         dashboard_password_hash=Secret(PASSWORD_HASH), dashboard_scopes="*", dashboard_read_only=False,
     )
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

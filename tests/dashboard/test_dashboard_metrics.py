@@ -53,7 +53,7 @@ def test_metrics_open_with_the_dashboard_credentials_or_the_metrics_token_only()
     with client(store, metrics_token=Secret("scrape-me")) as c:
         assert c.get("/metrics").status_code == 401
         assert c.get("/metrics", headers={"Authorization": "Bearer wrong"}).status_code == 401
-        assert c.get("/metrics", headers={"X-Alma-Secret": "tick-secret"}).status_code == 401
+        assert c.get("/metrics", headers={"X-Alma-Secret": "tick-secret-of-the-clock"}).status_code == 401
         assert c.get("/metrics", headers={"Authorization": "Bearer scrape-me"}).status_code == 200
         assert c.get("/metrics", headers=auth()).status_code == 200
     with client(store, dashboard_scopes=None, metrics_token=Secret("scrape-me")) as token_only:
