@@ -27,14 +27,27 @@ def signature_spec(function: Callable[..., Any]) -> Spec:
     """``(name, type hint, has_default)`` per parameter of ``function`` (hints resolved once)."""
     try:
         hints = typing.get_type_hints(function)
-    except (NameError, TypeError, AttributeError):  # an annotation that does not resolve: arity only
-        hints = {}
+    except (NameError, TypeError, AttributeError):  # one annotation does not resolve (a bound
+        hints = _hints_one_by_one(function)  # task's ``self: Task`` under TYPE_CHECKING): the others still do
     out: list[tuple[str, Any, bool]] = []
     for param in inspect.signature(function).parameters.values():
         if param.kind not in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY):
             continue  # *args / **kwargs: none of our tasks takes them
         out.append((param.name, hints.get(param.name, Any), param.default is not param.empty))
     return tuple(out)
+
+
+def _hints_one_by_one(function: Callable[..., Any]) -> dict[str, Any]:
+    """Each parameter's type hint resolved on its own (one that does not resolve: no hint)."""
+    target = inspect.unwrap(getattr(function, "__func__", function))
+    scope = getattr(target, "__globals__", {})
+    out: dict[str, Any] = {}
+    for name, annotation in getattr(target, "__annotations__", {}).items():
+        try:
+            out[name] = eval(annotation, scope) if isinstance(annotation, str) else annotation
+        except Exception:  # a name only imported for type checking: no hint for that parameter
+            continue
+    return out
 
 
 def fits(value: Any, hint: Any) -> bool:

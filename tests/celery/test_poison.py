@@ -116,7 +116,11 @@ def test_poison_on_every_queue_is_refused_dead_lettered_and_the_worker_serves_th
         assert worker.poll() is None, f"the worker died:\n{procs.log('w')[-3000:]}"
         return len(dead_letters(redis_client)) >= len(poison)
 
-    wait_for(refused_all, 60, 0.2, f"{len(poison)} dead letters")
+    try:
+        wait_for(refused_all, 60, 0.2, f"{len(poison)} dead letters")
+    except AssertionError as exc:  # say what the worker did
+        got = len(dead_letters(redis_client))
+        raise AssertionError(f"{exc}: {got} dead letters; worker log:\n{procs.log('w')[-4000:]}") from None
 
     # the good messages after it: a tick (tick queue) claims a due fire, its run (run queue)
     # executes it, and a collect of that run (collect queue) answers
