@@ -144,14 +144,17 @@ def simulate(
                 echo(f"{t:%d %H:%M}Z trigger digest refused: {exc}")
         t += step
 
-    errors = [e for r in reports for e in r.errors]
+    errors = [(r.at, e) for r in reports for e in r.errors]
+    failing = sorted({e.routine for _at, e in errors})
     echo(
         f"ticks: {len(reports)}; claimed {sum(len(r.claimed) for r in reports)}; "
-        f"collects {sum(len(r.collect) for r in reports)}; errors reported {len(errors)}"
+        f"collects {sum(len(r.collect) for r in reports)}; errors reported {len(errors)} "
+        f"(every tick while it fails) for {len(failing)} routine(s)"
     )
-    for r in reports:
-        for e in r.errors:
-            echo(f"  tick {r.at:%d %H:%M}Z error: {e.routine}: {e.error}")
+    for routine in failing:  # the first report of each, and how often it was reported
+        times = [(at, e) for at, e in errors if e.routine == routine]
+        at, e = times[0]
+        echo(f"  tick {at:%d %H:%M}Z error: {e.routine}: {e.error} (reported on {len(times)} ticks)")
     runs = store.list_runs(SCOPE, limit=100_000)
     _print_summary(runs, echo)
     _explain(runs, ticks=len(reports), hours=hours, step=step, echo=echo)

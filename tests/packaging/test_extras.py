@@ -239,7 +239,7 @@ def test_bare_demo_without_celery(bare: Venv) -> None:
     """The governed part runs on a bare install; the two Celery parts are skipped, one line each."""
     out = bare.ok("alma-schedule", "demo", "--no-celery", "--hours", "2")
     assert "skipped (--no-celery): the fleet's tasks run on a real Celery worker, which needs the celery extra" in out
-    assert "== part 2: the governed kinds" in out and "errors reported 1" in out
+    assert "== part 2: the governed kinds" in out and "for 1 routine(s)" in out
     assert "skipped (--no-celery): real Celery ticks need the celery extra" in out
     assert "import-beat" not in out.split("== part 2")[0] and "celery tick at" not in out
 

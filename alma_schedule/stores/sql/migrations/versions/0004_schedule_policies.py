@@ -38,7 +38,7 @@ def _add_column(table: str, column: sa.Column[Any]) -> None:
     """A new column, last in the table (nullable or with a constant default: no rewrite, no long
     lock). ``IF NOT EXISTS`` on PostgreSQL, where a concurrent index below commits mid-revision and a
     failed run is re-run; on SQLite the whole revision is one transaction."""
-    op.add_column(table, column, schema=SCHEMA, if_not_exists=True if _postgres() else None)
+    op.add_column(table, column, schema=_alter_schema(), if_not_exists=True if _postgres() else None)
 
 
 def _drop_index(name: str, table: str) -> None:
@@ -46,8 +46,12 @@ def _drop_index(name: str, table: str) -> None:
 
 
 def _drop_column(table: str, column: str) -> None:
-    with op.batch_alter_table(table, schema=SCHEMA) as batch:
-        batch.drop_column(column)
+    """Drop a column this revision added (SQLite >= 3.35 drops it in place; the real table name:
+    raw SQL is not translated from the placeholder schema)."""
+    if _postgres():
+        op.drop_column(table, column, schema=_alter_schema())
+    else:
+        op.execute(f"ALTER TABLE {_real(table)} DROP COLUMN {column}")
 
 
 def _index_concurrently(
