@@ -11,7 +11,15 @@ import sqlalchemy as sa
 
 from alma_schedule.model import BACKFILL_ORIGIN, Reason, RunState
 from alma_schedule.policies.backfill import FIRE_ORIGINS
-from alma_schedule.stores.sql.queries.common import NON_TERMINAL, TERMINAL, Params, _insert, dt, in_states, lit
+from alma_schedule.stores.sql.queries.common import (
+    TERMINAL,
+    Params,
+    _insert,
+    dt,
+    in_states,
+    lit,
+    open_run_of_routine,
+)
 from alma_schedule.stores.sql.queries.tick import _batch_update_routines
 from alma_schedule.stores.sql.schema import BACKFILL_PENDING_SQL, backfills, routines, runs
 from alma_schedule.stores.sql.types import UtcDateTime
@@ -69,16 +77,7 @@ def claimable_backfills(now: datetime, limit: int) -> sa.Select[Any]:
     """Routines (every column) with a PENDING backfill (its columns after them) that are live,
     enabled, unpaused, not due at ``now`` and have no non-terminal run; the routine rows locked,
     skipping those a concurrent claimer holds. Read through ``ix_backfills_pending``."""
-    open_run = (
-        sa.select(sa.literal(1))
-        .where(
-            runs.c.org == routines.c.org,
-            runs.c.uid == routines.c.uid,
-            runs.c.routine_id == routines.c.routine_id,
-            in_states(*NON_TERMINAL),
-        )
-        .exists()
-    )
+    open_run = open_run_of_routine()
     stmt = (
         sa.select(routines, backfills)
         .select_from(

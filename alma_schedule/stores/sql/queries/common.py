@@ -96,3 +96,18 @@ def end_runs_of(
         .returning(*runs.c)
     )
     return stmt, {}
+
+
+def open_run_of_routine() -> ColumnElement[bool]:
+    """``EXISTS`` a non-terminal run of the outer query's routine row (correlated on its key)."""
+    return (
+        sa.select(sa.literal(1))
+        .where(
+            runs.c.org == routines.c.org,
+            runs.c.uid == routines.c.uid,
+            runs.c.routine_id == routines.c.routine_id,
+            in_states(*NON_TERMINAL),
+        )
+        .exists()
+    )
+

@@ -9,7 +9,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from alma_schedule.stores.sql.namespace import SCHEMA_TOKEN, VERSION_TABLE
-from alma_schedule.stores.sql.queries.common import NON_TERMINAL, TERMINAL, Key3, Params, in_states
+from alma_schedule.stores.sql.queries.common import TERMINAL, Key3, Params, in_states, open_run_of_routine
 from alma_schedule.stores.sql.queries.tick import ORDER_TAIL, _batch_update_routines, _pk_in
 from alma_schedule.stores.sql.schema import heartbeat, routines, runs
 from alma_schedule.stores.sql.types import UtcDateTime
@@ -25,16 +25,7 @@ def prune(before: datetime) -> Any:
 
 def purge_candidates(limit: int, *, lock: bool) -> sa.Select[Any]:
     """Tombstoned routines with no non-terminal run (locked, skipping rows others hold)."""
-    open_run = (
-        sa.select(sa.literal(1))
-        .where(
-            runs.c.org == routines.c.org,
-            runs.c.uid == routines.c.uid,
-            runs.c.routine_id == routines.c.routine_id,
-            in_states(*NON_TERMINAL),
-        )
-        .exists()
-    )
+    open_run = open_run_of_routine()
     stmt = (
         sa.select(routines.c.org, routines.c.uid, routines.c.routine_id)
         .where(routines.c.deleted_at.is_not(None), ~open_run)
