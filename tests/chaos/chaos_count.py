@@ -55,6 +55,7 @@ class LedgerRow:
     state: str
     reason: str | None
     state_at: datetime
+    owner: str | None = None  # the Celery request the start CAS recorded (``<request id>[/<fire>]``)
 
 
 @dataclass
@@ -77,6 +78,7 @@ class Observed:
     prices: TokenPrices
     ceiling_org_micros: int
     cap_per_run_micros: int
+    requests: Mapping[str, int] = field(default_factory=dict)  # Celery request id -> the process that began it
 
 
 @dataclass
@@ -169,8 +171,9 @@ def count(o: Observed) -> Figures:
 
     # runs left running and not listed by `runs stuck`: a run whose worker PARENT was killed has no
     # Celery report by design (issue 14): it is promised visibility by age only
-    left = [row.key for row in o.ledger if row.state in ("running", "collecting")]
-    fate = {key: _fate(o, key) for key in left}
+    left_rows = [row for row in o.ledger if row.state in ("running", "collecting")]
+    left = [row.key for row in left_rows]
+    fate = {row.key: _fate(o, row) for row in left_rows}
     unlisted = [k for k in left if k not in o.stuck and not (fate[k] == FATES["parent"] and k in o.stuck_by_age)]
     f.running_not_stuck = len(unlisted)
     f.examples["running_not_stuck"] = [f"{k} ({fate[k]})" for k in unlisted][:8]
@@ -194,8 +197,13 @@ FATES = {
 }
 
 
-def _fate(o: Observed, key: RunKey) -> str:
-    pid = o.takers.get(str(key))
+def _fate(o: Observed, row: LedgerRow) -> str:
+    """What became of the process that OWNS the run: the request its start CAS recorded (a re-sent
+    message that began later and lost the CAS owns nothing), else the last process that began it."""
+    request = row.owner.split("/", 1)[0] if row.owner else None
+    pid = o.requests.get(request) if request else None
+    if pid is None:
+        pid = o.takers.get(str(row.key))
     if pid is None:
         return "never begun by a worker"
     return FATES.get(o.deaths.get(pid, (0.0, ""))[1], "?")

@@ -12,7 +12,9 @@ timeout). Tables:
 * ``sends``: one row per fleet task message published (an ``after_task_publish`` receiver in the
   sending process): what a ``task`` run promises is one SEND per fire.
 * ``takes``: one row per fire a run / run_many / collect task began (a ``task_prerun`` receiver):
-  which process held the fire, so a run left ``running`` is traced to the fault that stranded it.
+  which process (and which Celery request) held the fire, so a run left ``running`` is traced to
+  the fault that stranded it: through the request id the start CAS wrote as the run's ``owner``
+  (a re-sent message that began later and lost the CAS does not own it), else the last taker.
 """
 
 from __future__ import annotations
@@ -31,7 +33,9 @@ CREATE TABLE IF NOT EXISTS effects (
 );
 CREATE TABLE IF NOT EXISTS ticks (at TEXT NOT NULL, done REAL NOT NULL, claimed INTEGER NOT NULL, pid INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS sends (key TEXT NOT NULL, task TEXT NOT NULL, pid INTEGER NOT NULL, at REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS takes (key TEXT NOT NULL, task TEXT NOT NULL, pid INTEGER NOT NULL, at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS takes (
+    key TEXT NOT NULL, task TEXT NOT NULL, pid INTEGER NOT NULL, at REAL NOT NULL, task_id TEXT
+);
 """
 
 _conn: sqlite3.Connection | None = None
@@ -91,10 +95,10 @@ def read_sends(path: Path) -> list[str]:
         return [str(k) for (k,) in conn.execute("SELECT key FROM sends")]
 
 
-def took(keys: list[str], task: str) -> None:
+def took(keys: list[str], task: str, task_id: str | None = None) -> None:
     now, pid = time.time(), os.getpid()
-    rows = [(k, task, pid, now) for k in keys]
-    _mine().executemany("INSERT INTO takes (key, task, pid, at) VALUES (?, ?, ?, ?)", rows)
+    rows = [(k, task, pid, now, task_id) for k in keys]
+    _mine().executemany("INSERT INTO takes (key, task, pid, at, task_id) VALUES (?, ?, ?, ?, ?)", rows)
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,3 +134,10 @@ def last_takers(path: Path) -> dict[str, int]:
     """The process that last began each fire (run key -> pid)."""
     with closing(connect(path)) as conn:
         return {str(k): int(p) for k, p in conn.execute("SELECT key, pid FROM takes ORDER BY at")}
+
+
+def request_pids(path: Path) -> dict[str, int]:
+    """The process that began each Celery request of a run / run_many / collect task (id -> pid)."""
+    with closing(connect(path)) as conn:
+        rows = conn.execute("SELECT task_id, pid FROM takes WHERE task_id IS NOT NULL ORDER BY at")
+        return {str(t): int(p) for t, p in rows}

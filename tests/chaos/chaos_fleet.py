@@ -9,7 +9,7 @@ tasks and ``install(app)``, configured from the environment (``ALMA_BROKER_URL``
 Both are ``acks_late=False`` (acked when they start): an ``acks_late`` message is redelivered after
 Redis's visibility timeout and would run twice. A ``task_success`` receiver records each completed
 tick's report (``at``, claimed count) in the suite's own table, an ``after_task_publish`` receiver
-each fleet task message sent, a ``task_prerun`` receiver which process began each fire.
+each fleet task message sent, a ``task_prerun`` receiver which process (and request) began each fire.
 """
 
 from __future__ import annotations
@@ -62,13 +62,14 @@ def _sent(sender: Any = None, headers: Any = None, **_: Any) -> None:
 
 
 @task_prerun.connect(weak=False)
-def _took(sender: Any = None, args: Any = None, kwargs: Any = None, **_: Any) -> None:
+def _took(sender: Any = None, task_id: Any = None, args: Any = None, kwargs: Any = None, **_: Any) -> None:
     name = getattr(sender, "name", None)
     values = list(args or ()) + list((kwargs or {}).values())
+    request = None if task_id is None else str(task_id)
     if name in (RUN_TASK, COLLECT_TASK) and len(values) == 4:
-        chaos_effects.took(["/".join(map(str, values))], str(name))
+        chaos_effects.took(["/".join(map(str, values))], str(name), request)
     elif name == RUN_MANY_TASK and values:
-        chaos_effects.took(["/".join(map(str, fire[:4])) for fire in values[0]], str(name))  # key, expires
+        chaos_effects.took(["/".join(map(str, fire[:4])) for fire in values[0]], str(name), request)  # key, expires
 
 
 install(app)

@@ -23,7 +23,7 @@ from alma_schedule.stores import open_store
 
 ALMA = str(Path(sys.executable).parent / "alma-schedule")
 LEDGER = (
-    "SELECT r.org, r.uid, r.routine_id, r.run_id, t.kind, r.state, r.reason, r.state_at "
+    "SELECT r.org, r.uid, r.routine_id, r.run_id, t.kind, r.state, r.reason, r.state_at, r.owner "
     "FROM alma.runs r JOIN alma.routines t USING (org, uid, routine_id)"
 )
 
@@ -88,8 +88,8 @@ def observe(
         store.close()
     with psycopg.connect(pg.libpq) as conn:
         ledger = [
-            LedgerRow(RunKey(org, uid, rid, run_id), kind, state, reason, state_at)
-            for org, uid, rid, run_id, kind, state, reason, state_at in conn.execute(LEDGER)
+            LedgerRow(RunKey(org, uid, rid, run_id), kind, state, reason, state_at, owner)
+            for org, uid, rid, run_id, kind, state, reason, state_at, owner in conn.execute(LEDGER)
         ]
     deaths = {pid: (f.started, f.kind) for f in faults for pid in f.killed}
     return Observed(
@@ -104,6 +104,7 @@ def observe(
         stuck=stuck,
         stuck_by_age=stuck_by_age,
         takers=chaos_effects.last_takers(root / "effects.db"),
+        requests=chaos_effects.request_pids(root / "effects.db"),
         deaths=deaths,
         paused_at=paused_at,
         prices=TokenPrices(price_per_mtok, price_per_mtok),

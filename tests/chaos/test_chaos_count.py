@@ -141,3 +141,17 @@ def test_a_run_whose_worker_parent_died_need_only_be_listed_by_age() -> None:
     assert count(o).running_not_stuck == 1  # a parent's is not: listed once old enough ...
     o.stuck_by_age = {o.ledger[0].key}
     assert count(o).running_not_stuck == 0  # ... which it is
+
+
+def test_a_run_is_traced_to_the_request_that_owns_it_not_to_a_resend_that_began_later() -> None:
+    o = clean()
+    o.ledger[0] = replace(o.ledger[0], state="running", reason=None, owner="req-a")
+    o.requests = {"req-a": 7, "req-b": 8}  # req-a won the start CAS in 7; a re-send req-b began later in 8
+    o.takers = {str(o.ledger[0].key): 8}
+    o.deaths = {7: (BASE + 12, "parent")}
+    o.stuck_by_age = {o.ledger[0].key}
+    assert count(o).running_not_stuck == 0  # its owner's parent died: listed by age is what is promised
+    o.ledger[0] = replace(o.ledger[0], owner="req-a/acme/u/r/run")  # a packed run_many fire's owner
+    assert count(o).running_not_stuck == 0
+    o.ledger[0] = replace(o.ledger[0], owner=None)  # no owner recorded: the last taker (8, alive) counts
+    assert count(o).running_not_stuck == 1
