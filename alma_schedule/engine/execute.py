@@ -32,7 +32,8 @@
 * The owner (issue 14): ``execute(..., owner=)`` writes who runs the fire with the start CAS (the
   Celery request id: :mod:`alma_schedule.policies.ownership`), so Celery's loss report finds it
   (:mod:`.lost`); with a ``sleep`` the owner retries its finish while the store is unreachable,
-  until the soft time limit (:mod:`.retry`). A collector's finish is not retried.
+  until the soft time limit (:mod:`.retry`), and settles a start whose commit outcome is unknown by
+  reading the row (its own owner there: it won). A collector's finish is not retried.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ from alma_schedule.model import (
 from alma_schedule.policies.deadline import timed_out
 
 from .handle import StoreRunHandle
-from .retry import Sleep, finish_as_owner
+from .retry import Sleep, as_owner, finish_as_owner, start_as_owner
 from .runtime import Runtime, UnknownKind
 
 log = logging.getLogger("alma_schedule.engine")
@@ -173,7 +174,7 @@ def execute(
     if at >= current.expires_at:  # a late message: never run a fire past its window
         log.warning("run %s not started: its window closed at %s", key, current.expires_at.isoformat())
         return current
-    started = rt.store.start(key, now=at, owner=owner)
+    started = start_as_owner(rt, key, now=at, owner=owner, sleep=sleep)
     send_released(rt, started)  # a paused / disabled / deleted routine: its buffered fire meets it too
     if started.record is None:
         raise NotFound.of("run", key)
@@ -182,7 +183,13 @@ def execute(
         return started.record
     record = started.record
     mine: _Owner = (at, sleep)
-    routine = rt.store.get_routine(key.scope, key.routine_id, include_deleted=True)
+    routine = as_owner(
+        rt,
+        f"run {key}: reading its routine",
+        lambda: rt.store.get_routine(key.scope, key.routine_id, include_deleted=True),
+        started=at,
+        sleep=sleep,
+    )
     if routine is None:  # purged under us: cannot happen while the run is non-terminal, but never hang
         gone = RunResult.failed(Reason.UNKNOWN_KIND, error_class="RoutineGone")
         return _finish(rt, key, gone, at, RunState.RUNNING, mine)

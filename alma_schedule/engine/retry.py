@@ -1,4 +1,4 @@
-"""The owner's finish, retried while the store is unreachable (issue 14).
+"""The owner's store calls, retried while the store is unreachable (issue 14).
 
 The process that won ``claimed -> running`` is the only one that may finish its run from
 ``running`` (the operator's ``record`` aside), so it may retry its own finish CAS with back-off while
@@ -12,6 +12,14 @@ the pure schedule.
 A commit whose outcome was unknown (the connection dropped after the statement was sent) is settled
 by the row the next attempt reads: a lost CAS whose row already shows this result (state and
 reason) is the earlier commit: done. Any other loser is the operator's ``record``, as without retry.
+
+The START is settled the same way (:func:`start_as_owner`): a ``claimed -> running`` CAS that raised
+``StoreUnavailable`` may have committed, and a run nobody knows it owns would stay ``running`` with
+no process to finish it and no Celery report to block it. So the would-be owner reads the row
+(retried like a finish, from the message's instant): still ``claimed`` -> the CAS is taken again
+(it is a CAS: a second taker cannot win twice); ``running`` with THIS owner -> the earlier commit
+won: the run proceeds; anything else -> lost, as a loser. The reads the owner makes before its
+runner (the routine row) are retried alike (:func:`as_owner`), so a won start never strands its run.
 """
 
 from __future__ import annotations
@@ -19,19 +27,67 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection
 from datetime import datetime
+from typing import TypeVar
 
 from alma_schedule.errors import StoreUnavailable
-from alma_schedule.model import ClaimResult, RunKey, RunResult
+from alma_schedule.model import ClaimResult, RunKey, RunResult, RunState
 from alma_schedule.policies.finish_retry import retry_delay
+from alma_schedule.policies.ownership import owned_by
 
 from .runtime import Runtime
 
 log = logging.getLogger("alma_schedule.engine")
 
-__all__ = ["Sleep", "finish_as_owner"]
+__all__ = ["Sleep", "as_owner", "finish_as_owner", "start_as_owner"]
 
 #: Waits the given number of seconds (``time.sleep``; a test's clock advancer).
 Sleep = Callable[[float], None]
+T = TypeVar("T")
+
+
+def as_owner(rt: Runtime, what: str, call: Callable[[], T], *, started: datetime, sleep: Sleep | None) -> T:
+    """``call()``, retried with the finish back-off while it raises ``StoreUnavailable``, until the soft
+    time limit counted from ``started`` (no ``sleep``: no retry)."""
+    attempt = 0
+    while True:
+        try:
+            return call()
+        except StoreUnavailable as exc:
+            if sleep is None:
+                raise
+            attempt += 1
+            delay = retry_delay(attempt, (started + rt.settings.run_time_limit - rt.now(None)).total_seconds())
+            if delay is None:
+                log.error("%s: the store is still unavailable at the soft time limit", what)
+                raise
+            log.warning("%s: %s; retry %d in %.2fs", what, exc, attempt, delay)
+            sleep(delay)
+
+
+def start_as_owner(
+    rt: Runtime, key: RunKey, *, now: datetime, owner: str | None, sleep: Sleep | None
+) -> ClaimResult:
+    """``store.start`` by the would-be owner; a start whose outcome is unknown is settled by the row
+    (the module docstring). Without ``owner`` or ``sleep`` it raises as the store does."""
+    try:
+        return rt.store.start(key, now=now, owner=owner)
+    except StoreUnavailable:
+        if owner is None or sleep is None:
+            raise
+        log.warning("start %s: outcome unknown (store unavailable); settling it by the row", key)
+    while True:
+        row = as_owner(rt, f"start {key}: reading the row", lambda: rt.store.get(key), started=now, sleep=sleep)
+        if row is None:
+            return ClaimResult(False, None, "not_found")
+        if row.state == RunState.RUNNING and owned_by(row.owner, owner):
+            log.info("start %s: the earlier attempt committed: this request owns the run", key)
+            return ClaimResult(True, row, "won")
+        if row.state != RunState.CLAIMED:
+            return ClaimResult(False, row, "duplicate")
+        try:
+            return rt.store.start(key, now=now, owner=owner)
+        except StoreUnavailable:
+            continue  # unknown again: read the row again (as_owner gives up at the soft time limit)
 
 
 def _settled(res: ClaimResult, result: RunResult) -> bool:
@@ -51,23 +107,15 @@ def finish_as_owner(
     sleep: Sleep | None,
 ) -> ClaimResult:
     """``store.finish`` by the run's owner; retried (see the module docstring) when ``sleep`` is given."""
-    attempt = 0
-    while True:
-        try:
-            res = rt.store.finish(key, result, now=now, timers=rt.timers, from_states=from_states)
-        except StoreUnavailable as exc:
-            if sleep is None:
-                raise
-            attempt += 1
-            limit = started + rt.settings.run_time_limit
-            delay = retry_delay(attempt, (limit - rt.now(None)).total_seconds())
-            if delay is None:
-                log.error("finish %s as %s: the store is still unavailable at the soft time limit", key, result.outcome)
-                raise
-            log.warning("finish %s as %s: %s; retry %d in %.2fs", key, result.outcome, exc, attempt, delay)
-            sleep(delay)
-            continue
-        if attempt and _settled(res, result):
-            log.info("finish %s: the row already shows %s: an earlier attempt committed", key, result.outcome)
-            return ClaimResult(True, res.record, "won")
-        return res
+    attempts = 0
+
+    def finish() -> ClaimResult:
+        nonlocal attempts
+        attempts += 1
+        return rt.store.finish(key, result, now=now, timers=rt.timers, from_states=from_states)
+
+    res = as_owner(rt, f"finish {key} as {result.outcome}", finish, started=started, sleep=sleep)
+    if attempts > 1 and _settled(res, result):
+        log.info("finish %s: the row already shows %s: an earlier attempt committed", key, result.outcome)
+        return ClaimResult(True, res.record, "won")
+    return res

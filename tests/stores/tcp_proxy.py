@@ -27,7 +27,7 @@ class TcpProxy:
         self._lock = threading.Lock()
         self._open: list[socket.socket] = []
         self._cut = False
-        self._commit_armed = False
+        self._commit_armed: bytes | None = None
         self.commits_lost = 0
         self._closed = False
         self._thread = threading.Thread(target=self._accept, daemon=True)
@@ -50,8 +50,13 @@ class TcpProxy:
             self._cut = False
 
     def lose_reply_to_commit(self) -> None:
+        self.lose_reply_to(b"COMMIT")
+
+    def lose_reply_to(self, marker: bytes) -> None:
+        """The next message a client sends that holds ``marker`` (``COMMIT``; ``UPDATE`` for a
+        statement in autocommit mode, its own transaction) reaches the server; its answer does not."""
         with self._lock:
-            self._commit_armed = True
+            self._commit_armed = marker
 
     def close(self) -> None:
         self._closed = True
@@ -84,10 +89,10 @@ class TcpProxy:
         try:
             while data := src.recv(65536):
                 dst.sendall(data)
-                if upstream and b"COMMIT" in data:
+                if upstream and self._commit_armed is not None and self._commit_armed in data:
                     with self._lock:
-                        armed, self._commit_armed = self._commit_armed, False
-                    if armed:  # the server has the COMMIT; the client never hears back
+                        armed, self._commit_armed = self._commit_armed, None
+                    if armed is not None:  # the server has the COMMIT; the client never hears back
                         self.commits_lost += 1
                         _close(src)  # the server side stays open: its answer (the commit done)
                         return  # is read by the other pump, which then fails to relay it

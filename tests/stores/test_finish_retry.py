@@ -9,7 +9,11 @@ shared server is never touched.
   the retry's CAS loses, the row it reads already shows this result: done, the streak counted once;
 * an outage that outlasts the soft time limit (a settable clock the injected sleep advances): the
   owner gives up with ``StoreUnavailable`` and the run stays ``running`` (never finished twice);
-* without a sleep (not a Celery task) nothing is retried, as before.
+* without a sleep (not a Celery task) nothing is retried, as before;
+* a START whose commit answer never comes back: the would-be owner reads the row, finds itself the
+  owner of the ``running`` run, runs it once and finishes it (not stranded ``running`` with no
+  process to finish it and no Celery report to block it); a start cut before it reached the
+  server finds the row still ``claimed`` and takes it again.
 """
 
 from __future__ import annotations
@@ -203,5 +207,66 @@ def test_a_loss_report_that_meets_the_store_away_is_applied_once_it_is_back(prox
                 break
             time.sleep(0.2)
         assert rec is not None and (rec.state, rec.blocked_why, rec.owner) == ("running", "worker_lost", "req-lost")
+    finally:
+        store.close()
+
+
+class StartHook:
+    """The real store, with ``before_start`` done to the proxy just before each ``start`` (the
+    network fault lands on the start's own wire traffic)."""
+
+    def __init__(self, store: Store, before_start: Any) -> None:
+        self._store = store
+        self.before_start = before_start
+
+    def start(self, *args: Any, **kwargs: Any) -> Any:
+        if self.before_start is not None:
+            act, self.before_start = self.before_start, None
+            act()
+        return self._store.start(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+def test_a_start_whose_commit_answer_is_lost_is_settled_by_reading_the_row(proxy: tuple[TcpProxy, str]) -> None:
+    p, url = proxy
+    runner = CuttingRunner()
+    sched, store = _world(url, runner)
+    try:
+        key = _claimed(sched)
+        # the start CAS is the first UPDATE of execute, in autocommit mode on PostgreSQL: its own commit
+        p.lose_reply_to(b"UPDATE")
+        sleep = Recorded()
+        done = sched.execute(key, owner="req-start", sleep=sleep)
+        assert p.commits_lost == 1  # the start reached the server (and committed), its answer did not
+        assert runner.runs == [key]  # this request found itself the owner: it ran the fire, once
+        assert (done.state, done.reason, done.owner) == ("failed", "provider_error", "req-start")
+        assert sched.get(SCOPE, "r1").consecutive_failures == 1
+        again = sched.execute(key, owner="req-other", sleep=sleep)  # a re-sent message: the CAS is gone
+        assert runner.runs == [key] and again.state == "failed"
+    finally:
+        store.close()
+
+
+def test_a_start_cut_before_it_reached_the_server_takes_the_claimed_row_again(proxy: tuple[TcpProxy, str]) -> None:
+    p, url = proxy
+    runner = CuttingRunner()
+    store = open_store(url)
+    back = threading.Timer(2.0, p.restore)
+
+    def cut() -> None:
+        p.cut()
+        back.start()
+
+    hooked = StartHook(store, cut)
+    sched = create_schedule(store=hooked, runner=runner, settings=Settings(database_url=url))  # type: ignore[arg-type]
+    try:
+        key = _claimed(sched)
+        sleep = Recorded()
+        done = sched.execute(key, owner="req-cut", sleep=sleep)
+        back.join()
+        assert sleep.waits and runner.runs == [key]
+        assert (done.state, done.owner) == ("failed", "req-cut")
     finally:
         store.close()
