@@ -18,6 +18,10 @@ batch size (cost O(due), never O(routines)):
    claims in ``schedule_claims`` and clearing ``next_due_at`` of the routines it finishes
    (:mod:`alma_schedule.policies.limits`).
 
+On PostgreSQL a SHORT batch is followed by the claim of the due rows it skipped because another
+transaction held them (``_claim_held``): a fire whose only tick in its window met its routine's row
+held for a moment (its previous run finishing) is not lost.
+
 Only when the batch holds fires of ``latest`` routines, one more UPDATE before step 5 moves their
 older ``buffered`` rows to ``skipped(overlap)`` (:mod:`.store_buffered`): a tick without such a
 routine issues exactly the statements above.
@@ -34,11 +38,12 @@ inserts runs of a routine between steps 4 and 6.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
-from alma_schedule.errors import InvalidInput, StoreConflict
+from alma_schedule.errors import StoreConflict
 from alma_schedule.model import (
     ClaimBatch,
     ClaimResult,
@@ -51,57 +56,21 @@ from alma_schedule.model import (
     RunKey,
     RunRecord,
     RunState,
-    check_id,
 )
 from alma_schedule.policies import backoff, overlap, supersession
 from alma_schedule.settings import Timers
 from alma_schedule.stores.arguments import check_timers, claim_due_args, claim_manual_args
 from alma_schedule.stores.sql import queries as q
+from alma_schedule.stores.sql.decisions import clean_error, decide_checked
 from alma_schedule.stores.sql.rows import new_run, routine_from_row, run_from_row, run_from_values
 from alma_schedule.stores.sql.schema import runs
 from alma_schedule.stores.sql.store_base import RKey
 from alma_schedule.stores.sql.store_buffered import BufferedMixin
-from alma_schedule.stores.validation import check_limit, check_utc, require_utc
+from alma_schedule.stores.validation import check_limit, require_utc
 
-Decision = Fire | NotDue | Defer
+log = logging.getLogger("alma_schedule.stores")
+
 SQLITE_CHUNK = 2000
-
-
-def _utc(name: str, value: Any, *, optional: bool = False) -> Any:
-    """:func:`require_utc` / :func:`check_utc`, with a fast path for values already in UTC."""
-    if isinstance(value, datetime) and value.tzinfo is UTC:
-        return value
-    return check_utc(name, value, optional=True) if optional else require_utc(name, value)
-
-
-def _decide(decide: Callable[[Routine], Any], routine: Routine, now: datetime, timers: Timers) -> Decision:
-    """``decide``'s answer, validated; anything it raises (or a bad answer) becomes a ``Defer``."""
-    try:
-        d = decide(routine)
-        if isinstance(d, Fire):
-            check_id("run_id", d.run_id)
-            fire_at = _utc("fire_at", d.fire_at)
-            expires_at = _utc("expires_at", d.expires_at)
-            resend_at = _utc("resend_at", d.resend_at, optional=True)
-            next_due_at = _utc("next_due_at", d.next_due_at, optional=True)
-            due_at = _utc("due_at", d.due_at, optional=True)
-            given = (d.fire_at, d.expires_at, d.resend_at, d.next_due_at, d.due_at)
-            if (fire_at, expires_at, resend_at, next_due_at, due_at) == given:
-                return d  # already aware UTC (the usual case): no copy
-            return dataclasses.replace(
-                d, fire_at=fire_at, expires_at=expires_at, resend_at=resend_at, next_due_at=next_due_at, due_at=due_at
-            )
-        if isinstance(d, NotDue):
-            return NotDue(check_utc("next_due_at", d.next_due_at, optional=True))
-        if isinstance(d, Defer):
-            return Defer(require_utc("until", d.until), d.error)
-        raise InvalidInput(f"decide returned {type(d).__name__}")
-    except Exception as exc:
-        return Defer(backoff.retry_at(now, routine.error_count, timers.defer_first, timers.defer_max), repr(exc))
-
-
-def _clean_error(text: str) -> str:
-    return text.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode("utf-8")[:2000]
 
 
 def _pushes(now: datetime, first: timedelta, cap: timedelta) -> tuple[list[datetime], datetime]:
@@ -121,52 +90,91 @@ def _by_fire(rec: RunRecord) -> tuple[Any, ...]:
 
 class TickMixin(BufferedMixin):
     def claim_due(self, now: datetime, limit: int, decide: Callable[[Routine], Any], timers: Timers) -> ClaimBatch:
-        """System, ONE transaction, a constant number of statements (see the module docstring)."""
+        """System, ONE transaction, a constant number of statements (see the module docstring); on
+        PostgreSQL a short batch is followed by the claim of the due rows it skipped while another
+        transaction held them (:meth:`_claim_held`)."""
         now, limit = claim_due_args(now, limit, decide, timers)
-        d = self.dialect
         with self._tx() as conn:
             due = [routine_from_row(r) for r in conn.execute(q.select_due(now, limit, lock=True)).all()]
-            fires: list[tuple[Routine, Fire]] = []
-            not_due: list[dict[str, Any]] = []
-            defers: list[dict[str, Any]] = []
-            deferred: list[Deferral] = []
-            for routine in due:
-                dec = _decide(decide, routine, now, timers)
-                rk = {"org": routine.org, "uid": routine.uid, "routine_id": routine.routine_id}
-                if isinstance(dec, Defer):
-                    error = _clean_error(dec.error)
-                    defers.append({**rk, "until": dec.until, "error": error})
-                    deferred.append(
-                        Deferral(
-                            routine.org,
-                            routine.uid,
-                            routine.routine_id,
-                            dec.until,
-                            error,
-                            first=backoff.first_deferral(routine.error_count),
-                        )
+            batch = self._claim_locked(conn, due, now, decide, timers)
+        if len(due) < limit and self.dialect == "postgresql":
+            held = self._claim_held(now, limit - len(due), decide, timers)
+            if held is not None:
+                batch = ClaimBatch(
+                    batch.claimed + held.claimed,
+                    batch.skipped + held.skipped,
+                    batch.deferred + held.deferred,
+                    batch.buffered + held.buffered,
+                )
+        return batch
+
+    def _claim_held(
+        self, now: datetime, limit: int, decide: Callable[[Routine], Any], timers: Timers
+    ) -> ClaimBatch | None:
+        """The due rows a short batch skipped while another transaction held them (a finishing run,
+        a registration, another tick): one unlocked EXISTS, and only if something is still due ONE
+        transaction that WAITS for them (in the due order, at most ``HELD_LOCK_WAIT``) and claims
+        them; a row another tick claimed meanwhile is re-checked and no longer due. A longer hold is
+        left to the next tick (logged)."""
+        with self._tx(read=True) as conn:
+            if not conn.execute(q.due_exists(now)).scalar():
+                return None
+        try:
+            with self._tx() as conn:
+                conn.execute(q.HELD_LOCK_WAIT)
+                stmt = q.select_due(now, limit, lock=True, wait=True)
+                due = [routine_from_row(r) for r in conn.execute(stmt).all()]
+                return self._claim_locked(conn, due, now, decide, timers)
+        except StoreConflict as exc:  # lock_timeout (or a deadlock victim): nothing was written
+            log.warning("claim of due routines held by another transaction deferred to the next tick: %s", exc)
+            return None
+
+    def _claim_locked(
+        self, conn: Any, due: list[Routine], now: datetime, decide: Callable[[Routine], Any], timers: Timers
+    ) -> ClaimBatch:
+        """Steps 2-7 of the module docstring over the routines this transaction locked."""
+        d = self.dialect
+        fires: list[tuple[Routine, Fire]] = []
+        not_due: list[dict[str, Any]] = []
+        defers: list[dict[str, Any]] = []
+        deferred: list[Deferral] = []
+        for routine in due:
+            dec = decide_checked(decide, routine, now, timers)
+            rk = {"org": routine.org, "uid": routine.uid, "routine_id": routine.routine_id}
+            if isinstance(dec, Defer):
+                error = clean_error(dec.error)
+                defers.append({**rk, "until": dec.until, "error": error})
+                deferred.append(
+                    Deferral(
+                        routine.org,
+                        routine.uid,
+                        routine.routine_id,
+                        dec.until,
+                        error,
+                        first=backoff.first_deferral(routine.error_count),
                     )
-                elif isinstance(dec, NotDue):
-                    not_due.append({**rk, "next_due_at": dec.next_due_at})
-                elif routine.last_fire is None or routine.last_fire < dec.fire_at:
-                    fires.append((routine, dec))
-            if fires:
-                rows = [
-                    {
-                        "org": r.org,
-                        "uid": r.uid,
-                        "routine_id": r.routine_id,
-                        "fire": f.fire_at,
-                        "next_due_at": f.next_due_at,
-                    }
-                    for r, f in fires
-                ]
-                conn.execute(*q.advance_cursors(d, rows, now))
-            if not_due:
-                conn.execute(*q.move_due(d, not_due, now))
-            if defers:
-                conn.execute(*q.defer_batch(d, defers, now))
-            claimed, skipped, buffered = self._insert_fires(conn, fires, now, timers) if fires else ([], [], [])
+                )
+            elif isinstance(dec, NotDue):
+                not_due.append({**rk, "next_due_at": dec.next_due_at})
+            elif routine.last_fire is None or routine.last_fire < dec.fire_at:
+                fires.append((routine, dec))
+        if fires:
+            rows = [
+                {
+                    "org": r.org,
+                    "uid": r.uid,
+                    "routine_id": r.routine_id,
+                    "fire": f.fire_at,
+                    "next_due_at": f.next_due_at,
+                }
+                for r, f in fires
+            ]
+            conn.execute(*q.advance_cursors(d, rows, now))
+        if not_due:
+            conn.execute(*q.move_due(d, not_due, now))
+        if defers:
+            conn.execute(*q.defer_batch(d, defers, now))
+        claimed, skipped, buffered = self._insert_fires(conn, fires, now, timers) if fires else ([], [], [])
         return ClaimBatch(tuple(claimed), tuple(skipped), tuple(deferred), tuple(buffered))
 
     def _insert_fires(

@@ -87,10 +87,12 @@ from alma_schedule.stores.sql.queries.runs import (
 )
 from alma_schedule.stores.sql.queries.tick import (
     FIRE_VARYING,
+    HELD_LOCK_WAIT,
     ORDER_TAIL,
     advance_cursors,
     count_claims,
     defer_batch,
+    due_exists,
     existing_runs,
     expire_claimed,
     insert_runs,
@@ -191,6 +193,8 @@ __all__ = [
     "run_params",
     "select_backfill",
     "select_due",
+    "due_exists",
+    "HELD_LOCK_WAIT",
     "select_last_tick",
     "select_open_run",
     "select_routine",

@@ -29,22 +29,37 @@ from alma_schedule.stores.sql.schema import routines, runs
 from alma_schedule.stores.sql.types import UtcDateTime
 
 
-def select_due(now: datetime, limit: int, *, lock: bool) -> sa.Select[Any]:
-    """Due routines, oldest ``next_due_at`` first; skip rows a concurrent claimer holds."""
+def _due(now: datetime) -> tuple[ColumnElement[bool], ...]:
+    return (
+        routines.c.next_due_at <= now,
+        # not policies.backoff.held_back(defer_until, now), set-based
+        sa.or_(routines.c.defer_until.is_(None), routines.c.defer_until <= now),
+        routines.c.deleted_at.is_(None),
+        routines.c.enabled.is_(True),
+        routines.c.paused_reason.is_(None),
+    )
+
+
+def select_due(now: datetime, limit: int, *, lock: bool, wait: bool = False) -> sa.Select[Any]:
+    """Due routines, oldest ``next_due_at`` first; skip rows a concurrent transaction holds, or
+    (``wait``) wait for them, locking in this same order (two waiting claimers cannot deadlock)."""
     stmt = (
         sa.select(routines)
-        .where(
-            routines.c.next_due_at <= now,
-            # not policies.backoff.held_back(defer_until, now), set-based
-            sa.or_(routines.c.defer_until.is_(None), routines.c.defer_until <= now),
-            routines.c.deleted_at.is_(None),
-            routines.c.enabled.is_(True),
-            routines.c.paused_reason.is_(None),
-        )
+        .where(*_due(now))
         .order_by(routines.c.next_due_at, routines.c.org, routines.c.uid, routines.c.routine_id)
         .limit(limit)
     )
-    return stmt.with_for_update(skip_locked=True) if lock else stmt
+    return stmt.with_for_update(skip_locked=not wait) if lock else stmt
+
+
+def due_exists(now: datetime) -> sa.Select[Any]:
+    """Whether any routine is due at ``now`` (no lock: after a short batch, a due row left is one
+    that a concurrent transaction held while the batch locked)."""
+    return sa.select(sa.exists().where(*_due(now)))
+
+
+#: How long the claim of held due rows waits for one (PostgreSQL; a longer hold is left to the next tick).
+HELD_LOCK_WAIT = sa.text("SET LOCAL lock_timeout = '2s'")
 
 
 def _batch_update_routines(

@@ -1,0 +1,88 @@
+"""A due routine whose row another transaction holds while a tick's batch locks (its previous run
+finishing, a registration, another tick) is claimed by that tick once released (PostgreSQL's
+``FOR UPDATE SKIP LOCKED`` skipped it): a fire whose only tick in its window met the row held was
+lost (found by the chaos suite). The holder here is a real second connection to the same database.
+
+* held for a moment, then released unchanged: the tick waits for it and claims the fire, once;
+* held by "another tick" that claims it (advances the cursor) before releasing: the waiting tick
+  finds it no longer due and claims nothing: no fire twice;
+* held past the wait: the tick returns without it and without raising; the next tick claims it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+
+from alma_schedule.stores.sql import SqlStore
+from alma_schedule.testing.builders import SCOPE, T0, TIMERS, fire_due, register
+from tests.stores.sql_support import opened, pg_database
+
+pytestmark = pytest.mark.postgres
+
+LOCK = "SELECT 1 FROM alma.routines WHERE org = %s AND uid = %s AND routine_id = 'r1' FOR UPDATE"
+
+
+@pytest.fixture
+def world() -> Iterator[tuple[SqlStore, str]]:
+    with pg_database() as url, opened(url) as store:
+        register(store, "r1", next_due_at=T0)
+        register(store, "r2", next_due_at=T0)
+        yield store, url.replace("postgresql+psycopg://", "postgresql://", 1)
+
+
+def _hold(libpq: str, seconds: float, then: str | None = None) -> tuple[threading.Thread, threading.Event]:
+    """Lock r1's row in another connection, keep it ``seconds``, run ``then``, commit."""
+    locked = threading.Event()
+
+    def hold() -> None:
+        with psycopg.connect(libpq) as conn:
+            conn.execute(LOCK, (SCOPE.org, SCOPE.uid))
+            locked.set()
+            time.sleep(seconds)
+            if then is not None:
+                conn.execute(then, (SCOPE.org, SCOPE.uid))
+            conn.commit()
+
+    thread = threading.Thread(target=hold, daemon=True)
+    thread.start()
+    assert locked.wait(10)
+    return thread, locked
+
+
+def _claimed_ids(batch: object) -> list[str]:
+    return sorted(r.routine_id for r in batch.claimed)  # type: ignore[attr-defined]
+
+
+def test_a_row_held_for_a_moment_is_waited_for_and_claimed(world: tuple[SqlStore, str]) -> None:
+    store, libpq = world
+    thread, _ = _hold(libpq, 0.5)
+    batch = store.claim_due(T0, 10, fire_due, TIMERS)
+    thread.join()
+    assert _claimed_ids(batch) == ["r1", "r2"]
+    assert store.claim_due(T0, 10, fire_due, TIMERS).claimed == ()  # nothing twice
+
+
+def test_a_row_another_tick_claims_while_holding_it_is_not_claimed_again(world: tuple[SqlStore, str]) -> None:
+    store, libpq = world
+    advance = (
+        "UPDATE alma.routines SET next_due_at = next_due_at + interval '1 hour', last_fire = next_due_at "
+        "WHERE org = %s AND uid = %s AND routine_id = 'r1'"
+    )
+    thread, _ = _hold(libpq, 0.5, then=advance)
+    batch = store.claim_due(T0, 10, fire_due, TIMERS)
+    thread.join()
+    assert _claimed_ids(batch) == ["r2"]  # r1 re-checked after the wait: no longer due
+
+
+def test_a_row_held_past_the_wait_is_left_to_the_next_tick(world: tuple[SqlStore, str]) -> None:
+    store, libpq = world
+    thread, _ = _hold(libpq, 3.5)  # HELD_LOCK_WAIT is 2 s
+    batch = store.claim_due(T0, 10, fire_due, TIMERS)
+    assert _claimed_ids(batch) == ["r2"]
+    thread.join()
+    assert _claimed_ids(store.claim_due(T0, 10, fire_due, TIMERS)) == ["r1"]
