@@ -33,7 +33,9 @@
   Celery request id: :mod:`alma_schedule.policies.ownership`), so Celery's loss report finds it
   (:mod:`.lost`); with a ``sleep`` the owner retries its finish while the store is unreachable,
   until the soft time limit (:mod:`.retry`), and settles a start whose commit outcome is unknown by
-  reading the row (its own owner there: it won). A collector's finish is not retried.
+  reading the row (its own owner there: it won). A collector's collecting CAS writes ITS request id
+  as the owner; the collector that won ``collecting`` retries its finish alike (nobody else may ever
+  finish a ``collecting`` run); a collector's finish from ``submitted`` is a plain CAS, not retried.
 """
 
 from __future__ import annotations
@@ -215,8 +217,14 @@ def execute(
     return _finish(rt, key, result, _later(rt, at, now), handle.owned_state, mine)
 
 
-def collect(rt: Runtime, key: RunKey, now: datetime | None = None) -> RunRecord:
-    """Poll one submitted run (``key.run_id`` is the ``collect_run_id``). Writes nothing while pending."""
+def collect(
+    rt: Runtime, key: RunKey, now: datetime | None = None, owner: str | None = None, sleep: Sleep | None = None
+) -> RunRecord:
+    """Poll one submitted run (``key.run_id`` is the ``collect_run_id``). Writes nothing while pending.
+
+    ``owner`` (the collector's Celery request id) is written by the collecting CAS; with ``sleep`` a
+    collecting CAS whose answer was lost is settled by the row, and the collector that won
+    ``collecting`` retries its finish while the store is unreachable (:mod:`.retry`)."""
     at = rt.now(now)
     record = rt.store.get(key)
     if record is None:
@@ -239,7 +247,7 @@ def collect(rt: Runtime, key: RunKey, now: datetime | None = None) -> RunRecord:
     if collector is None:
         log.error("collect %s: the runner of kind %r cannot collect", key, routine.kind)
         return _finish(rt, key, RunResult.failed(Reason.RUNNER_ERROR, error_class="NoCollect"), at, None)
-    handle = StoreRunHandle(rt, record, routine, at)
+    handle = StoreRunHandle(rt, record, routine, at, owner=owner, sleep=sleep)
     try:
         allowed = _RUNNER_OUTCOMES - {RunState.REFUSED} | {RunState.TIMED_OUT}
         result = _checked(collector(routine, handle), allowed=allowed)
@@ -256,7 +264,8 @@ def collect(rt: Runtime, key: RunKey, now: datetime | None = None) -> RunRecord:
         # A runner with nothing to deliver may skip the CAS; take it here so one caller finishes.
         if not handle.begin_collecting():
             return handle.result()
-    return _finish(rt, key, result, _later(rt, at, now), handle.owned_state)
+    mine: _Owner | None = (at, sleep) if handle.owned_state == RunState.COLLECTING else None
+    return _finish(rt, key, result, _later(rt, at, now), handle.owned_state, mine)
 
 
 def _log_late(rt: Runtime, record: RunRecord, routine: Routine | None) -> None:

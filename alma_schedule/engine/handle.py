@@ -17,6 +17,7 @@ from alma_schedule.model import Ceiling, ClaimResult, ReserveResult, Routine, Ru
 from alma_schedule.model.time import aware_utc
 from alma_schedule.policies import backoff
 
+from .retry import Sleep, collect_as_owner
 from .runtime import Runtime
 
 __all__ = ["StoreRunHandle", "money_day"]
@@ -40,7 +41,7 @@ class StoreRunHandle:
     from it, so a caller that lost a CAS can never end a run another one owns.
     """
 
-    __slots__ = ("_key", "_now", "_owned", "_record", "_routine", "_rt")
+    __slots__ = ("_key", "_now", "_owned", "_owner", "_record", "_routine", "_rt", "_sleep")
 
     def __init__(
         self,
@@ -50,8 +51,12 @@ class StoreRunHandle:
         now: datetime,
         *,
         owned: str | None = None,
+        owner: str | None = None,
+        sleep: Sleep | None = None,
     ) -> None:
         self._rt = runtime
+        self._owner = owner  # a collector's Celery request id, written by its collecting CAS
+        self._sleep = sleep
         self._key = record.key
         self._record = record
         self._routine = routine
@@ -132,8 +137,10 @@ class StoreRunHandle:
         return res
 
     def begin_collecting(self) -> bool:
-        """The ``submitted -> collecting`` CAS: True for exactly one caller, the only one that delivers."""
-        res = self._rt.store.begin_collecting(self._key, now=self._now)
+        """The ``submitted -> collecting`` CAS: True for exactly one caller, the only one that delivers.
+        A collector with an owner and a sleep settles a CAS whose answer was lost by the row
+        (:func:`~.retry.collect_as_owner`)."""
+        res = collect_as_owner(self._rt, self._key, now=self._now, owner=self._owner, sleep=self._sleep)
         if res.record is not None:
             self._record = res.record
         if res.won:

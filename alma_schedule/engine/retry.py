@@ -20,6 +20,9 @@ no process to finish it and no Celery report to block it. So the would-be owner 
 (it is a CAS: a second taker cannot win twice); ``running`` with THIS owner -> the earlier commit
 won: the run proceeds; anything else -> lost, as a loser. The reads the owner makes before its
 runner (the routine row) are retried alike (:func:`as_owner`), so a won start never strands its run.
+A collector is settled the same way (:func:`collect_as_owner`: its collecting CAS writes its request
+id as the owner), and the collector that won ``collecting`` retries its finish like a run's owner:
+nobody else may ever finish a ``collecting`` run.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from .runtime import Runtime
 
 log = logging.getLogger("alma_schedule.engine")
 
-__all__ = ["Sleep", "as_owner", "finish_as_owner", "start_as_owner"]
+__all__ = ["Sleep", "as_owner", "collect_as_owner", "finish_as_owner", "start_as_owner"]
 
 #: Waits the given number of seconds (``time.sleep``; a test's clock advancer).
 Sleep = Callable[[float], None]
@@ -64,6 +67,15 @@ def as_owner(rt: Runtime, what: str, call: Callable[[], T], *, started: datetime
             sleep(delay)
 
 
+def _own(res: ClaimResult, state: str, owner: str) -> ClaimResult:
+    """A CAS retried after an unknown outcome that lost to a row in ``state`` with THIS owner lost to
+    its own first attempt (committed meanwhile): that is a win."""
+    rec = res.record
+    if not res.won and rec is not None and rec.state == state and owned_by(rec.owner, owner):
+        return ClaimResult(True, rec, "won")
+    return res
+
+
 def start_as_owner(
     rt: Runtime, key: RunKey, *, now: datetime, owner: str | None, sleep: Sleep | None
 ) -> ClaimResult:
@@ -84,8 +96,8 @@ def start_as_owner(
             return ClaimResult(True, row, "won")
         if row.state != RunState.CLAIMED:
             return ClaimResult(False, row, "duplicate")
-        try:
-            return rt.store.start(key, now=now, owner=owner)
+        try:  # the first attempt may still be committing: this CAS then waits for it and loses to it
+            return _own(rt.store.start(key, now=now, owner=owner), RunState.RUNNING, owner)
         except StoreUnavailable:
             continue  # unknown again: read the row again (as_owner gives up at the soft time limit)
 
@@ -94,6 +106,32 @@ def _settled(res: ClaimResult, result: RunResult) -> bool:
     """A lost CAS whose row already shows ``result``: the commit of an earlier attempt."""
     rec = res.record
     return not res.won and rec is not None and rec.state == result.outcome and rec.reason == result.reason
+
+
+def collect_as_owner(
+    rt: Runtime, key: RunKey, *, now: datetime, owner: str | None, sleep: Sleep | None
+) -> ClaimResult:
+    """``store.begin_collecting`` by a collector; a CAS whose outcome is unknown is settled by the row
+    as a start is (``collecting`` with this owner: won; still ``submitted``: taken again; else lost).
+    Without ``owner`` or ``sleep`` it raises as the store does."""
+    try:
+        return rt.store.begin_collecting(key, now=now, owner=owner)
+    except StoreUnavailable:
+        if owner is None or sleep is None:
+            raise
+        log.warning("collect %s: collecting CAS outcome unknown (store unavailable); settling it by the row", key)
+    while True:
+        row = as_owner(rt, f"collect {key}: reading the row", lambda: rt.store.get(key), started=now, sleep=sleep)
+        if row is None:
+            return ClaimResult(False, None, "not_found")
+        if row.state == RunState.COLLECTING and owned_by(row.owner, owner):
+            return ClaimResult(True, row, "won")
+        if row.state != RunState.SUBMITTED:
+            return ClaimResult(False, row, "duplicate")
+        try:
+            return _own(rt.store.begin_collecting(key, now=now, owner=owner), RunState.COLLECTING, owner)
+        except StoreUnavailable:
+            continue
 
 
 def finish_as_owner(

@@ -314,9 +314,17 @@ class Scheduler:
         ``time_limit``): settle or mark each of its ``running`` runs (see :mod:`.lost`)."""
         return _lost.report_lost(self._rt, request_id, why, now)
 
-    def collect(self, key: RunKey, *, now: datetime | None = None) -> RunRecord:
-        """What a collect message does (``key.run_id`` is the ``collect_run_id``)."""
-        return _execute.collect(self._rt, key, now)
+    def collect(
+        self,
+        key: RunKey,
+        *,
+        now: datetime | None = None,
+        owner: str | None = None,
+        sleep: Callable[[float], None] | None = None,
+    ) -> RunRecord:
+        """What a collect message does (``key.run_id`` is the ``collect_run_id``); ``owner`` / ``sleep``
+        as for :meth:`execute` (the collecting CAS writes the owner; its finish is retried)."""
+        return _execute.collect(self._rt, key, now, owner, sleep)
 
     def record(
         self,

@@ -194,8 +194,10 @@ class Store(SystemStore, Protocol):
         """CAS ``running -> submitted`` recording the batch id / target task id, deadline and first poll."""
         ...
 
-    def begin_collecting(self, key: RunKey, *, now: datetime) -> ClaimResult:
-        """CAS ``submitted -> collecting``: exactly one caller wins."""
+    def begin_collecting(self, key: RunKey, *, now: datetime, owner: str | None = None) -> ClaimResult:
+        """CAS ``submitted -> collecting``: exactly one caller wins, ONE statement; ``owner`` (the
+        collector's Celery request id) is written by the CAS, so a collector whose answer was lost
+        can tell from the row that it won."""
         ...
 
     def annotate(self, key: RunKey, values: Mapping[str, Any]) -> RunRecord:

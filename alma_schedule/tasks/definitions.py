@@ -137,11 +137,14 @@ def define_tasks(app: Celery, composition: Composition, settings: Settings | Non
         observe_run(record, started_here=record.started_at is not None)
         return {"run": str(key), "state": record.state, "reason": record.reason}
 
-    @app.task(**options(COLLECT_TASK, ignore_result=True))
-    def collect(org: str, uid: str, routine_id: str, collect_run_id: str) -> dict[str, Any]:
-        """Poll (and on a terminal status, deliver) exactly the run ``collect_run_id``; never submits."""
+    @app.task(**options(COLLECT_TASK, ignore_result=True), bind=True)
+    def collect(self: Task, org: str, uid: str, routine_id: str, collect_run_id: str) -> dict[str, Any]:
+        """Poll (and on a terminal status, deliver) exactly the run ``collect_run_id``; never submits.
+        The collecting CAS writes this request as the owner; the finish from it is retried."""
         key = RunKey(org, uid, routine_id, collect_run_id)
-        record = composition.schedule().collect(key)  # no now: the finish reads the clock after the runner
+        owner = owner_of(self.request.id) if self.request.id else None
+        # no now: the finish reads the clock after the runner
+        record = composition.schedule().collect(key, owner=owner, sleep=time.sleep)
         return {"run": str(key), "state": record.state, "reason": record.reason}
 
     @app.task(**options(RUN_MANY_TASK, ignore_result=True), bind=True)

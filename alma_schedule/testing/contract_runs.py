@@ -164,6 +164,14 @@ class RunContract:
         lost = store.begin_collecting(rec.key, now=T0 + MINUTE)
         assert (lost.won, lost.reason, lost.record) == (False, "duplicate", col.record)
 
+    def test_the_collecting_cas_writes_its_owner(self, store: Store) -> None:
+        rec = _in(store, "submitted")
+        col = store.begin_collecting(rec.key, now=T0 + MINUTE, owner="collect-req-1")
+        assert col.won and col.record is not None and col.record.owner == "collect-req-1"
+        assert store.get(rec.key) == col.record
+        lost = store.begin_collecting(rec.key, now=T0 + MINUTE, owner="collect-req-2")
+        assert not lost.won and lost.record is not None and lost.record.owner == "collect-req-1"
+
     @pytest.mark.parametrize(("op", "state"), RIGHT)
     def test_a_right_edge_moves_once(self, store: Store, op: str, state: str) -> None:
         rec = _in(store, state)

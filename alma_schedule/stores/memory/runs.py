@@ -42,7 +42,6 @@ from alma_schedule.stores.arguments import (
     spend_args,
     start_args,
     submit_args,
-    transition_args,
 )
 from alma_schedule.stores.memory.buffered import BufferedMixin
 from alma_schedule.stores.validation import check_limit, require_utc
@@ -247,9 +246,11 @@ class RunsMixin(BufferedMixin):
         now, values = submit_args(key, now, batch_id, deadline, next_poll_at, target_task_id)
         return self._cas(key, RunState.SUBMITTED, now, **values)
 
-    def begin_collecting(self, key: RunKey, *, now: datetime) -> ClaimResult:
-        _, now = transition_args(key, now)
-        return self._cas(key, RunState.COLLECTING, now)
+    def begin_collecting(self, key: RunKey, *, now: datetime, owner: str | None = None) -> ClaimResult:
+        _, now, owner = start_args(key, now, owner)
+        if owner is None:
+            return self._cas(key, RunState.COLLECTING, now)
+        return self._cas(key, RunState.COLLECTING, now, owner=owner)
 
     def annotate(self, key: RunKey, values: Mapping[str, Any]) -> RunRecord:
         rk, clean = annotate_args(key, values)

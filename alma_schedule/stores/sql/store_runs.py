@@ -43,7 +43,6 @@ from alma_schedule.stores.arguments import (
     spend_args,
     start_args,
     submit_args,
-    transition_args,
 )
 from alma_schedule.stores.sql import queries as q
 from alma_schedule.stores.sql.rows import run_from_row
@@ -144,10 +143,10 @@ class RunsMixin(BufferedMixin):
         now, values = submit_args(key, now, batch_id, deadline, next_poll_at, target_task_id)
         return self._edge(key, RunState.SUBMITTED, now, values)
 
-    def begin_collecting(self, key: RunKey, *, now: datetime) -> ClaimResult:
-        """CAS ``submitted -> collecting``: exactly one caller wins."""
-        _, now = transition_args(key, now)
-        return self._edge(key, RunState.COLLECTING, now, {})
+    def begin_collecting(self, key: RunKey, *, now: datetime, owner: str | None = None) -> ClaimResult:
+        """CAS ``submitted -> collecting`` (writing ``owner`` when given): exactly one caller wins."""
+        _, now, owner = start_args(key, now, owner)
+        return self._edge(key, RunState.COLLECTING, now, {} if owner is None else {"owner": owner})
 
     def annotate(self, key: RunKey, values: Mapping[str, Any]) -> RunRecord:
         """Write :data:`ANNOTATABLE` fields of a NON-terminal run (one statement); never its state."""
