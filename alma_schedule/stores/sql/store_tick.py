@@ -98,7 +98,8 @@ class TickMixin(BufferedMixin):
             due = [routine_from_row(r) for r in conn.execute(q.select_due(now, limit, lock=True)).all()]
             batch = self._claim_locked(conn, due, now, decide, timers)
         if len(due) < limit and self.dialect == "postgresql":
-            held = self._claim_held(now, limit - len(due), decide, timers)
+            decided = [(r.org, r.uid, r.routine_id) for r in due]
+            held = self._claim_held(now, limit - len(due), decide, timers, decided)
             if held is not None:
                 batch = ClaimBatch(
                     batch.claimed + held.claimed,
@@ -109,20 +110,21 @@ class TickMixin(BufferedMixin):
         return batch
 
     def _claim_held(
-        self, now: datetime, limit: int, decide: Callable[[Routine], Any], timers: Timers
+        self, now: datetime, limit: int, decide: Callable[[Routine], Any], timers: Timers, decided: list[RKey]
     ) -> ClaimBatch | None:
         """The due rows a short batch skipped while another transaction held them (a finishing run,
-        a registration, another tick): one unlocked EXISTS, and only if something is still due ONE
+        a registration, another tick), never one it ``decided`` (a catching-up routine may still be
+        due after its fire: the next batch's, as before): one unlocked EXISTS, and only then ONE
         transaction that WAITS for them (in the due order, at most ``HELD_LOCK_WAIT``) and claims
         them; a row another tick claimed meanwhile is re-checked and no longer due. A longer hold is
         left to the next tick (logged)."""
         with self._tx(read=True) as conn:
-            if not conn.execute(q.due_exists(now)).scalar():
+            if not conn.execute(q.due_exists(now, decided)).scalar():
                 return None
         try:
             with self._tx() as conn:
                 conn.execute(q.HELD_LOCK_WAIT)
-                stmt = q.select_due(now, limit, lock=True, wait=True)
+                stmt = q.select_due(now, limit, lock=True, wait=True, besides=decided)
                 due = [routine_from_row(r) for r in conn.execute(stmt).all()]
                 return self._claim_locked(conn, due, now, decide, timers)
         except StoreConflict as exc:  # lock_timeout (or a deadlock victim): nothing was written

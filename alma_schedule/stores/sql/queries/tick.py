@@ -40,22 +40,31 @@ def _due(now: datetime) -> tuple[ColumnElement[bool], ...]:
     )
 
 
-def select_due(now: datetime, limit: int, *, lock: bool, wait: bool = False) -> sa.Select[Any]:
-    """Due routines, oldest ``next_due_at`` first; skip rows a concurrent transaction holds, or
-    (``wait``) wait for them, locking in this same order (two waiting claimers cannot deadlock)."""
+def _not_in(keys: Sequence[Key3]) -> tuple[ColumnElement[bool], ...]:
+    if not keys:
+        return ()
+    return (sa.tuple_(routines.c.org, routines.c.uid, routines.c.routine_id).not_in(list(keys)),)
+
+
+def select_due(
+    now: datetime, limit: int, *, lock: bool, wait: bool = False, besides: Sequence[Key3] = ()
+) -> sa.Select[Any]:
+    """Due routines, oldest ``next_due_at`` first, other than ``besides`` (those this claim already
+    decided); skip rows a concurrent transaction holds, or (``wait``) wait for them, locking in this
+    same order (two waiting claimers cannot deadlock)."""
     stmt = (
         sa.select(routines)
-        .where(*_due(now))
+        .where(*_due(now), *_not_in(besides))
         .order_by(routines.c.next_due_at, routines.c.org, routines.c.uid, routines.c.routine_id)
         .limit(limit)
     )
     return stmt.with_for_update(skip_locked=not wait) if lock else stmt
 
 
-def due_exists(now: datetime) -> sa.Select[Any]:
-    """Whether any routine is due at ``now`` (no lock: after a short batch, a due row left is one
-    that a concurrent transaction held while the batch locked)."""
-    return sa.select(sa.exists().where(*_due(now)))
+def due_exists(now: datetime, besides: Sequence[Key3] = ()) -> sa.Select[Any]:
+    """Whether a routine other than ``besides`` is due at ``now`` (no lock: after a short batch, such
+    a row is one that a concurrent transaction held while the batch locked)."""
+    return sa.select(sa.exists().where(*_due(now), *_not_in(besides)))
 
 
 #: How long the claim of held due rows waits for one (PostgreSQL; a longer hold is left to the next tick).
