@@ -102,6 +102,7 @@ def run_size(
     contenders.update(incumbents.contenders(n, due, redis_url, pg_admin))
     times: dict[str, list[float]] = {k: [] for k in contenders}
     stopped: dict[str, str] = {}
+    started = time.perf_counter()
     try:
         for system in contenders.values():
             system.setup()
@@ -127,7 +128,7 @@ def run_size(
         for system in contenders.values():
             system.teardown()
         r.flushdb()
-    cell: dict[str, Any] = {"routines": n, "due": due, "reps": reps}
+    cell: dict[str, Any] = {"routines": n, "due": due, "reps": reps, "wall_s": round(time.perf_counter() - started, 1)}
     for name, xs in times.items():
         cell[name] = stopped.get(name) or {k: round(v * 1e3, 2) for k, v in stats(xs).items()}
         if isinstance(cell[name], dict) and len(xs) < reps:

@@ -41,6 +41,7 @@ def measure(n: int, due: int, reps: int, redis_url: str, pg_admin: str) -> dict[
         "floor": systems.Floor(n, due, redis_url, pg_admin),
     }
     times: dict[str, list[float]] = {k: [] for k in contenders}
+    started = time.perf_counter()
     try:
         for system in contenders.values():
             system.setup()
@@ -60,7 +61,7 @@ def measure(n: int, due: int, reps: int, redis_url: str, pg_admin: str) -> dict[
         for system in contenders.values():
             system.teardown()
         r.flushdb()
-    cell: dict[str, Any] = {"routines": n, "due": due, "reps": reps}
+    cell: dict[str, Any] = {"routines": n, "due": due, "reps": reps, "wall_s": round(time.perf_counter() - started, 1)}
     cell.update({name: _stats(xs) for name, xs in times.items()})
     cell["ours_over_floor"] = _ratio(times["alma"], times["floor"])
     cell["redbeat_over_ours"] = _ratio(times["redbeat"], times["alma"])
