@@ -5,7 +5,9 @@ Every system ticks the same instant with the same due count (1 % of the routines
 publishes its messages to the bench's own Redis (started by ``scripts/bench``): the count that
 reached Redis is checked against each tick's. Each cell is the median of interleaved repetitions
 (A B C D, A B C D, ...; state reset, untimed, before each), with min and max; ratios are taken pair
-by pair within a repetition, then their median. What one tick is, for each:
+by pair within a repetition, then their median. After its first repetition a system runs another
+only while its repetitions so far took under the repetition budget (5 min; ``--quick``: 15 s), so a
+slow incumbent's cell may show fewer repetitions (said in the cell). What one tick is, for each:
 
 * alma-schedule: the ``alma_schedule.tick`` task called directly in this process, over a
   PostgreSQL store (a database of its own on the given server) whose due routines mix schedule
@@ -21,8 +23,7 @@ by pair within a repetition, then their median. What one tick is, for each:
 * django-celery-beat / sqlalchemy-celery-beat (``bench/compare_incumbents.py``): their
   ``DatabaseScheduler`` on PostgreSQL, ``tick()`` until it returns a wait, then ``sync()`` (the
   write-back of the sent entries, one SELECT + UPDATE each). A tick still running after 5 minutes
-  is stopped and the cell says "did not finish in 5 min"; after the first repetition another runs
-  only while the repetitions so far took under the repetition budget (5 min, ``--quick`` 15 s).
+  is stopped and the cell says "did not finish in 5 min".
 * floor: one transaction (indexed ``SELECT ... FOR UPDATE SKIP LOCKED`` of the due rows, one
   ``INSERT`` of the run rows, one ``UPDATE`` of the cursors) on two minimal tables, then one
   pipelined ``LPUSH`` of Celery-shaped messages.
