@@ -170,7 +170,7 @@ def markdown(result: dict[str, Any]) -> str:
             return c  # stopped at the deadline
         if not isinstance(c, dict):
             return "—"
-        reps = f", {c['reps']} reps" if "reps" in c else ""
+        reps = f", {c['reps']} rep{'s' if c['reps'] != 1 else ''}" if "reps" in c else ""
         return f"{c['median']:,.1f} ({c['min']:,.1f}-{c['max']:,.1f}{reps})"
 
     lines += [
