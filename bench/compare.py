@@ -176,8 +176,8 @@ def markdown(result: dict[str, Any]) -> str:
     lines += [
         f"| {c['routines']:,} | {c['due']:,} | {c['reps']} | {fmt(c['alma'])} | {fmt(c['redbeat'])} | "
         f"{fmt(c.get('celery_beat'))} | {fmt(c.get('django_celery_beat'))} | {fmt(c.get('sqla_celery_beat'))} | "
-        f"{fmt(c['floor'])} | {c['redbeat_over_ours']} | {c.get('django_celery_beat_over_ours')} | "
-        f"{c.get('sqla_celery_beat_over_ours')} | {c['ours_over_floor']} |"
+        f"{fmt(c['floor'])} | {c['redbeat_over_ours']} | {c.get('django_celery_beat_over_ours') or '—'} | "
+        f"{c.get('sqla_celery_beat_over_ours') or '—'} | {c['ours_over_floor']} |"
         for c in result["cells"]
     ]
     notes = [c["celery_beat"] for c in result["cells"] if isinstance(c.get("celery_beat"), str)]
