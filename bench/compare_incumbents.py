@@ -24,7 +24,8 @@ re-read of the table every 5 minutes (``_last_full_sync`` is set to the reset in
   manager uses SQLAlchemy's ``NullPool`` (its own choice, not configurable: pool options are
   dropped), so every session is a new connection.
 
-A tick that runs past ``DEADLINE_S`` is stopped (:class:`DidNotFinish`).
+A tick still sending past ``DEADLINE_S`` is stopped (:class:`DidNotFinish`; checked after each sent
+entry, i.e. between two ``tick()`` calls). The warm-up is not subject to it.
 """
 
 from __future__ import annotations
