@@ -90,8 +90,8 @@ def create_db() -> tuple[str, str, str]:
 
 
 def load(dsn: str, size: int, due: int) -> None:
-    """COPY ``size`` routines; ``due`` of them (spread over the key space) due at T."""
-    step = size // due
+    """COPY ``size`` routines; ``due`` of them (spread over the key space) due at T (``due`` may be 0)."""
+    step = max(1, size // max(1, due))
     sql = f"COPY routines ({COLUMNS}) FROM STDIN"
     with psycopg.connect(dsn) as conn, conn.cursor() as cur, cur.copy(sql) as copy:  # type: ignore[arg-type]
         for i in range(size):

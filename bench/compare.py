@@ -1,21 +1,38 @@
-"""``scripts/bench``: alma-schedule's tick against RedBeat, celery beat and the physical floor.
+"""``scripts/bench``: alma-schedule's tick against RedBeat, celery beat, django-celery-beat,
+sqlalchemy-celery-beat and the physical floor.
 
 Every system ticks the same instant with the same due count (1 % of the routines) and really
-publishes its messages to the bench's own Redis (started by ``scripts/bench``). Each cell is the
-median of interleaved repetitions (A B C D, A B C D, ...; state reset, untimed, before each), with
-min and max; ratios are taken pair by pair within a repetition, then their median.
+publishes its messages to the bench's own Redis (started by ``scripts/bench``): the count that
+reached Redis is checked against each tick's. Each cell is the median of interleaved repetitions
+(A B C D, A B C D, ...; state reset, untimed, before each), with min and max; ratios are taken pair
+by pair within a repetition, then their median. After its first repetition a system runs another
+only while its repetitions so far took under the repetition budget (5 min; ``--quick``: 15 s), so a
+slow incumbent's cell may show fewer repetitions (said in the cell). What one tick is, for each:
 
 * alma-schedule: the ``alma_schedule.tick`` task called directly in this process, over a
   PostgreSQL store (a database of its own on the given server) whose due routines mix schedule
   kinds; of the due routines 10 % have a pending ``claimed`` run (superseded) and 10 % a
-  ``running`` one (overlap). The process has ticked before (warm prepared statements, zone check).
-* RedBeat: ``RedBeatScheduler.tick()`` over N entries in Redis, the due ones due at the instant.
-* celery beat: ``PersistentScheduler.tick()`` called until it has sent every due entry.
+  ``running`` one (overlap); 10 % of all routines carry schedule policies (``bench/workload.py``:
+  ``catch_up``, ``overlap: latest``, ``max_runs``, ``jitter``, ``not_before``/``not_after`` and a
+  mix, each still firing at the instant; an ``overlap: latest`` routine with a running run buffers
+  its fire). The process has ticked before (warm prepared statements, zone check).
+* RedBeat: one ``RedBeatScheduler.tick()`` over N entries in Redis (it sends every due entry of its
+  sorted set in one call), the due ones due at the instant.
+* celery beat: ``PersistentScheduler.tick()`` called until it has sent every due entry (one entry
+  per call, each call O(N)); its shelve sync is not in the tick.
+* django-celery-beat / sqlalchemy-celery-beat (``bench/compare_incumbents.py``): their
+  ``DatabaseScheduler`` on PostgreSQL, ``tick()`` until it returns a wait, then ``sync()`` (the
+  write-back of the sent entries, one SELECT + UPDATE each). A tick still running after 5 minutes
+  is stopped and the cell says "did not finish in 5 min".
 * floor: one transaction (indexed ``SELECT ... FOR UPDATE SKIP LOCKED`` of the due rows, one
   ``INSERT`` of the run rows, one ``UPDATE`` of the cursors) on two minimal tables, then one
   pipelined ``LPUSH`` of Celery-shaped messages.
 
-Writes ``bench/results/<date>.md`` and ``.json`` (machine, versions, every figure).
+Then growth in N at fixed due counts (``bench/compare_growth.py``: ours, RedBeat and the floor at
+due 0 / 100 / 1,000 for N 1,000 / 10,000 / 100,000; ``--quick``: due 0 / 10 / 100 for N 1,000 /
+10,000).
+
+Writes ``bench/results/<date>.md`` and ``.json`` (machine, every system's version, every figure).
 """
 
 from __future__ import annotations
@@ -38,12 +55,16 @@ import redis
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import compare_growth as growth  # noqa: E402
+import compare_incumbents as incumbents  # noqa: E402
 import compare_systems as systems  # noqa: E402
+import workload  # noqa: E402
 
 
 def versions() -> dict[str, str]:
     out = {"python": platform.python_version()}
-    for dist in ("alma-schedule", "celery", "kombu", "redis", "celery-redbeat", "psycopg", "sqlalchemy"):
+    dists = ("alma-schedule", "celery", "kombu", "redis", "celery-redbeat", "psycopg", "sqlalchemy", *incumbents.DISTS)
+    for dist in dists:
         try:
             out[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
@@ -67,7 +88,9 @@ def stats(xs: list[float]) -> dict[str, float]:
     return {"median": statistics.median(xs), "min": min(xs), "max": max(xs)}
 
 
-def run_size(n: int, reps: int, redis_url: str, pg_admin: str, beat_max: int) -> dict[str, Any]:
+def run_size(
+    n: int, reps: int, redis_url: str, pg_admin: str, beat_max: int, rep_budget: float = 300.0
+) -> dict[str, Any]:
     due = max(1, n // 100)
     r = redis.Redis.from_url(redis_url)
     contenders: dict[str, systems.System] = {
@@ -77,7 +100,10 @@ def run_size(n: int, reps: int, redis_url: str, pg_admin: str, beat_max: int) ->
     }
     if n <= beat_max:
         contenders["celery_beat"] = systems.CeleryBeat(n, due, redis_url)
+    contenders.update(incumbents.contenders(n, due, redis_url, pg_admin))
     times: dict[str, list[float]] = {k: [] for k in contenders}
+    stopped: dict[str, str] = {}
+    started = time.perf_counter()
     try:
         for system in contenders.values():
             system.setup()
@@ -85,10 +111,16 @@ def run_size(n: int, reps: int, redis_url: str, pg_admin: str, beat_max: int) ->
             systems.drain(r)
         for _ in range(reps):
             for name, system in contenders.items():
+                if name in stopped or not incumbents.within_budget(times[name], rep_budget):
+                    continue
                 system.reset()
                 systems.drain(r)
                 t0 = time.perf_counter()
-                sent = system.tick()
+                try:
+                    sent = system.tick()
+                except incumbents.DidNotFinish as exc:
+                    stopped[name] = str(exc)
+                    continue
                 times[name].append(time.perf_counter() - t0)
                 published = systems.published(r)
                 if published != sent:
@@ -97,17 +129,21 @@ def run_size(n: int, reps: int, redis_url: str, pg_admin: str, beat_max: int) ->
         for system in contenders.values():
             system.teardown()
         r.flushdb()
-    cell: dict[str, Any] = {"routines": n, "due": due, "reps": reps}
+    cell: dict[str, Any] = {"routines": n, "due": due, "reps": reps, "wall_s": round(time.perf_counter() - started, 1)}
     for name, xs in times.items():
-        cell[name] = {k: round(v * 1e3, 2) for k, v in stats(xs).items()}
+        cell[name] = stopped.get(name) or {k: round(v * 1e3, 2) for k, v in stats(xs).items()}
+        if isinstance(cell[name], dict) and len(xs) < reps:
+            cell[name]["reps"] = len(xs)
     pair: Callable[[str, str], float | None] = lambda a, b: (  # noqa: E731
-        round(statistics.median(x / y for x, y in zip(times[a], times[b], strict=True)), 2)
-        if a in times and b in times
+        round(statistics.median(x / y for x, y in zip(times[a], times[b], strict=False)), 2)
+        if times.get(a) and times.get(b)
         else None
     )
     cell["redbeat_over_ours"] = pair("redbeat", "alma")
     cell["ours_over_floor"] = pair("alma", "floor")
     cell["beat_over_ours"] = pair("celery_beat", "alma")
+    for name in incumbents.NAMES:
+        cell[f"{name}_over_ours"] = pair(name, "alma")
     if "celery_beat" not in times:
         cell["celery_beat"] = f"not run: above {beat_max:,} routines (one tick() per due entry, each O(N))"
     return cell
@@ -123,21 +159,33 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         "Each cell: median (min-max) of interleaved repetitions, ms; ratios pair by pair.",
         "",
-        "| routines | due | reps | alma-schedule | RedBeat | celery beat | floor | RedBeat / ours | ours / floor |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| routines | due | reps | alma-schedule | RedBeat | celery beat | django-celery-beat "
+        "| sqlalchemy-celery-beat | floor | RedBeat / ours | django-celery-beat / ours "
+        "| sqlalchemy-celery-beat / ours | ours / floor |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
 
     def fmt(c: Any) -> str:
-        return "—" if not isinstance(c, dict) else f"{c['median']:,.1f} ({c['min']:,.1f}-{c['max']:,.1f})"
+        if isinstance(c, str) and not c.startswith("not run"):
+            return c  # stopped at the deadline
+        if not isinstance(c, dict):
+            return "—"
+        reps = f", {c['reps']} rep{'s' if c['reps'] != 1 else ''}" if "reps" in c else ""
+        return f"{c['median']:,.1f} ({c['min']:,.1f}-{c['max']:,.1f}{reps})"
 
     lines += [
         f"| {c['routines']:,} | {c['due']:,} | {c['reps']} | {fmt(c['alma'])} | {fmt(c['redbeat'])} | "
-        f"{fmt(c.get('celery_beat'))} | {fmt(c['floor'])} | {c['redbeat_over_ours']} | {c['ours_over_floor']} |"
+        f"{fmt(c.get('celery_beat'))} | {fmt(c.get('django_celery_beat'))} | {fmt(c.get('sqla_celery_beat'))} | "
+        f"{fmt(c['floor'])} | {c['redbeat_over_ours']} | {c.get('django_celery_beat_over_ours') or '—'} | "
+        f"{c.get('sqla_celery_beat_over_ours') or '—'} | {c['ours_over_floor']} |"
         for c in result["cells"]
     ]
     notes = [c["celery_beat"] for c in result["cells"] if isinstance(c.get("celery_beat"), str)]
     if notes:
         lines += ["", f"celery beat: {notes[0]}."]
+    lines += ["", incumbents.NOTE, "", workload.NOTE]
+    if "growth" in result:
+        lines += growth.markdown(result["growth"])
     if "round_trips" in result:
         lines += ["", "Idle tick, counted in-process: " + json.dumps(result["round_trips"])]
     return "\n".join(lines) + "\n"
@@ -159,9 +207,11 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     cells = []
     for n in sizes:
-        cell = run_size(n, reps, args.redis, args.pg_admin, args.beat_max)
+        cell = run_size(n, reps, args.redis, args.pg_admin, args.beat_max, 15.0 if args.quick else 300.0)
         print(json.dumps(cell), flush=True)
         cells.append(cell)
+    g_sizes, g_dues = (growth.QUICK_SIZES, growth.QUICK_DUES) if args.quick else (growth.SIZES, growth.DUES)
+    grown = growth.run(g_sizes, g_dues, reps, args.redis, args.pg_admin, cells)
     os.environ["ALMA_BENCH_REDIS"] = args.redis.rsplit("/", 1)[0]  # the bench's own Redis
     os.environ["ALMA_BENCH_PG_ADMIN"] = args.pg_admin
     from round_trips import count
@@ -170,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     command = "scripts/bench" + (" --quick" if args.quick else "") + (f" --sizes {args.sizes}" if args.sizes else "")
     result = {
         "date": date, "command": command, "machine": machine(), "versions": versions(), "cells": cells,
-        "round_trips": trips, "seconds": round(time.perf_counter() - started, 1),
+        "growth": grown, "round_trips": trips, "seconds": round(time.perf_counter() - started, 1),
     }  # fmt: skip
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

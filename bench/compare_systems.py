@@ -10,6 +10,7 @@ from typing import Any
 import bench_tick as bt
 import psycopg
 import redis
+import workload
 
 NOW_WALL = datetime.now(UTC).replace(microsecond=0)
 
@@ -64,6 +65,7 @@ class Alma(System):
         self.dsn = f"{dsn}?options=-csearch_path%3Dalma"
         migrate_store(url)
         bt.load(self.dsn, self.n, self.due)
+        self.policies = workload.apply_policies(self.dsn, bt.T)  # 10 % of the routines
         settings = Settings(
             clock=lambda: bt.NOW, database_url=url, broker_url=self.redis_url, result_backend=self.redis_url
         )
@@ -75,7 +77,8 @@ class Alma(System):
         self.batch_size = settings.run_batch_size
         self._tick = self.app.tasks[TICK_TASK]
         with psycopg.connect(self.dsn) as conn:
-            ids = [r[0] for r in conn.execute("SELECT routine_id FROM routines WHERE kind = 'bench-due'")]
+            due_ids = "SELECT routine_id FROM routines WHERE kind = 'bench-due' ORDER BY routine_id"
+            ids = [r[0] for r in conn.execute(due_ids)]
         tenth = max(1, len(ids) // 10)
         self.pending, self.active = ids[:tenth], ids[tenth : 2 * tenth]
 
@@ -141,7 +144,7 @@ class Floor(System):
                 "CREATE TABLE runs (routine_id bigint NOT NULL, fire_at timestamptz NOT NULL,"
                 " PRIMARY KEY (routine_id, fire_at))"
             )
-            step = self.n // self.due
+            step = max(1, self.n // max(1, self.due))  # due may be 0 (the growth table)
             self.conn.execute(
                 "INSERT INTO routines SELECT i, CASE WHEN i %% %s = 0 AND i / %s < %s THEN %s"
                 " ELSE %s + (1 + i %% 1440) * interval '1 minute' END FROM generate_series(0, %s - 1) i",
@@ -210,7 +213,7 @@ class CeleryBeat(System):
             f"e{i}": {"task": "bench.noop", "schedule": timedelta(hours=1)} for i in range(self.n)
         }
         self.sched = PersistentScheduler(self.app, schedule_filename=f"{self.tmp.name}/beat", lazy=False)
-        step = self.n // self.due
+        step = max(1, self.n // max(1, self.due))  # due may be 0 (the growth table)
         self.due_names = [f"e{i}" for i in range(0, self.n, step)][: self.due]
         now = self.app.now()
         for entry in self.sched.schedule.values():
@@ -256,7 +259,7 @@ class RedBeat(System):
         self.app = _incumbent_app(self.redis_url)
         self.app.conf.redbeat_redis_url = self.redis_url
         now = self.app.now()
-        step = self.n // self.due
+        step = max(1, self.n // max(1, self.due))  # due may be 0 (the growth table)
         self.due_names = [f"e{i}" for i in range(0, self.n, step)][: self.due]
         every = schedule(timedelta(hours=1), app=self.app)
         self.entries = {}
