@@ -29,18 +29,23 @@ from alma_schedule.stores.sql.schema import routines, runs
 from alma_schedule.stores.sql.types import UtcDateTime
 
 
+def due_routine(now: datetime) -> ColumnElement[bool]:
+    """A routine ``claim_due`` locks at ``now`` (also the tick probe's ``due``)."""
+    return sa.and_(
+        routines.c.next_due_at <= now,
+        # not policies.backoff.held_back(defer_until, now), set-based
+        sa.or_(routines.c.defer_until.is_(None), routines.c.defer_until <= now),
+        routines.c.deleted_at.is_(None),
+        routines.c.enabled.is_(True),
+        routines.c.paused_reason.is_(None),
+    )
+
+
 def select_due(now: datetime, limit: int, *, lock: bool) -> sa.Select[Any]:
     """Due routines, oldest ``next_due_at`` first; skip rows a concurrent claimer holds."""
     stmt = (
         sa.select(routines)
-        .where(
-            routines.c.next_due_at <= now,
-            # not policies.backoff.held_back(defer_until, now), set-based
-            sa.or_(routines.c.defer_until.is_(None), routines.c.defer_until <= now),
-            routines.c.deleted_at.is_(None),
-            routines.c.enabled.is_(True),
-            routines.c.paused_reason.is_(None),
-        )
+        .where(due_routine(now))
         .order_by(routines.c.next_due_at, routines.c.org, routines.c.uid, routines.c.routine_id)
         .limit(limit)
     )
@@ -227,12 +232,17 @@ def _backoff_case(column: sa.Column[Any], pushes: Sequence[datetime], cap: datet
     return sa.case({i: dt(p) for i, p in enumerate(pushes)}, value=column, else_=dt(cap))
 
 
+def takeable(column: sa.Column[Any], state: str, now: datetime, *, live: bool = False) -> ColumnElement[bool]:
+    """A run a take of ``column`` (``resend_at``: live claimed runs; ``next_poll_at``: submitted
+    runs) would take at ``now`` (also the tick probe's ``resends`` and ``polls``)."""
+    where = sa.and_(runs.c.state == lit(state), column <= now)
+    return sa.and_(where, runs.c.expires_at > now) if live else where
+
+
 def _take(column: sa.Column[Any], state: str, now: datetime, limit: int, *, live: bool = False) -> sa.Select[Any]:
     stmt = sa.select(runs.c.org, runs.c.uid, runs.c.routine_id, runs.c.run_id).where(
-        runs.c.state == lit(state), column <= now
+        takeable(column, state, now, live=live)
     )
-    if live:
-        stmt = stmt.where(runs.c.expires_at > now)
     return stmt.order_by(column, *ORDER_TAIL).limit(limit).with_for_update(skip_locked=True)
 
 
