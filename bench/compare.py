@@ -188,6 +188,8 @@ def markdown(result: dict[str, Any]) -> str:
         lines += growth.markdown(result["growth"])
     if "round_trips" in result:
         lines += ["", "Idle tick, counted in-process: " + json.dumps(result["round_trips"])]
+    if "idle_worker" in result:
+        lines += ["", "Idle worker's own broker traffic (Redis INFO deltas): " + json.dumps(result["idle_worker"])]
     return "\n".join(lines) + "\n"
 
 
@@ -214,13 +216,16 @@ def main(argv: list[str] | None = None) -> int:
     grown = growth.run(g_sizes, g_dues, reps, args.redis, args.pg_admin, cells)
     os.environ["ALMA_BENCH_REDIS"] = args.redis.rsplit("/", 1)[0]  # the bench's own Redis
     os.environ["ALMA_BENCH_PG_ADMIN"] = args.pg_admin
-    from round_trips import count
-    trips = count(1_000, 3, 5)
+    from round_trips import TICKS, WARM, count
+    from worker_idle import measure as worker_idle
+    trips = count(1_000, WARM, TICKS)
+    idle_worker = worker_idle(args.redis, 1_000, 20 if args.quick else 60, 5, [])
     date = datetime.now(UTC).strftime("%Y-%m-%d")
     command = "scripts/bench" + (" --quick" if args.quick else "") + (f" --sizes {args.sizes}" if args.sizes else "")
     result = {
         "date": date, "command": command, "machine": machine(), "versions": versions(), "cells": cells,
-        "growth": grown, "round_trips": trips, "seconds": round(time.perf_counter() - started, 1),
+        "growth": grown, "round_trips": trips, "idle_worker": idle_worker,
+        "seconds": round(time.perf_counter() - started, 1),
     }  # fmt: skip
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

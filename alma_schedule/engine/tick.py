@@ -3,17 +3,26 @@
 :func:`tick`, at one clamped ``now``:
 
 0. once per process until the store records this process's zone data: one page of the zone data
-   reconciliation (:mod:`.zones`);
+   reconciliation (:mod:`.zones`); then ONE read, ``probe_tick``: per step below, whether it has
+   anything to do (whether any row satisfies the step's own predicate). A step whose flag is false is
+   skipped: its statement would have found nothing. The semantics are unchanged: a row that
+   becomes eligible a moment after the probe is caught by the next tick, exactly as if the step
+   had run a moment earlier. What the tick itself makes eligible is not missed: a routine it
+   deferred is listed in ``errors`` (``erroring`` is read after a batch deferred one), and a purge
+   follows an expiry (an expired run may have been a tombstoned routine's last open one);
 1. ``claim_due`` in batches of ``claim_limit`` (each batch ONE store transaction, with the pure
    ``decide``), the claimed fires sent after each batch's commit, until a batch comes back short
    (at most ``tick_max_batches``); then ``claim_backfills`` (its own transaction: at most one
    backfill fire per idle routine, live fires first), sent after its commit;
-2. ``take_resends``: its expiry sweep always runs; its sends pause while the dispatcher reports a run
-   queue deeper than ``resend_pause_depth``;
+2. ``take_resends`` (when a re-send or an expiry is due): its expiry sweep always runs; its sends
+   pause while the dispatcher reports a run queue deeper than ``resend_pause_depth`` (asked only
+   then: ``sends_paused`` is false on a tick with nothing to re-send or expire);
 3. ``take_polls`` -> one collect message per submitted run (key = ``collect_run_id``);
 4. maintenance: expired result text erased, a few tombstoned routines purged, the heartbeat (with
    the wake-up hint ``next_wake_at``, in the same statement), then the tick's minute in the tick
-   log (its claims and their lag p50/p95; minutes older than 7 days pruned): the dashboard's clock;
+   log (its claims and their lag p50/p95; minutes older than 7 days pruned; one statement on
+   PostgreSQL): the dashboard's clock. An idle tick is the probe, the heartbeat and the tick log:
+   three autocommit statements on PostgreSQL, nothing sent to the broker;
 5. ``blocked`` and the routines that cannot be planned (``errors``: at most ``ERRORING_LIMIT`` of
    them, each with its error and next attempt, plus ``erroring_count``), EVERY tick while they
    last, so neither a stuck run nor a failing routine is ever silent.
@@ -35,10 +44,12 @@ from typing import TypeVar
 from alma_schedule.model import (
     Decision,
     Deferral,
+    Erroring,
     Fire,
     NotDue,
     PlannedFire,
     PlannedRoutine,
+    Resends,
     Routine,
     RunKey,
     RunRecord,
@@ -113,6 +124,8 @@ def _claim_backfills(rt: Runtime, at: datetime, claimed: list[RunKey]) -> TickEr
     runs = rt.store.claim_backfills(at, rt.settings.claim_limit, BackfillPlanner(rt, at), rt.timers)
     claimed.extend(r.key for r in runs)
     return _send("run", rt.dispatcher.send_runs, runs)
+
+
 def _log_tick(store: Store, at: datetime, lags: Sequence[float]) -> None:
     """The tick's minute in the tick log: its claims and their lag (claim minus due instant) p50/p95."""
     ordered = sorted(lags)
@@ -138,42 +151,50 @@ def tick(rt: Runtime, now: datetime | None = None) -> TickReport:
     buffered: list[RunKey] = []
     errors: list[TickError] = []
     _maintain("reconcile_zone_data", lambda: reconcile_zones(rt), errors)  # once per process, then no-op
-    for _ in range(s.tick_max_batches):
+    todo = store.probe_tick(at, s.run_time_limit)  # ONE read: which steps have anything to do
+    deferred = False
+    for _ in range(s.tick_max_batches if todo.due else 0):
         batch = store.claim_due(at, s.claim_limit, deciding, timers)
         claimed.extend(r.key for r in batch.claimed)
         lags.extend((at - r.fire_at).total_seconds() for r in batch.claimed)
         skipped.extend(r.key for r in batch.skipped)
         buffered.extend(r.key for r in batch.buffered)
+        deferred = deferred or bool(batch.deferred)
         err = _send("run", dispatcher.send_runs, batch.claimed)
         if err:
             errors.append(err)
         if len(batch.claimed) + len(batch.skipped) + len(batch.deferred) + len(batch.buffered) < s.claim_limit:
             break
 
-    err = _claim_backfills(rt, at, claimed)
+    err = _claim_backfills(rt, at, claimed) if todo.backfills else None
     if err:
         errors.append(err)
 
-    depth = _queue_depth(rt)
-    sends = depth is None or depth <= s.resend_pause_depth
-    resends = store.take_resends(at, s.claim_limit, timers, send=sends)
+    sends, resends = True, Resends()
+    if todo.resends or todo.expiries:  # an expiry may release a buffered fire: sent with the re-sends
+        depth = _queue_depth(rt)
+        sends = depth is None or depth <= s.resend_pause_depth
+        resends = store.take_resends(at, s.claim_limit, timers, send=sends)
     err = _send("re-send", dispatcher.send_runs, resends.resend)
     if err:
         errors.append(err)
 
-    polls = store.take_polls(at, s.claim_limit, timers)
+    polls = store.take_polls(at, s.claim_limit, timers) if todo.polls else []
     err = _send("collect", dispatcher.send_collects, polls)
     if err:
         errors.append(err)
 
-    _maintain("erase_expired_results", lambda: store.erase_expired_results(at, ERASE_LIMIT), errors)
-    _maintain("purge_deleted", lambda: store.purge_deleted(PURGE_LIMIT), errors)
+    if todo.expired_results:
+        _maintain("erase_expired_results", lambda: store.erase_expired_results(at, ERASE_LIMIT), errors)
+    if todo.purge or resends.expired:  # an expired run may have been a tombstoned routine's last open one
+        _maintain("purge_deleted", lambda: store.purge_deleted(PURGE_LIMIT), errors)
     next_wake_at: datetime | None = _maintain("heartbeat", lambda: store.heartbeat(at), errors)
     _maintain("tick_log", lambda: _log_tick(store, at, lags), errors)
 
-    failing = store.erroring(ERRORING_LIMIT)
+    # a routine this tick deferred carries its planning error now, even if none did at the probe
+    failing = store.erroring(ERRORING_LIMIT) if todo.erroring or deferred else Erroring()
     errors[:0] = _erroring(failing.routines)
-    blocked = store.blocked(at, s.run_time_limit)
+    blocked = store.blocked(at, s.run_time_limit) if todo.blocked else []
     report = TickReport(
         at=at,
         claimed=tuple(claimed),

@@ -42,6 +42,7 @@ from alma_schedule.model.tick import (
     TickError,
     TickMinute,
     TickPlan,
+    TickProbe,
     TickReport,
     ZoneReconciliation,
 )
@@ -55,7 +56,7 @@ __all__ = [
     "Deferral", "Dispatcher", "Erroring", "Fire",
     "NotDue", "PlannedFire", "PlannedRoutine", "Reason", "Resends", "ReserveResult", "Routine", "RoutineKey",
     "RoutineRunner", "RoutineSpec", "RoutineVersion", "RunHandle", "RunKey", "RunRecord", "RunResult",
-    "RunState", "Scope", "SettableTime", "TickError", "TickMinute", "TickPlan", "TickReport",
+    "RunState", "Scope", "SettableTime", "TickError", "TickMinute", "TickPlan", "TickProbe", "TickReport",
     "ZoneReconciliation",
     "aware_utc", "check_id", "check_scope", "governed_key", "manual_run_id", "new_ulid", "system_time", "trusted_now",
 ]

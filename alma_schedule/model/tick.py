@@ -206,6 +206,22 @@ class ZoneReconciliation(Data):
     done: bool = True
 
 
+@dataclass(frozen=True, slots=True)
+class TickProbe(Data):
+    """What ``Store.probe_tick`` saw at ``now``: for each step of the tick, whether it has anything
+    to do (each flag is the ``EXISTS`` of that step's own predicate). The tick skips a step whose
+    flag is false; a row that becomes eligible after the probe is caught by the next tick."""
+
+    due: bool = True  #: ``claim_due`` would lock a routine
+    backfills: bool = True  #: a backfill is pending (``claim_backfills`` goes past its first read)
+    resends: bool = True  #: ``take_resends`` would take a claimed run (live, ``resend_at <= now``)
+    expiries: bool = True  #: ``take_resends`` would expire a claimed or buffered run
+    polls: bool = True  #: ``take_polls`` would take a submitted run
+    expired_results: bool = True  #: ``erase_expired_results`` would erase a result text
+    purge: bool = True  #: ``purge_deleted`` would remove a tombstoned routine
+    blocked: bool = True  #: ``blocked`` would list a run
+    erroring: bool = True  #: ``erroring`` would list a routine
+
 
 # --- the tick log (issue 17: the dashboard's clock health) ---
 #: How long the tick log keeps a minute (older rows are pruned by the tick that logs).

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from alma_schedule.model import Erroring, Resends, Routine, RunRecord, TickMinute, ZoneReconciliation
+from alma_schedule.model import Erroring, Resends, Routine, RunRecord, TickMinute, TickProbe, ZoneReconciliation
 
 Derive = Callable[[Routine], datetime | None]
 
@@ -69,6 +69,17 @@ class SystemStore(Protocol):
         """System: every routine, streamed in key order (never all loaded at once)."""
         ...
 
+    def probe_tick(self, now: datetime, run_time_limit: timedelta) -> TickProbe:
+        """System, read-only, ONE statement: for each step of a tick at ``now``, whether it has
+        anything to do. Each flag is true exactly when its step's own selection is non-empty:
+        ``due`` (``claim_due`` would lock a routine), ``backfills`` (a backfill is pending),
+        ``resends`` / ``expiries`` (``take_resends`` would take / expire a run), ``polls``
+        (``take_polls`` would take a run), ``expired_results`` (``erase_expired_results`` would
+        erase a text), ``purge`` (``purge_deleted`` would remove a routine), ``blocked``
+        (``blocked(now, run_time_limit)`` would list a run), ``erroring`` (``erroring`` would list a
+        routine). One snapshot per flag at most (advisory: a row may become eligible just after)."""
+        ...
+
     # ------------------------------------------------------------------ maintenance (system)
 
     def heartbeat(self, now: datetime) -> datetime | None:
@@ -101,9 +112,10 @@ class SystemStore(Protocol):
 
     # --- the tick log (issue 17) ---
     def log_tick(self, now: datetime, claimed: int, lag_p50: float | None, lag_p95: float | None) -> None:
-        """System, ONE transaction: upsert the row of ``now``'s minute in the tick log (``ticks`` + 1,
-        ``claimed`` + ``claimed``, each lag the larger of the stored and the given one, None counting
-        as nothing), and delete the rows of minutes older than ``now`` - ``TICK_LOG_KEEP_DAYS``."""
+        """System, ONE transaction (one statement on PostgreSQL): upsert the row of ``now``'s minute
+        in the tick log (``ticks`` + 1, ``claimed`` + ``claimed``, each lag the larger of the stored
+        and the given one, None counting as nothing), and delete the rows of minutes older than
+        ``now`` - ``TICK_LOG_KEEP_DAYS``."""
         ...
 
     def tick_log(self, limit: int = 60) -> list[TickMinute]:

@@ -118,18 +118,21 @@ class CeleryDispatcher:
 def queue_depth(app: Celery, queue: str) -> int | None:
     """Messages waiting in ``queue`` per the broker, through a passive ``queue_declare``.
 
-    On Redis this is the LLEN of the queue's lists (an empty queue has no key: NOT_FOUND -> 0).
+    The declare goes through a producer of the app's pool, on the channel its sends use: a virtual
+    transport's channel (Redis: the LLEN of the queue's lists, an empty queue has no key: NOT_FOUND
+    -> 0) survives a NOT_FOUND, so the pooled broker connection is reused from tick to tick and no
+    connection is opened per check. An AMQP broker closes a channel on NOT_FOUND: there the
+    declare takes a channel of its own on the pooled connection (no new connection), closed after.
     """
+    from kombu.transport.virtual import Channel as VirtualChannel
+
     try:
-        with app.connection_or_acquire() as conn:
-            channel: Any = conn.channel()
+        with app.producer_or_acquire() as producer:
+            if isinstance(producer.channel, VirtualChannel):
+                return _declared_count(producer.channel, queue)
+            channel: Any = producer.connection.channel()
             try:
-                _name, count, _consumers = channel.queue_declare(queue=queue, passive=True)
-                return int(count)
-            except Exception as exc:
-                if _not_found(exc):
-                    return 0
-                raise
+                return _declared_count(channel, queue)
             finally:
                 try:
                     channel.close()
@@ -138,6 +141,16 @@ def queue_depth(app: Celery, queue: str) -> int | None:
     except Exception as exc:
         log.debug("run queue depth unknown: %s", type(exc).__name__)
         return None
+
+
+def _declared_count(channel: Any, queue: str) -> int:
+    try:
+        _name, count, _consumers = channel.queue_declare(queue=queue, passive=True)
+        return int(count)
+    except Exception as exc:
+        if _not_found(exc):
+            return 0
+        raise
 
 
 def _not_found(exc: BaseException) -> bool:

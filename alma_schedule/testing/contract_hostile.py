@@ -255,6 +255,7 @@ OPS: dict[str, StoreOp] = {
     ),
     "list_inactive": lambda s, d: (lambda: s.list_inactive(d(LIMITS))),
     "blocked": lambda s, d: (lambda: s.blocked(d(NOW), d(spans()), d(LIMITS))),
+    "probe_tick": lambda s, d: (lambda: s.probe_tick(d(NOW), d(spans()))),
     "stuck": lambda s, d: (lambda: s.stuck(d(NOW), d(spans()), d(LIMITS))),
     "iter_routines": lambda s, d: (lambda: list(s.iter_routines(d(or_hostile(2, 1000))))),
     "heartbeat": lambda s, d: (lambda: s.heartbeat(d(NOW))),

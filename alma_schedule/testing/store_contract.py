@@ -18,6 +18,7 @@ from alma_schedule.testing.contract_jitter import JitterContract
 from alma_schedule.testing.contract_limits import LimitsContract
 from alma_schedule.testing.contract_money import MoneyContract
 from alma_schedule.testing.contract_owner import OwnerContract
+from alma_schedule.testing.contract_probe import ProbeContract
 from alma_schedule.testing.contract_reads import ReadContract
 from alma_schedule.testing.contract_record import RecordCostContract
 from alma_schedule.testing.contract_routines import RoutineContract
@@ -40,6 +41,7 @@ __all__ = [
     "LimitsContract",
     "MoneyContract",
     "OwnerContract",
+    "ProbeContract",
     "ReadContract",
     "RecordCostContract",
     "RoutineContract",
@@ -75,5 +77,6 @@ class StoreContract(
     BackfillContract,
     TickLogContract,
     JitterContract,
+    ProbeContract,
 ):
     """Everything a backend must do, single-threaded. Provide a ``store`` fixture."""

@@ -211,3 +211,23 @@ def test_a_refusing_broker_is_a_dispatch_error_naming_what_was_sent() -> None:
     app.conf.update(broker_connection_timeout=1, task_publish_retry=False)
     with pytest.raises(DispatchError, match="after 0 of 2"):
         CeleryDispatcher(app, down).send_runs([record(1), record(2)])
+
+
+def test_the_depth_check_reuses_the_pooled_broker_connection(
+    redis_url: str, r: redis.Redis, connects: list[int]
+) -> None:
+    """Tick after tick, the depth is asked on the pooled producer's channel, the one the sends use:
+    no connection is opened per check, found or missing queue alike."""
+    settings = Settings(broker_url=redis_url, run_batch_size=1)
+    dispatcher = CeleryDispatcher(create_app(settings), settings)
+    assert dispatcher.run_queue_depth() == 0  # missing queue: NOT_FOUND leaves the channel usable
+    dispatcher.send_runs([record(1)])
+    r.ping()  # the test's own client connects now, not in the loop
+    connects.clear()
+    for _ in range(5):
+        assert dispatcher.run_queue_depth() == 1
+        dispatcher.send_runs([record(2)])
+        r.rpop("alma.run")
+    r.delete("alma.run")
+    assert dispatcher.run_queue_depth() == 0
+    assert connects == []

@@ -103,6 +103,7 @@ class RecordingDispatcher:
         self.runs: list[RunRecord] = []
         self.collects: list[RunRecord] = []
         self.depth = depth
+        self.depth_asked = 0
         self.fail = False
 
     def send_runs(self, runs: Sequence[RunRecord]) -> None:
@@ -116,6 +117,7 @@ class RecordingDispatcher:
         self.collects.extend(runs)
 
     def run_queue_depth(self) -> int | None:
+        self.depth_asked += 1
         return self.depth
 
     def run_keys(self) -> list[str]:

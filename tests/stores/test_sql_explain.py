@@ -141,6 +141,21 @@ def test_take_polls_statement_uses_indexes(loaded: tuple[str, SqlStore]) -> None
     assert "ix_runs_poll" in used
 
 
+def test_the_tick_probe_reads_each_step_through_its_index(loaded: tuple[str, SqlStore]) -> None:
+    """The idle tick's one read: one arm per step, each through the step's partial index (generic
+    plan: whatever the statistics say about ``now``)."""
+    conninfo, store = loaded
+    with _captured(store) as seen:
+        store.probe_tick(NOW, TIMERS.run_time_limit)
+    assert len(seen) == 1
+    _check(conninfo, seen)  # no sequential scan of routines or runs
+    used = {n["Index Name"] for n in _nodes(_generic_plan(conninfo, *seen[0])) if "Index Name" in n}
+    expected = {"ix_routines_due", "ix_runs_resend", "ix_runs_poll", "ix_runs_erase", "ix_routines_deleted",
+                "ix_runs_active_since", "ix_routines_erroring"}  # fmt: skip
+    assert expected <= used, used
+    assert used & {"ix_runs_expires", "uq_runs_one_buffered"}, used
+
+
 def test_without_the_indexes_the_same_statements_scan_the_tables(loaded: tuple[str, SqlStore]) -> None:
     """The control: the data is large enough that the plans above depend on the indexes."""
     conninfo, store = loaded

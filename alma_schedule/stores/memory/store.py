@@ -16,7 +16,7 @@ import dataclasses
 import json
 import threading
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from alma_schedule.errors import NotFound, RegistrationRefused, StoreConflict
@@ -27,9 +27,11 @@ from alma_schedule.model import (
     RunRecord,
     Scope,
     TickMinute,
+    TickProbe,
 )
 from alma_schedule.policies import backoff
 from alma_schedule.stores.arguments import (
+    age_args,
     list_routines_args,
     put_routine_args,
     set_enabled_args,
@@ -227,6 +229,24 @@ class MemoryStore(TickMixin, ReadsMixin, WakeMixin, RederiveMixin, BackfillsMixi
             return list(self._versions.get(key, ()))
 
     # ------------------------------------------------------------------ system reads / maintenance
+
+    def probe_tick(self, now: datetime, run_time_limit: timedelta) -> TickProbe:
+        now, _, _ = age_args("run_time_limit", now, run_time_limit, 1, times=2)
+        with self._lock:  # each flag: the step's own selection, non-empty
+            return TickProbe(
+                due=bool(self._due(now, 1)),
+                backfills=any(b.pending for b in self._backfills.values()),
+                resends=bool(self._resendable(now, 1)),
+                expiries=bool(self._expiring(now, 1)),
+                polls=bool(self._pollable(now, 1)),
+                expired_results=any(
+                    r.result_text is not None and r.erase_at is not None and r.erase_at <= now
+                    for r in self._all_runs()
+                ),
+                purge=any(r.deleted_at is not None and k not in self._active for k, r in self._routines.items()),
+                blocked=bool(self.blocked(now, run_time_limit, 1)),
+                erroring=self.erroring(1).count > 0,
+            )
 
     def list_inactive(self, limit: int = 1000) -> list[Routine]:
         limit = check_limit("limit", limit)

@@ -11,7 +11,16 @@ from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
-from alma_schedule.model import Deferral, Erroring, Routine, RunRecord, Scope, ZoneReconciliation, check_scope
+from alma_schedule.model import (
+    Deferral,
+    Erroring,
+    Routine,
+    RunRecord,
+    Scope,
+    TickProbe,
+    ZoneReconciliation,
+    check_scope,
+)
 from alma_schedule.policies.backfill import FIRE_ORIGINS
 from alma_schedule.policies.ownership import owned_by
 from alma_schedule.stores.arguments import age_args, reindex_args, running_of_args
@@ -38,6 +47,14 @@ class SystemMixin(SqlBase):
         with self._tx(read=True) as conn:
             rows = conn.execute(q.blocked(now, cutoff, limit)).all()
             return [run_from_row(r) for r in rows]
+
+    def probe_tick(self, now: datetime, run_time_limit: timedelta) -> TickProbe:
+        """System, ONE read (autocommit on PostgreSQL): per step of the tick, the ``EXISTS`` of its
+        own predicate (:mod:`.queries.probe`)."""
+        now, cutoff, _ = age_args("run_time_limit", now, run_time_limit, 1, times=2)
+        with self._tx(read=True) as conn:
+            row = conn.execute(q.tick_probe(now, cutoff)).one()
+        return TickProbe(**{name: bool(value) for name, value in zip(q.PROBE_FLAGS, row, strict=True)})
 
     # --- the owner of a run (issue 14) ---
 

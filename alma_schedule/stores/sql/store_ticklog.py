@@ -1,5 +1,6 @@
 """The tick log of :class:`~alma_schedule.stores.sql.SqlStore` (issue 17): the tick's upsert of its
-minute with the prune of old minutes in ONE transaction, and the overview's read."""
+minute with the prune of old minutes in ONE statement on PostgreSQL (ONE transaction on SQLite),
+and the overview's read."""
 
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ from alma_schedule.stores.validation import check_limit
 class TickLogMixin(SqlBase):
     def log_tick(self, now: datetime, claimed: int, lag_p50: float | None, lag_p95: float | None) -> None:
         now, claimed, lag_p50, lag_p95 = log_tick_args(now, claimed, lag_p50, lag_p95)
-        with self._tx() as conn:
-            conn.execute(q.upsert_tick_minute(self.dialect, now, claimed, lag_p50, lag_p95))
-            conn.execute(q.prune_tick_log(now))
+        # PostgreSQL: ONE statement (autocommit); SQLite: its two statements in one transaction
+        with self._tx(single=True) as conn:
+            for stmt in q.log_tick_minute(self.dialect, now, claimed, lag_p50, lag_p95):
+                conn.execute(stmt)
 
     def count_routines(self, cap: int = 10_000) -> dict[str, int]:
         cap = check_limit("cap", cap)

@@ -60,6 +60,8 @@ from alma_schedule.stores.sql.queries.maintenance import (
     try_advisory_lock,
 )
 from alma_schedule.stores.sql.queries.money import reserve_upsert, select_spend, spend_adjust
+from alma_schedule.stores.sql.queries.probe import FLAGS as PROBE_FLAGS
+from alma_schedule.stores.sql.queries.probe import tick_probe
 from alma_schedule.stores.sql.queries.reads import blocked, last_completed_delivery, list_runs, stuck
 from alma_schedule.stores.sql.queries.routines import (
     insert_routine,
@@ -107,6 +109,7 @@ from alma_schedule.stores.sql.queries.tick import (
 )
 from alma_schedule.stores.sql.queries.ticklog import (
     count_routines,
+    log_tick_minute,
     prune_tick_log,
     select_tick_log,
     upsert_tick_minute,
@@ -212,6 +215,9 @@ __all__ = [
     "try_advisory_lock",
     "update_routine",
     "upsert_tick_minute",
+    "log_tick_minute",
+    "PROBE_FLAGS",
+    "tick_probe",
     "prune_tick_log",
     "select_tick_log",
     "count_routines",

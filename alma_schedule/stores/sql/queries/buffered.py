@@ -27,13 +27,18 @@ from alma_schedule.stores.sql.schema import runs
 EXPIRABLE = (RunState.CLAIMED, RunState.BUFFERED)
 
 
-def expirable(now: datetime) -> ColumnElement[bool]:
-    """``claimed`` or ``buffered`` rows whose window has closed: one arm per partial index
-    (``ix_runs_expires``, ``uq_runs_one_buffered``), so the planner reads both, never the table."""
-    return sa.or_(
+def expirable_arms(now: datetime) -> tuple[ColumnElement[bool], ColumnElement[bool]]:
+    """The two arms of :func:`expirable`: claimed, buffered."""
+    return (
         sa.and_(runs.c.state == lit(RunState.CLAIMED), runs.c.expires_at <= now),
         sa.and_(runs.c.state == lit(overlap.BUFFER_STATE), runs.c.expires_at <= now),
     )
+
+
+def expirable(now: datetime) -> ColumnElement[bool]:
+    """``claimed`` or ``buffered`` rows whose window has closed: one arm per partial index
+    (``ix_runs_expires``, ``uq_runs_one_buffered``), so the planner reads both, never the table."""
+    return sa.or_(*expirable_arms(now))
 
 
 def replace_buffered(dialect: str, keys: Sequence[Key3], now: datetime) -> tuple[Any, Params]:

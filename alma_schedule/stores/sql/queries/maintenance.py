@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.sql import ColumnElement
 
 from alma_schedule.stores.sql.namespace import SCHEMA_TOKEN, VERSION_TABLE
 from alma_schedule.stores.sql.queries.common import TERMINAL, Key3, Params, in_states, open_run_of_routine
@@ -23,12 +24,16 @@ def prune(before: datetime) -> Any:
     return sa.delete(runs).where(in_states(*TERMINAL), runs.c.finished_at < before)
 
 
+def purgeable() -> ColumnElement[bool]:
+    """A tombstoned routine with no non-terminal run (also the tick probe's ``purge``)."""
+    return sa.and_(routines.c.deleted_at.is_not(None), ~open_run_of_routine())
+
+
 def purge_candidates(limit: int, *, lock: bool) -> sa.Select[Any]:
     """Tombstoned routines with no non-terminal run (locked, skipping rows others hold)."""
-    open_run = open_run_of_routine()
     stmt = (
         sa.select(routines.c.org, routines.c.uid, routines.c.routine_id)
-        .where(routines.c.deleted_at.is_not(None), ~open_run)
+        .where(purgeable())
         .order_by(routines.c.org, routines.c.uid, routines.c.routine_id)
         .limit(limit)
     )
@@ -47,10 +52,15 @@ def erase_results(org: str, uid: str) -> Any:
     )
 
 
+def erasable(now: datetime) -> ColumnElement[bool]:
+    """A result text due for erasure at ``now`` (also the tick probe's ``expired_results``)."""
+    return sa.and_(runs.c.erase_at <= now, runs.c.result_text.is_not(None))
+
+
 def erase_expired(now: datetime, limit: int) -> Any:
     due = (
         sa.select(runs.c.org, runs.c.uid, runs.c.routine_id, runs.c.run_id)
-        .where(runs.c.erase_at <= now, runs.c.result_text.is_not(None))
+        .where(erasable(now))
         .order_by(runs.c.erase_at, *ORDER_TAIL)
         .limit(limit)
         .with_for_update(skip_locked=True)

@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.sql import ColumnElement
 
 from alma_schedule.model import Reason, RunState
 from alma_schedule.stores.sql.queries.common import ACTIVE, dt, in_states, lit
@@ -51,16 +52,20 @@ def last_completed_delivery(org: str, uid: str, routine_id: str) -> sa.Select[An
     )
 
 
+def blocked_arms(now: datetime, active_before: datetime) -> tuple[ColumnElement[bool], ...]:
+    """The arms of a blocked run (one per way of being blocked; the tick probe's ``blocked`` is an
+    ``EXISTS`` per arm, each through ``ix_runs_active_since``)."""
+    return (
+        sa.and_(runs.c.state == lit(RunState.RUNNING), runs.c.blocked_at.is_not(None)),  # marked at once
+        sa.and_(in_states(RunState.RUNNING, RunState.COLLECTING), runs.c.state_at < active_before),
+        sa.and_(runs.c.state == lit(RunState.SUBMITTED), runs.c.deadline < now),
+    )
+
+
 def blocked(now: datetime, active_before: datetime, limit: int) -> sa.Select[Any]:
     return (
         sa.select(runs)
-        .where(
-            sa.or_(
-                sa.and_(runs.c.state == lit(RunState.RUNNING), runs.c.blocked_at.is_not(None)),  # marked at once
-                sa.and_(in_states(RunState.RUNNING, RunState.COLLECTING), runs.c.state_at < active_before),
-                sa.and_(runs.c.state == lit(RunState.SUBMITTED), runs.c.deadline < now),
-            )
-        )
+        .where(sa.or_(*blocked_arms(now, active_before)))
         .order_by(runs.c.state_at, *ORDER_TAIL)
         .limit(limit)
     )

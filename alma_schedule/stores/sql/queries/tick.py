@@ -29,8 +29,9 @@ from alma_schedule.stores.sql.schema import routines, runs
 from alma_schedule.stores.sql.types import UtcDateTime
 
 
-def _due(now: datetime) -> tuple[ColumnElement[bool], ...]:
-    return (
+def due_routine(now: datetime) -> ColumnElement[bool]:
+    """A routine ``claim_due`` locks at ``now`` (also the tick probe's ``due``)."""
+    return sa.and_(
         routines.c.next_due_at <= now,
         # not policies.backoff.held_back(defer_until, now), set-based
         sa.or_(routines.c.defer_until.is_(None), routines.c.defer_until <= now),
@@ -54,7 +55,7 @@ def select_due(
     same order (two waiting claimers cannot deadlock)."""
     stmt = (
         sa.select(routines)
-        .where(*_due(now), *_not_in(besides))
+        .where(due_routine(now), *_not_in(besides))
         .order_by(routines.c.next_due_at, routines.c.org, routines.c.uid, routines.c.routine_id)
         .limit(limit)
     )
@@ -64,7 +65,7 @@ def select_due(
 def due_exists(now: datetime, besides: Sequence[Key3] = ()) -> sa.Select[Any]:
     """Whether a routine other than ``besides`` is due at ``now`` (no lock: after a short batch, such
     a row is one that a concurrent transaction held while the batch locked)."""
-    return sa.select(sa.exists().where(*_due(now), *_not_in(besides)))
+    return sa.select(sa.exists().where(due_routine(now), *_not_in(besides)))
 
 
 #: How long the claim of held due rows waits for one (PostgreSQL; a longer hold is left to the next tick).
@@ -251,12 +252,17 @@ def _backoff_case(column: sa.Column[Any], pushes: Sequence[datetime], cap: datet
     return sa.case({i: dt(p) for i, p in enumerate(pushes)}, value=column, else_=dt(cap))
 
 
+def takeable(column: sa.Column[Any], state: str, now: datetime, *, live: bool = False) -> ColumnElement[bool]:
+    """A run a take of ``column`` (``resend_at``: live claimed runs; ``next_poll_at``: submitted
+    runs) would take at ``now`` (also the tick probe's ``resends`` and ``polls``)."""
+    where = sa.and_(runs.c.state == lit(state), column <= now)
+    return sa.and_(where, runs.c.expires_at > now) if live else where
+
+
 def _take(column: sa.Column[Any], state: str, now: datetime, limit: int, *, live: bool = False) -> sa.Select[Any]:
     stmt = sa.select(runs.c.org, runs.c.uid, runs.c.routine_id, runs.c.run_id).where(
-        runs.c.state == lit(state), column <= now
+        takeable(column, state, now, live=live)
     )
-    if live:
-        stmt = stmt.where(runs.c.expires_at > now)
     return stmt.order_by(column, *ORDER_TAIL).limit(limit).with_for_update(skip_locked=True)
 
 

@@ -48,6 +48,16 @@ def prune_tick_log(now: datetime) -> Any:
     return sa.delete(tick_log).where(tick_log.c.minute < dt(oldest))
 
 
+def log_tick_minute(dialect: str, now: datetime, claimed: int, p50: float | None, p95: float | None) -> list[Any]:
+    """The tick's minute: :func:`upsert_tick_minute` and :func:`prune_tick_log`. On PostgreSQL ONE
+    statement (the upsert a data-modifying CTE of the prune: the two touch different rows, the new
+    minute being 7 days younger than any pruned one); SQLite has no DML in a CTE: both, in order."""
+    upsert, prune = upsert_tick_minute(dialect, now, claimed, p50, p95), prune_tick_log(now)
+    if dialect == "postgresql":
+        return [prune.add_cte(upsert.cte("minute"))]
+    return [upsert, prune]
+
+
 def select_tick_log(limit: int) -> sa.Select[Any]:
     """The ``limit`` newest minutes, newest first (a backward scan of the primary key)."""
     return sa.select(

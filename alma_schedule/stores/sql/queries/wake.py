@@ -63,6 +63,11 @@ def select_next_wake() -> sa.Select[Any]:
     return sa.select(heartbeat.c.next_wake_at).where(heartbeat.c.id == 1)
 
 
+def erroring_routine() -> Any:
+    """A live routine that carries a planning error (also the tick probe's ``erroring``)."""
+    return sa.and_(routines.c.last_error.is_not(None), routines.c.deleted_at.is_(None))
+
+
 def erroring(limit: int) -> sa.Select[Any]:
     """Up to ``limit`` live routines that carry a planning error, by next attempt, each row with the
     count of all of them (``count(*) OVER ()`` is taken before the LIMIT)."""
@@ -75,7 +80,7 @@ def erroring(limit: int) -> sa.Select[Any]:
             routines.c.last_error,
             sa.func.count().over().label("erroring"),
         )
-        .where(routines.c.last_error.is_not(None), routines.c.deleted_at.is_(None))
+        .where(erroring_routine())
         .order_by(routines.c.defer_until, routines.c.org, routines.c.uid, routines.c.routine_id)
         .limit(limit)
     )

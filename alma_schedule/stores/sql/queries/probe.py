@@ -1,0 +1,56 @@
+"""SQL statements of the store, the tick probe: ONE read saying, per step of the tick, whether it has
+anything to do.
+
+Each flag asks whether the step's own predicate (the same builder the step's statement uses) holds
+for any row, as ``(SELECT 1 ... WHERE predicate ORDER BY <the index's column> LIMIT 1) IS NOT NULL``
+rather than ``EXISTS``: PostgreSQL drops the ``ORDER BY`` of an ``EXISTS``, and then a plan from stale
+statistics (``next_due_at <= now`` "matches a third of the routines") may scan the table for a row
+that is not there. Ordered by the column of the step's partial index, with ``LIMIT 1``, every arm
+is an index probe whatever the statistics: ``ix_routines_due``, ``ix_backfills_pending``,
+``ix_runs_resend``, ``ix_runs_expires`` and ``uq_runs_one_buffered`` (one arm each),
+``ix_runs_poll``, ``ix_runs_erase``, ``ix_routines_deleted``, ``ix_runs_active_since`` (one arm per
+way of being blocked) and ``ix_routines_erroring``. An idle tick costs this read and its two writes
+(heartbeat, tick log), nothing else.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from alma_schedule.model import RunState
+from alma_schedule.stores.sql.queries.buffered import expirable_arms
+from alma_schedule.stores.sql.queries.maintenance import erasable, purgeable
+from alma_schedule.stores.sql.queries.reads import blocked_arms
+from alma_schedule.stores.sql.queries.tick import due_routine, takeable
+from alma_schedule.stores.sql.queries.wake import erroring_routine
+from alma_schedule.stores.sql.schema import BACKFILL_PENDING_SQL, backfills, routines, runs
+
+#: The probe's columns, in order: the fields of :class:`~alma_schedule.model.TickProbe`.
+FLAGS = ("due", "backfills", "resends", "expiries", "polls", "expired_results", "purge", "blocked", "erroring")
+
+
+def _any(table: sa.Table, where: Any, *order: Any) -> Any:
+    """Whether a row of ``table`` satisfies ``where``: its first one in ``order`` (an index's order)."""
+    first: sa.Select[Any] = sa.select(sa.literal_column("1")).select_from(table).where(where).order_by(*order).limit(1)
+    return first.scalar_subquery().is_not(None)
+
+
+def tick_probe(now: datetime, active_before: datetime) -> sa.Select[Any]:
+    """One row of booleans, :data:`FLAGS` (``active_before``: ``now - 2 * run_time_limit``, as ``blocked``)."""
+    claimed_late, buffered_late = expirable_arms(now)
+    key = (runs.c.org, runs.c.uid, runs.c.routine_id)
+    parts = {
+        "due": _any(routines, due_routine(now), routines.c.next_due_at),
+        "backfills": _any(backfills, sa.text(BACKFILL_PENDING_SQL), backfills.c.next_at),
+        "resends": _any(runs, takeable(runs.c.resend_at, RunState.CLAIMED, now, live=True), runs.c.resend_at),
+        "expiries": sa.or_(_any(runs, claimed_late, runs.c.expires_at), _any(runs, buffered_late, *key)),
+        "polls": _any(runs, takeable(runs.c.next_poll_at, RunState.SUBMITTED, now), runs.c.next_poll_at),
+        "expired_results": _any(runs, erasable(now), runs.c.erase_at),
+        "purge": _any(routines, purgeable(), routines.c.deleted_at),
+        "blocked": sa.or_(*(_any(runs, arm, runs.c.state_at) for arm in blocked_arms(now, active_before))),
+        "erroring": _any(routines, erroring_routine(), routines.c.defer_until),
+    }
+    return sa.select(*(parts[name].label(name) for name in FLAGS))
