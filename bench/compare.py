@@ -140,6 +140,10 @@ def markdown(result: dict[str, Any]) -> str:
         lines += ["", f"celery beat: {notes[0]}."]
     if "round_trips" in result:
         lines += ["", "Idle tick, counted in-process: " + json.dumps(result["round_trips"])]
+    if "e2e" in result:
+        from e2e import markdown as e2e_markdown
+
+        lines += e2e_markdown(result["e2e"])
     return "\n".join(lines) + "\n"
 
 
@@ -166,11 +170,13 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["ALMA_BENCH_PG_ADMIN"] = args.pg_admin
     from round_trips import count
     trips = count(1_000, 3, 5)
+    import e2e  # the end-to-end section: bench/e2e.py (10,000 fires over 100,000 routines; --quick: 1,000 / 10,000)
+    end_to_end = e2e.section(args.redis, args.pg_admin, quick=args.quick)
     date = datetime.now(UTC).strftime("%Y-%m-%d")
     command = "scripts/bench" + (" --quick" if args.quick else "") + (f" --sizes {args.sizes}" if args.sizes else "")
     result = {
         "date": date, "command": command, "machine": machine(), "versions": versions(), "cells": cells,
-        "round_trips": trips, "seconds": round(time.perf_counter() - started, 1),
+        "round_trips": trips, "e2e": end_to_end, "seconds": round(time.perf_counter() - started, 1),
     }  # fmt: skip
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
