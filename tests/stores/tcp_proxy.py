@@ -3,9 +3,10 @@ unreachable without touching the server (threads; one per direction per connecti
 
 * :meth:`TcpProxy.cut`: every open connection is closed and new ones are refused (the listening
   socket stays bound but each accepted connection is closed at once) until :meth:`restore`;
-* :meth:`TcpProxy.lose_reply_to_commit`: the next ``COMMIT`` a client sends reaches the server, and
-  the connection is then closed before the server's answer comes back: a commit whose outcome the
-  client cannot know.
+* :meth:`TcpProxy.lose_reply_to_commit`: the next ``COMMIT`` a client sends (or the next
+  one-statement finish, which commits by itself in autocommit mode: ``stores/sql/queries/finish.py``,
+  recognised by its CTE ``"old"`` in the statement text) reaches the server, and the connection is
+  then closed before the server's answer comes back: a commit whose outcome the client cannot know.
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ import contextlib
 import socket
 import threading
 from collections.abc import Iterator
+
+#: The text of the one-statement finish (its own commit in autocommit mode).
+COMMITTING_STATEMENT = b'"old" AS'
 
 
 class TcpProxy:
@@ -84,7 +88,7 @@ class TcpProxy:
         try:
             while data := src.recv(65536):
                 dst.sendall(data)
-                if upstream and b"COMMIT" in data:
+                if upstream and (b"COMMIT" in data or COMMITTING_STATEMENT in data):
                     with self._lock:
                         armed, self._commit_armed = self._commit_armed, False
                     if armed:  # the server has the COMMIT; the client never hears back
