@@ -94,7 +94,8 @@ class Bench:
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("ALMA_")}
         self.env.update(
             ALMA_DATABASE_URL=db_url, ALMA_BROKER_URL=redis_url, ALMA_RESULT_BACKEND=redis_url,
-            PYTHONPATH=str(tmp / "eps"), ALMA_LOG_LEVEL="WARNING",
+            PYTHONPATH=os.pathsep.join(p for p in (str(tmp / "eps"), os.environ.get("PYTHONPATH")) if p),
+            ALMA_LOG_LEVEL="WARNING",
         )  # fmt: skip
         self.procs: list[subprocess.Popen[bytes]] = []
         self.app: Any = None
