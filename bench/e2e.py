@@ -123,12 +123,17 @@ class Bench:
             _spawn([*base, "-Q", "alma.run", "-c", "1", "-n", "w1@%h"], self.env, self.tmp / "w1.log"),
             _spawn([*base, "-Q", "alma.run", "-c", "1", "-n", "w2@%h"], self.env, self.tmp / "w2.log"),
         ]
-        sys.path.insert(0, str(self.tmp / "eps"))
-        os.environ.update({k: v for k, v in self.env.items() if k.startswith("ALMA_")})
-        import alma_bench_e2e  # the same app and no-op task, to send from here
+        from alma_schedule.celery import create_app
+        from alma_schedule.settings import Settings
 
-        self.app = alma_bench_e2e.app
-        self.noop = alma_bench_e2e.noop
+        url = self.env["ALMA_BROKER_URL"]
+        self.app = create_app(Settings(broker_url=url, result_backend=url))  # to send from here
+
+        @self.app.task(name="bench.noop", ignore_result=True)  # the workers' own is in APP_MODULE
+        def noop(i: int) -> None:
+            return None
+
+        self.noop = noop
         deadline = time.monotonic() + 120
         while len(self.app.control.ping(timeout=1.0) or []) < 3:
             if time.monotonic() > deadline:
