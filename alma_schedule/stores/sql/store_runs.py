@@ -48,7 +48,7 @@ from alma_schedule.stores.arguments import (
 from alma_schedule.stores.sql import queries as q
 from alma_schedule.stores.sql.rows import routine_after_run, routine_from_row, run_from_row
 from alma_schedule.stores.sql.store_base import Abort
-from alma_schedule.stores.sql.store_buffered import BufferedMixin
+from alma_schedule.stores.sql.store_finish import FinishMixin
 from alma_schedule.stores.validation import check_routine_key
 
 
@@ -62,7 +62,7 @@ def _settlement(rec: RunRecord, cost: int) -> tuple[dict[str, Any], settlement.S
     return values, money
 
 
-class RunsMixin(BufferedMixin):
+class RunsMixin(FinishMixin):
     # ------------------------------------------------------------------ helpers
 
     def _current(self, conn: Connection, key: RunKey, *, lock: bool = False) -> RunRecord | None:
@@ -225,62 +225,6 @@ class RunsMixin(BufferedMixin):
             if routine is not None:
                 self._streak(conn, rk, dict(routine._mapping), result, now, timers)
             return ClaimResult(True, new, "won", released)
-
-    def _finish_at_once(
-        self,
-        key: RunKey,
-        result: RunResult,
-        now: datetime,
-        timers: Timers,
-        allowed: Collection[str],
-        cost: int | None,
-        error_class: str | None,
-    ) -> ClaimResult | None:
-        """PostgreSQL: the whole finish as ONE statement (:mod:`.queries.finish`, autocommit: one
-        round trip); None when it wrote nothing (a loser, a fire to release, a purged routine):
-        then the transaction below decides."""
-        effect = streak.streak_effect(result.outcome, result.reason, counts_refused=timers.streak_counts_refused)
-        stmt = q.finish_statement(tuple(sorted(allowed)), str(effect))
-        params = q.run_params(
-            key,
-            now=now,
-            f_state=result.outcome,
-            f_reason=result.reason,
-            f_cost=cost,
-            f_error_class=error_class,
-            f_erase_at=now + timers.result_retention,
-            f_threshold=timers.failure_threshold,
-            f_latch=streak.latch_reason(result.outcome, result.reason),
-        )
-        with self._tx(single=True) as conn:
-            row = conn.execute(stmt, params).first()
-        return None if row is None else ClaimResult(True, run_from_row(row), "won")
-
-    def _streak(
-        self,
-        conn: Connection,
-        rk: tuple[str, str, str],
-        row: Mapping[str, Any],
-        result: RunResult,
-        now: datetime,
-        timers: Timers,
-    ) -> None:
-        """Apply :func:`alma_schedule.policies.streak.step` to the locked routine row."""
-        s = streak.step(
-            row["consecutive_failures"],
-            row["paused_reason"],
-            result.outcome,
-            result.reason,
-            timers.failure_threshold,
-            counts_refused=timers.streak_counts_refused,
-        )
-        if not s.changed:
-            return
-        values: dict[str, Any] = {"consecutive_failures": s.streak, "updated_at": now}
-        if s.latch is not None:
-            values["paused_reason"] = s.latch
-            values["next_due_at"] = None
-        conn.execute(q.update_routine(*rk, values))
 
     def record(
         self, key: RunKey, outcome: str, reason: str, *, now: datetime, cost_micros: int | None = None
