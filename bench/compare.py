@@ -190,6 +190,10 @@ def markdown(result: dict[str, Any]) -> str:
         lines += ["", "Idle tick, counted in-process: " + json.dumps(result["round_trips"])]
     if "idle_worker" in result:
         lines += ["", "Idle worker's own broker traffic (Redis INFO deltas): " + json.dumps(result["idle_worker"])]
+    if "e2e" in result:
+        from e2e import markdown as e2e_markdown
+
+        lines += e2e_markdown(result["e2e"])
     return "\n".join(lines) + "\n"
 
 
@@ -220,11 +224,13 @@ def main(argv: list[str] | None = None) -> int:
     from worker_idle import measure as worker_idle
     trips = count(1_000, WARM, TICKS)
     idle_worker = worker_idle(args.redis, 1_000, 20 if args.quick else 60, 5, [])
+    import e2e  # the end-to-end section: bench/e2e.py (10,000 fires over 100,000 routines; --quick: 1,000 / 10,000)
+    end_to_end = e2e.section(args.redis, args.pg_admin, quick=args.quick)
     date = datetime.now(UTC).strftime("%Y-%m-%d")
     command = "scripts/bench" + (" --quick" if args.quick else "") + (f" --sizes {args.sizes}" if args.sizes else "")
     result = {
         "date": date, "command": command, "machine": machine(), "versions": versions(), "cells": cells,
-        "growth": grown, "round_trips": trips, "idle_worker": idle_worker,
+        "growth": grown, "round_trips": trips, "idle_worker": idle_worker, "e2e": end_to_end,
         "seconds": round(time.perf_counter() - started, 1),
     }  # fmt: skip
     out = Path(args.out)

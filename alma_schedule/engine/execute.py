@@ -1,9 +1,10 @@
 """What a run message, a collect message and an operator's reconciliation do.
 
-* :func:`execute`: a message that arrives after the run's window (``expires_at``) does nothing
-  (the tick's expiry sweep records it ``skipped(missed)``: nothing runs late). Otherwise ``start``
-  (the ``claimed -> running`` CAS joined to the routine row: a loser gets the current record and
-  does nothing; a paused / disabled / deleted routine ends ``skipped``), then the runner, then
+* :func:`execute`: ``start`` first, with no read before it (the ``claimed -> running`` CAS inside
+  the run's window, joined to the routine row, returning it: a loser gets the current record and
+  does nothing; a message that arrives after the run's window (``expires_at``) starts nothing, the
+  tick's expiry sweep records it ``skipped(missed)``: nothing runs late; a paused / disabled /
+  deleted routine ends ``skipped``), then the runner, then
   ``finish`` (terminal state, streak and money in one store transaction). A runner that raises
   ends ``failed(runner_error)`` with its exception class in ``error_class`` and its message only
   in the log; a kind no runner serves ends ``failed(unknown_kind)``. A runner that raises
@@ -167,31 +168,29 @@ def execute(
     ``owner`` is written by the start CAS (:mod:`alma_schedule.policies.ownership`); with ``sleep``
     the owner retries its finish while the store is unreachable (:mod:`.retry`)."""
     at = rt.now(now)
-    current = rt.store.get(key)
-    if current is None:
-        raise NotFound.of("run", key)
-    if current.state != RunState.CLAIMED:
-        log.info("run %s not started: already %s", key, current.state)
-        return current
-    if at >= current.expires_at:  # a late message: never run a fire past its window
-        log.warning("run %s not started: its window closed at %s", key, current.expires_at.isoformat())
-        return current
+    # the start CAS is the only read: a loser (not claimed, past its window, routine inactive) gets
+    # the current record; a winner gets the routine its CAS joined
     started = start_as_owner(rt, key, now=at, owner=owner, sleep=sleep)
     send_released(rt, started)  # a paused / disabled / deleted routine: its buffered fire meets it too
     if started.record is None:
         raise NotFound.of("run", key)
     if not started.won:
-        log.info("run %s not started: %s (%s)", key, started.reason, started.record.state)
+        if started.reason == "expired":  # a late message: never run a fire past its window
+            log.warning("run %s not started: its window closed at %s", key, started.record.expires_at.isoformat())
+        else:
+            log.info("run %s not started: %s (%s)", key, started.reason, started.record.state)
         return started.record
     record = started.record
     mine: _Owner = (at, sleep)
-    routine = as_owner(
-        rt,
-        f"run {key}: reading its routine",
-        lambda: rt.store.get_routine(key.scope, key.routine_id, include_deleted=True),
-        started=at,
-        sleep=sleep,
-    )
+    routine = started.routine
+    if routine is None:  # a start settled by reading the row (or a store that did not join it): read it
+        routine = as_owner(
+            rt,
+            f"run {key}: reading its routine",
+            lambda: rt.store.get_routine(key.scope, key.routine_id, include_deleted=True),
+            started=at,
+            sleep=sleep,
+        )
     if routine is None:  # purged under us: cannot happen while the run is non-terminal, but never hang
         gone = RunResult.failed(Reason.UNKNOWN_KIND, error_class="RoutineGone")
         return _finish(rt, key, gone, at, RunState.RUNNING, mine)

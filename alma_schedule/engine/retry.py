@@ -79,10 +79,10 @@ def _own(res: ClaimResult, state: str, owner: str) -> ClaimResult:
 def start_as_owner(
     rt: Runtime, key: RunKey, *, now: datetime, owner: str | None, sleep: Sleep | None
 ) -> ClaimResult:
-    """``store.start`` by the would-be owner; a start whose outcome is unknown is settled by the row
-    (the module docstring). Without ``owner`` or ``sleep`` it raises as the store does."""
+    """``store.start`` (inside the run's window) by the would-be owner; a start whose outcome is
+    unknown is settled by the row (the module docstring). Without ``owner`` or ``sleep`` it raises as the store does."""
     try:
-        return rt.store.start(key, now=now, owner=owner)
+        return rt.store.start(key, now=now, owner=owner, in_window=True)
     except StoreUnavailable:
         if owner is None or sleep is None:
             raise
@@ -97,7 +97,7 @@ def start_as_owner(
         if row.state != RunState.CLAIMED:
             return ClaimResult(False, row, "duplicate")
         try:  # the first attempt may still be committing: this CAS then waits for it and loses to it
-            return _own(rt.store.start(key, now=now, owner=owner), RunState.RUNNING, owner)
+            return _own(rt.store.start(key, now=now, owner=owner, in_window=True), RunState.RUNNING, owner)
         except StoreUnavailable:
             continue  # unknown again: read the row again (as_owner gives up at the soft time limit)
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from alma_schedule.model.data import Data
+from alma_schedule.model.routine import Routine
 from alma_schedule.model.run import RunRecord
 
 __all__ = ["ClaimResult", "RunResult"]
@@ -53,20 +54,25 @@ class RunResult(Data):
 class ClaimResult(Data):
     """The answer of every guarded transition: a loser gets the winner's record, never an exception.
 
-    ``reason`` is one of ``won``, ``duplicate`` (the edge was already
-    taken), ``overlap``, ``superseded``, ``deleted``, ``disabled``, ``paused``, ``not_found``.
+    ``reason`` is one of ``won``, ``duplicate`` (the edge was already taken), ``overlap``,
+    ``superseded``, ``deleted``, ``disabled``, ``paused``, ``not_found``, ``expired`` (a ``start``
+    at or past the run's ``expires_at``: nothing written).
     ``released``: the routine's buffered fire that this write's transaction moved to ``claimed``
     (it ended the active run); the caller sends it after the commit (a tick re-sends it otherwise).
+    ``routine``: set by a WON ``start`` only: the routine row its CAS joined (what the runner needs,
+    with no read of its own); never in :meth:`to_dict`.
     """
 
     won: bool
     record: RunRecord | None
     reason: str
     released: RunRecord | None = None
+    routine: Routine | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready values; ``released`` only when a buffered fire was released (0.1.0's shape otherwise)."""
         out = Data.to_dict(self)
+        del out["routine"]
         if self.released is None:
             del out["released"]
         return out

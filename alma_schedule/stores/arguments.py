@@ -181,9 +181,14 @@ def running_of_args(owner: str, limit: int) -> tuple[str, int]:
     return check_owner(owner), limit
 
 
-def start_args(key: RunKey, now: datetime, owner: str | None) -> tuple[RKey, datetime, str | None]:
-    """``start``: ``(routine key, now, owner)``; the owner None or :func:`check_owner`'s."""
+def start_args(
+    key: RunKey, now: datetime, owner: str | None, in_window: bool = False
+) -> tuple[RKey, datetime, str | None]:
+    """``start``: ``(routine key, now, owner)``; the owner None or :func:`check_owner`'s;
+    ``in_window`` a bool."""
     rk, now = transition_args(key, now)
+    if not isinstance(in_window, bool):
+        raise InvalidInput(f"in_window must be true or false, not {type(in_window).__name__}")
     return rk, now, None if owner is None else check_owner(owner)
 
 

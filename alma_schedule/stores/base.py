@@ -169,7 +169,7 @@ class Store(SystemStore, Protocol):
 
     # ------------------------------------------------------------------ run transitions
 
-    def start(self, key: RunKey, *, now: datetime, owner: str | None = None) -> ClaimResult:
+    def start(self, key: RunKey, *, now: datetime, owner: str | None = None, in_window: bool = False) -> ClaimResult:
         """CAS ``claimed -> running`` in one statement joined to the routine row, writing ``owner``
         (who runs it: :mod:`alma_schedule.policies.ownership`; None = nobody Celery could report
         lost; :class:`InvalidInput` unless 1 to 1024 characters without NUL). If the routine is
@@ -177,8 +177,11 @@ class Store(SystemStore, Protocol):
         result has ``won=False``, reason = that state). A loser gets ``superseded`` (the row is
         skipped(missed)), ``duplicate`` (any other state), or ``not_found``, with the current record.
         The inactive-routine skip and the release of the routine's buffered fire are ONE
-        transaction (``released``). Every guarded write below answers a wrong edge with
-        ``duplicate`` and the unchanged record."""
+        transaction (``released``). With ``in_window`` (the engine's), a ``claimed`` run whose window
+        has closed (``now >= expires_at``) is not started and not written: ``expired`` (the tick's
+        sweep records it ``skipped(missed)``), checked by the CAS itself. A won start carries the
+        routine row its CAS joined (``routine``), so the runner needs no read of its own. Every
+        guarded write below answers a wrong edge with ``duplicate`` and the unchanged record."""
         ...
 
     def submit(

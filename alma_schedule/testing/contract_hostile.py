@@ -182,7 +182,9 @@ OPS: dict[str, StoreOp] = {
     ),
     "take_resends": lambda s, d: (lambda: s.take_resends(d(NOW), d(LIMITS), TIMERS, send=d(anything()))),
     "take_polls": lambda s, d: (lambda: s.take_polls(d(NOW), d(LIMITS), TIMERS)),
-    "start": lambda s, d: (lambda: s.start(_key(s, d), now=d(NOW), owner=d(st.one_of(st.none(), OWNERS)))),
+    "start": lambda s, d: (
+        lambda: s.start(_key(s, d), now=d(NOW), owner=d(st.one_of(st.none(), OWNERS)), in_window=d(st.booleans()))
+    ),
     "submit": lambda s, d: (
         lambda: s.submit(
             _key(s, d), now=d(NOW), batch_id=d(anything()), deadline=d(NOW), next_poll_at=d(NOW),

@@ -24,6 +24,7 @@ from alma_schedule.testing.contract_record import RecordCostContract
 from alma_schedule.testing.contract_routines import RoutineContract
 from alma_schedule.testing.contract_runs import RunContract
 from alma_schedule.testing.contract_settlement import SettlementContract
+from alma_schedule.testing.contract_start import StartContract
 from alma_schedule.testing.contract_streak import StreakContract
 from alma_schedule.testing.contract_ticklog import TickLogContract
 from alma_schedule.testing.contract_wake import DeadlinePollContract, WakeContract, ZoneDataContract
@@ -47,6 +48,7 @@ __all__ = [
     "RoutineContract",
     "RunContract",
     "SettlementContract",
+    "StartContract",
     "StoreContract",
     "StreakContract",
     "TickLogContract",
@@ -61,6 +63,7 @@ class StoreContract(
     BufferedContract,
     BackoffContract,
     RunContract,
+    StartContract,
     StreakContract,
     MoneyContract,
     SettlementContract,

@@ -3,9 +3,10 @@ unreachable without touching the server (threads; one per direction per connecti
 
 * :meth:`TcpProxy.cut`: every open connection is closed and new ones are refused (the listening
   socket stays bound but each accepted connection is closed at once) until :meth:`restore`;
-* :meth:`TcpProxy.lose_reply_to_commit`: the next ``COMMIT`` a client sends reaches the server, and
-  the connection is then closed before the server's answer comes back: a commit whose outcome the
-  client cannot know.
+* :meth:`TcpProxy.lose_reply_to_commit`: the next ``COMMIT`` a client sends (or the next
+  one-statement finish, which commits by itself in autocommit mode: ``stores/sql/queries/finish.py``,
+  recognised by its CTE ``"old"`` in the statement text) reaches the server, and the connection is
+  then closed before the server's answer comes back: a commit whose outcome the client cannot know.
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ import contextlib
 import socket
 import threading
 from collections.abc import Iterator
+
+#: The text of the one-statement finish (its own commit in autocommit mode).
+COMMITTING_STATEMENT = b'"old" AS'
 
 
 class TcpProxy:
@@ -27,7 +31,7 @@ class TcpProxy:
         self._lock = threading.Lock()
         self._open: list[socket.socket] = []
         self._cut = False
-        self._commit_armed: bytes | None = None
+        self._commit_armed: tuple[bytes, ...] | None = None
         self.commits_lost = 0
         self._closed = False
         self._thread = threading.Thread(target=self._accept, daemon=True)
@@ -50,13 +54,14 @@ class TcpProxy:
             self._cut = False
 
     def lose_reply_to_commit(self) -> None:
-        self.lose_reply_to(b"COMMIT")
+        """The next commit: a ``COMMIT``, or the one-statement finish (its own transaction)."""
+        self.lose_reply_to(b"COMMIT", COMMITTING_STATEMENT)
 
-    def lose_reply_to(self, marker: bytes) -> None:
-        """The next message a client sends that holds ``marker`` (``COMMIT``; ``UPDATE`` for a
+    def lose_reply_to(self, *markers: bytes) -> None:
+        """The next message a client sends that holds one of ``markers`` (``COMMIT``; ``UPDATE`` for a
         statement in autocommit mode, its own transaction) reaches the server; its answer does not."""
         with self._lock:
-            self._commit_armed = marker
+            self._commit_armed = markers
 
     def close(self) -> None:
         self._closed = True
@@ -89,7 +94,8 @@ class TcpProxy:
         try:
             while data := src.recv(65536):
                 dst.sendall(data)
-                if upstream and self._commit_armed is not None and self._commit_armed in data:
+                armed_for = self._commit_armed
+                if upstream and armed_for is not None and any(m in data for m in armed_for):
                     with self._lock:
                         armed, self._commit_armed = self._commit_armed, None
                     if armed is not None:  # the server has the COMMIT; the client never hears back

@@ -68,7 +68,7 @@ class NoSupersession(MemoryStore):
 
 
 class RacyStart(MemoryStore):
-    def start(self, key: RunKey, *, now: datetime) -> ClaimResult:
+    def start(self, key: RunKey, *, now: datetime, owner: str | None = None, in_window: bool = False) -> ClaimResult:
         rec = self.get(key)
         if rec is None or rec.state != "claimed":
             return super().start(key, now=now)
@@ -95,6 +95,16 @@ class FinishIgnoresFromStates(MemoryStore):
         return super().finish(key, result, now=now, timers=timers)  # any EDGES source, whoever owns it
 
 
+class StartIgnoresWindow(MemoryStore):
+    def start(self, key: RunKey, *, now: datetime, owner: str | None = None, in_window: bool = False) -> ClaimResult:
+        return super().start(key, now=now, owner=owner)  # starts a fire past its window
+
+
+class StartForgetsRoutine(MemoryStore):
+    def start(self, key: RunKey, *, now: datetime, owner: str | None = None, in_window: bool = False) -> ClaimResult:
+        return dataclasses.replace(super().start(key, now=now, owner=owner, in_window=in_window), routine=None)
+
+
 class Contract(StoreContract):
     pass
 
@@ -110,6 +120,8 @@ SINGLE = [
     (StreakNeverResets, "test_streak_rules"),
     (NoSupersession, "test_newer_fire_supersedes_an_older_claimed_one"),
     (FinishIgnoresFromStates, "test_a_finish_from_a_state_the_caller_does_not_own_changes_nothing"),
+    (StartIgnoresWindow, "test_start_in_window_refuses_a_closed_window"),
+    (StartForgetsRoutine, "test_a_won_start_returns_the_routine_it_joined"),
 ]
 RACES = [
     (RacyStart, "test_16_threads_start_the_same_runs_once"),

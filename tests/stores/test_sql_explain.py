@@ -196,10 +196,11 @@ def test_overlap_latest_statements_use_indexes(loaded: tuple[str, SqlStore]) -> 
     assert started.won
     with _captured(store) as seen:
         store.finish(batch.claimed[0].key, RunResult.completed(), now=at, timers=TIMERS)
-    # no buffered row: the terminal UPDATE itself answers so (an EXISTS through the partial index)
-    # and no statement is added
+    # no buffered row: the one-statement finish itself answers so (a NOT EXISTS through the partial
+    # index guards its terminal write) and no statement is added
     ending = [s for s in seen if "'buffered'" in s[0]]
-    assert [s[0].lstrip().split()[0] for s in ending] == ["UPDATE"], [s[0] for s in seen]
+    assert [s[0].lstrip().split()[0] for s in ending] == ["WITH"], [s[0] for s in seen]
+    assert len(seen) == 1
     assert "uq_runs_one_buffered" in _check(conninfo, ending)
 def _backfill_statements(store: SqlStore) -> list[tuple[str, Any]]:
     """The statements of one ``claim_backfills`` whose plan declines every routine (writes nothing)."""

@@ -212,8 +212,11 @@ class RunsMixin(BufferedMixin):
 
     # ------------------------------------------------------------------ run transitions
 
-    def start(self, key: RunKey, *, now: datetime, owner: str | None = None) -> ClaimResult:
-        rk, now, owner = start_args(key, now, owner)
+    def _out(self, key: RKey) -> Routine:  # provided by MemoryStore
+        raise NotImplementedError
+
+    def start(self, key: RunKey, *, now: datetime, owner: str | None = None, in_window: bool = False) -> ClaimResult:
+        rk, now, owner = start_args(key, now, owner, in_window)
         run_id = key.run_id
         with self._lock:
             rec = self._find(rk, run_id)
@@ -221,6 +224,8 @@ class RunsMixin(BufferedMixin):
                 return ClaimResult(False, None, "not_found")
             if rec.state != RunState.CLAIMED:
                 return ClaimResult(False, rec, supersession.lost_start_reason(rec.state, rec.reason))
+            if in_window and now >= rec.expires_at:  # its window closed: never started late (the sweep skips it)
+                return ClaimResult(False, rec, "expired")
             row = self._routines.get(rk)
             inactive = "deleted" if row is None else row.inactive_reason
             if inactive is not None:
@@ -231,7 +236,7 @@ class RunsMixin(BufferedMixin):
                 return ClaimResult(False, new, inactive, self._release_buffered(rk, now))
             new = dataclasses.replace(rec, state=RunState.RUNNING, started_at=now, state_at=now, owner=owner)
             self._put_run(new)
-            return ClaimResult(True, new, "won")
+            return ClaimResult(True, new, "won", routine=self._out(rk))
 
     def submit(
         self,

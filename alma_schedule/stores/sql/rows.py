@@ -39,6 +39,11 @@ def routine_from_row(row: Any) -> Routine:
     return Routine(*values)
 
 
+def routine_after_run(row: Any) -> Routine:
+    """The routine of a row that starts with every ``runs`` column, then every ``routines`` column."""
+    return routine_from_row(tuple(row)[_N_RUN:])
+
+
 def version_from_row(row: Any) -> RoutineVersion:
     m: Mapping[str, Any] = row._mapping
     values = {name: m[name] for name in _VERSION_COLS}

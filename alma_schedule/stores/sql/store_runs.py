@@ -45,9 +45,9 @@ from alma_schedule.stores.arguments import (
     submit_args,
 )
 from alma_schedule.stores.sql import queries as q
-from alma_schedule.stores.sql.rows import run_from_row
+from alma_schedule.stores.sql.rows import routine_after_run, routine_from_row, run_from_row
 from alma_schedule.stores.sql.store_base import Abort
-from alma_schedule.stores.sql.store_buffered import BufferedMixin
+from alma_schedule.stores.sql.store_finish import FinishMixin
 from alma_schedule.stores.validation import check_routine_key
 
 
@@ -61,7 +61,7 @@ def _settlement(rec: RunRecord, cost: int) -> tuple[dict[str, Any], settlement.S
     return values, money
 
 
-class RunsMixin(BufferedMixin):
+class RunsMixin(FinishMixin):
     # ------------------------------------------------------------------ helpers
 
     def _current(self, conn: Connection, key: RunKey, *, lock: bool = False) -> RunRecord | None:
@@ -87,23 +87,33 @@ class RunsMixin(BufferedMixin):
 
     # ------------------------------------------------------------------ transitions
 
-    def start(self, key: RunKey, *, now: datetime, owner: str | None = None) -> ClaimResult:
-        """CAS ``claimed -> running`` in ONE statement joined to the routine row; if that moved nothing,
+    def start(self, key: RunKey, *, now: datetime, owner: str | None = None, in_window: bool = False) -> ClaimResult:
+        """CAS ``claimed -> running`` in ONE statement joined to the routine row (``in_window``:
+        inside the run's window), returning the routine too (PostgreSQL: one round trip); if that moved nothing,
         a second statement decides: inactive routine -> ``skipped`` with that reason (CAS, in ONE
         transaction with the release of the routine's buffered fire), else the loser's reason with
         the current record. ``owner`` is written by the CAS."""
-        _, now, owner = start_args(key, now, owner)
+        rk, now, owner = start_args(key, now, owner, in_window)
+        pg = self.dialect == "postgresql"
+        start_cas = q.start_cas(with_routine=pg, in_window=in_window)
         for _attempt in range(3):
             with self._tx(single=True) as conn:
-                row = conn.execute(q.START_CAS, q.run_params(key, now=now, owner=owner)).first()
+                params = q.run_params(key, now=now, owner=owner)
+                row = conn.execute(start_cas, params).first()
                 if row is not None:
-                    return ClaimResult(True, run_from_row(row), "won")
+                    if pg:
+                        routine = routine_after_run(row)
+                    else:  # SQLite: read in the same (BEGIN IMMEDIATE) transaction
+                        routine = routine_from_row(conn.execute(q.select_routine(*rk)).one())
+                    return ClaimResult(True, run_from_row(row), "won", routine=routine)
                 found = conn.execute(q.SELECT_RUN_WITH_ROUTINE, q.run_params(key)).first()
             if found is None:
                 return ClaimResult(False, None, "not_found")
             rec = run_from_row(found)
             if rec.state != RunState.CLAIMED:
                 return ClaimResult(False, rec, supersession.lost_start_reason(rec.state, rec.reason))
+            if in_window and now >= rec.expires_at:  # its window closed: never started late (the sweep skips it)
+                return ClaimResult(False, rec, "expired")
             m = found._mapping
             if m["r_exists"] is None or m["r_deleted_at"] is not None:
                 inactive: str | None = "deleted"
@@ -172,11 +182,16 @@ class RunsMixin(BufferedMixin):
         from_states: Collection[str] | None = None,
     ) -> ClaimResult:
         """The terminal CAS, the failure streak (and the pause latch) and the money settlement, in
-        ONE transaction. The row is read locked; its state must be in ``EDGES[outcome]`` narrowed
+        ONE transaction (PostgreSQL: ONE statement unless a buffered fire is to be released or the
+        CAS loses: :meth:`_finish_at_once`). The row is read locked; its state must be in ``EDGES[outcome]`` narrowed
         by ``from_states`` (else a loser: nothing written), and the update is guarded on it."""
         args = finish_args(key, result, now, from_states)
         check_timers(timers)
         rk, now, allowed, cost_in, error_class = args.rk, args.now, args.allowed, args.cost, args.error_class
+        if self.dialect == "postgresql":
+            done = self._finish_at_once(key, result, now, timers, allowed, cost_in, error_class)
+            if done is not None:
+                return done
         with self._tx() as conn:
             routine = None
             if streak.touches(result.outcome, result.reason, counts_refused=timers.streak_counts_refused):
@@ -209,32 +224,6 @@ class RunsMixin(BufferedMixin):
             if routine is not None:
                 self._streak(conn, rk, dict(routine._mapping), result, now, timers)
             return ClaimResult(True, new, "won", released)
-
-    def _streak(
-        self,
-        conn: Connection,
-        rk: tuple[str, str, str],
-        row: Mapping[str, Any],
-        result: RunResult,
-        now: datetime,
-        timers: Timers,
-    ) -> None:
-        """Apply :func:`alma_schedule.policies.streak.step` to the locked routine row."""
-        s = streak.step(
-            row["consecutive_failures"],
-            row["paused_reason"],
-            result.outcome,
-            result.reason,
-            timers.failure_threshold,
-            counts_refused=timers.streak_counts_refused,
-        )
-        if not s.changed:
-            return
-        values: dict[str, Any] = {"consecutive_failures": s.streak, "updated_at": now}
-        if s.latch is not None:
-            values["paused_reason"] = s.latch
-            values["next_due_at"] = None
-        conn.execute(q.update_routine(*rk, values))
 
     def record(
         self, key: RunKey, outcome: str, reason: str, *, now: datetime, cost_micros: int | None = None

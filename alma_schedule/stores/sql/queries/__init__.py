@@ -45,6 +45,7 @@ from alma_schedule.stores.sql.queries.common import (
     lit,
     routine_pk,
 )
+from alma_schedule.stores.sql.queries.finish import finish_statement
 from alma_schedule.stores.sql.queries.maintenance import (
     MIGRATION_LOCK_KEY,
     advisory_lock,
@@ -81,11 +82,11 @@ from alma_schedule.stores.sql.queries.runs import (
     SELECT_RUN,
     SELECT_RUN_LOCKED,
     SELECT_RUN_WITH_ROUTINE,
-    START_CAS,
     cas,
     insert_run,
     like_prefix,
     run_params,
+    start_cas,
 )
 from alma_schedule.stores.sql.queries.tick import (
     FIRE_VARYING,
@@ -138,7 +139,7 @@ __all__ = [
     "SELECT_RUN",
     "SELECT_RUN_LOCKED",
     "SELECT_RUN_WITH_ROUTINE",
-    "START_CAS",
+    "finish_statement",
     "TERMINAL",
     "advance_cursors",
     "count_claims",
@@ -206,6 +207,7 @@ __all__ = [
     "select_versions",
     "skip_claimed_backfill_run",
     "spend_adjust",
+    "start_cas",
     "stuck",
     "supersede",
     "system_routine_counts",

@@ -41,21 +41,28 @@ _ROUTINE_OF_RUN = sa.and_(
 )
 _NOW = sa.bindparam("now", type_=UtcDateTime)
 
-#: ``claimed -> running`` in ONE statement, joined to an ACTIVE routine row (params: key, ``now``,
-#: ``owner``: the run's owner, None allowed).
-START_CAS = (
-    sa.update(runs)
-    .values(state=lit(RunState.RUNNING), started_at=_NOW, state_at=_NOW, owner=sa.bindparam("owner", type_=sa.Text))
-    .where(
+@functools.lru_cache(maxsize=4)
+def start_cas(*, with_routine: bool, in_window: bool) -> Any:
+    """``claimed -> running`` in ONE statement, joined to an ACTIVE routine row; ``in_window``: only
+    while ``expires_at > now``. Params: key, ``now``, ``owner`` (the run's owner, None allowed).
+    Returns the run row; ``with_routine`` (PostgreSQL: SQLite's ``RETURNING`` cannot name the
+    joined table) then every ``routines`` column, labelled ``r_<name>``, in order: the start
+    returns all the runner needs in its one round trip. Built once per shape."""
+    guards = [
         _RUN_KEY,
         runs.c.state == lit(RunState.CLAIMED),
         _ROUTINE_OF_RUN,
         routines.c.deleted_at.is_(None),
         routines.c.enabled.is_(True),
         routines.c.paused_reason.is_(None),
-    )
-    .returning(*runs.c)
-)
+    ]
+    if in_window:
+        guards.append(runs.c.expires_at > _NOW)
+    owner = sa.bindparam("owner", type_=sa.Text)
+    stmt = sa.update(runs).values(state=lit(RunState.RUNNING), started_at=_NOW, state_at=_NOW, owner=owner)
+    joined = [c.label(f"r_{c.name}") for c in routines.c] if with_routine else []
+    return stmt.where(*guards).returning(*runs.c, *joined)
+
 
 #: The run and its routine's levers (the routine may be gone: outer join). Params: the key.
 SELECT_RUN_WITH_ROUTINE = (

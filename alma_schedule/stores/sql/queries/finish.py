@@ -1,0 +1,142 @@
+"""SQL statements of the store, the one-statement finish (PostgreSQL): the terminal CAS, the money
+settlement and the failure streak in ONE data-modifying statement (one round trip, autocommit).
+
+The statement does what :meth:`~alma_schedule.stores.sql.store_runs.RunsMixin.finish`'s transaction
+does, in the store's lock order (routine row, run row, spend rows in ceiling-key order):
+
+* ``rl``: the routine row, locked (only when the outcome touches the streak: ``streak.touches``);
+* ``old``: the run row, locked, only if its state is one the caller owns, the routine has NO
+  buffered fire (releasing one stays the transaction's job) and, with ``rl``, the routine exists;
+* ``fin``: the terminal write from ``old``: cost = the result's, else the recorded one
+  (:func:`~alma_schedule.policies.settlement.finish_cost`); ``erase_at`` set when a result text is
+  kept; a held reservation (``reserve_day`` and ceilings) cleared;
+* ``sl`` / ``su``: the spend rows of a held reservation, locked in ceiling-key order, moved from
+  reserved to settled (:func:`~alma_schedule.policies.settlement.settle`, :func:`.money.spend_adjust`);
+* ``st``: the streak step of :func:`alma_schedule.policies.streak.step` on the locked routine row:
+  ``+1`` (and the latch at the threshold, unless already paused: ``paused_reason`` and a NULL
+  ``next_due_at``) or a reset to 0 (written only when it was not 0).
+
+It returns the finished run row, or nothing when ``old`` matched nothing: then the caller runs the
+full transaction, which tells a loser from a fire to release (nothing was written).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import JSONB
+
+from alma_schedule.model import RunState
+from alma_schedule.policies.streak import StreakEffect
+from alma_schedule.stores.sql.queries.common import in_states, lit
+from alma_schedule.stores.sql.queries.runs import _RUN_KEY
+from alma_schedule.stores.sql.schema import routines, runs, spend
+from alma_schedule.stores.sql.types import UtcDateTime
+
+_NOW = sa.bindparam("now", type_=UtcDateTime)
+_EMPTY = sa.literal_column("'[]'::jsonb", type_=JSONB)
+
+
+def _routine_key(table: Any) -> Any:
+    return sa.and_(
+        table.c.org == sa.bindparam("k_org"),
+        table.c.uid == sa.bindparam("k_uid"),
+        table.c.routine_id == sa.bindparam("k_routine_id"),
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def finish_statement(from_states: tuple[str, ...], effect: str) -> Any:
+    """The statement for one (owned states, streak effect) shape, built once. Params: the run key
+    (``k_*``), ``now``, ``f_state``, ``f_reason``, ``f_cost`` (None: the recorded cost),
+    ``f_error_class``, ``f_erase_at``, ``f_threshold``, ``f_latch``."""
+    buffered = runs.alias("waiting")
+    guards = [
+        _RUN_KEY,
+        in_states(*from_states),
+        ~sa.exists().where(_routine_key(buffered), buffered.c.state == lit(RunState.BUFFERED)),
+    ]
+    rl = None
+    if effect != StreakEffect.NONE:
+        rl = sa.select(routines.c.org).where(_routine_key(routines)).with_for_update().cte("rl")
+        guards.append(sa.exists().select_from(rl))
+    old = sa.select(runs).where(*guards).with_for_update(of=runs).cte("old")
+    held = sa.and_(old.c.reserve_day.is_not(None), old.c.reserve_ceilings != _EMPTY)
+    cost = sa.func.coalesce(sa.bindparam("f_cost", type_=sa.BigInteger), old.c.cost_micros)
+    kept = sa.and_(old.c.result_text.is_not(None), old.c.erase_at.is_(None))
+    fin = (
+        sa.update(runs)
+        .where(
+            runs.c.org == old.c.org,
+            runs.c.uid == old.c.uid,
+            runs.c.routine_id == old.c.routine_id,
+            runs.c.run_id == old.c.run_id,
+        )
+        .values(
+            state=sa.bindparam("f_state", type_=sa.String),
+            reason=sa.bindparam("f_reason", type_=sa.String),
+            state_at=_NOW,
+            finished_at=_NOW,
+            cost_micros=cost,
+            error_class=sa.bindparam("f_error_class", type_=sa.String),
+            erase_at=sa.case((kept, sa.bindparam("f_erase_at", type_=UtcDateTime)), else_=old.c.erase_at),
+            reserved_micros=sa.case((held, 0), else_=old.c.reserved_micros),
+            reserve_ceilings=sa.case((held, _EMPTY), else_=old.c.reserve_ceilings),
+        )
+        .returning(*runs.c)
+        .cte("fin")
+    )
+    ceilings = sa.select(sa.func.jsonb_array_elements_text(old.c.reserve_ceilings)).scalar_subquery()
+    sl = (
+        sa.select(spend.c.ceiling_key, spend.c.day)
+        .where(held, spend.c.day == old.c.reserve_day, spend.c.ceiling_key.in_(ceilings))
+        .order_by(spend.c.ceiling_key)
+        .with_for_update(of=spend)
+        .cte("sl")
+    )
+    left = spend.c.reserved_micros - old.c.reserved_micros
+    su = (
+        sa.update(spend)
+        .where(
+            spend.c.ceiling_key == sl.c.ceiling_key,
+            spend.c.day == sl.c.day,
+            sl.c.day == old.c.reserve_day,
+            fin.c.run_id == old.c.run_id,
+        )
+        .values(
+            reserved_micros=sa.case((left < 0, 0), else_=left),
+            settled_micros=spend.c.settled_micros + fin.c.cost_micros,
+        )
+        .cte("su")
+    )
+    main = sa.select(fin)
+    ctes: list[Any] = [su]
+    if effect != StreakEffect.NONE:
+        ctes.append(_streak(effect, fin).cte("st"))
+    return main.add_cte(*ctes)
+
+
+def _streak(effect: str, fin: Any) -> Any:
+    at_routine = sa.and_(
+        routines.c.org == fin.c.org, routines.c.uid == fin.c.uid, routines.c.routine_id == fin.c.routine_id
+    )
+    if effect == StreakEffect.RESET:
+        return (
+            sa.update(routines)
+            .where(at_routine, routines.c.consecutive_failures != 0)
+            .values(consecutive_failures=0, updated_at=_NOW)
+        )
+    threshold = sa.bindparam("f_threshold", type_=sa.Integer)
+    latch = sa.and_(threshold > 0, routines.c.consecutive_failures + 1 >= threshold, routines.c.paused_reason.is_(None))
+    return (
+        sa.update(routines)
+        .where(at_routine)
+        .values(
+            consecutive_failures=routines.c.consecutive_failures + 1,
+            updated_at=_NOW,
+            paused_reason=sa.case((latch, sa.bindparam("f_latch", type_=sa.String)), else_=routines.c.paused_reason),
+            next_due_at=sa.case((latch, sa.null()), else_=routines.c.next_due_at),
+        )
+    )

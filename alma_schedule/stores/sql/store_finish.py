@@ -1,0 +1,80 @@
+"""The finish's PostgreSQL shortcut and the streak step of :class:`~alma_schedule.stores.sql.SqlStore`.
+
+* :meth:`FinishMixin._finish_at_once`: the whole ``finish`` as ONE data-modifying statement
+  (:mod:`.queries.finish`; autocommit, one round trip), or None when it wrote nothing;
+* :meth:`FinishMixin._streak`: :func:`alma_schedule.policies.streak.step` on a locked routine row,
+  inside the finish transaction (SQLite, and PostgreSQL's fallback).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.engine import Connection
+
+from alma_schedule.model import ClaimResult, RunKey, RunResult
+from alma_schedule.policies import streak
+from alma_schedule.settings import Timers
+from alma_schedule.stores.sql import queries as q
+from alma_schedule.stores.sql.rows import run_from_row
+from alma_schedule.stores.sql.store_buffered import BufferedMixin
+
+
+class FinishMixin(BufferedMixin):
+    def _finish_at_once(
+        self,
+        key: RunKey,
+        result: RunResult,
+        now: datetime,
+        timers: Timers,
+        allowed: Collection[str],
+        cost: int | None,
+        error_class: str | None,
+    ) -> ClaimResult | None:
+        """PostgreSQL: the whole finish as ONE statement (:mod:`.queries.finish`, autocommit: one
+        round trip); None when it wrote nothing (a loser, a fire to release, a purged routine):
+        then the transaction below decides."""
+        effect = streak.streak_effect(result.outcome, result.reason, counts_refused=timers.streak_counts_refused)
+        stmt = q.finish_statement(tuple(sorted(allowed)), str(effect))
+        params = q.run_params(
+            key,
+            now=now,
+            f_state=result.outcome,
+            f_reason=result.reason,
+            f_cost=cost,
+            f_error_class=error_class,
+            f_erase_at=now + timers.result_retention,
+            f_threshold=timers.failure_threshold,
+            f_latch=streak.latch_reason(result.outcome, result.reason),
+        )
+        with self._tx(single=True) as conn:
+            row = conn.execute(stmt, params).first()
+        return None if row is None else ClaimResult(True, run_from_row(row), "won")
+
+    def _streak(
+        self,
+        conn: Connection,
+        rk: tuple[str, str, str],
+        row: Mapping[str, Any],
+        result: RunResult,
+        now: datetime,
+        timers: Timers,
+    ) -> None:
+        """Apply :func:`alma_schedule.policies.streak.step` to the locked routine row."""
+        s = streak.step(
+            row["consecutive_failures"],
+            row["paused_reason"],
+            result.outcome,
+            result.reason,
+            timers.failure_threshold,
+            counts_refused=timers.streak_counts_refused,
+        )
+        if not s.changed:
+            return
+        values: dict[str, Any] = {"consecutive_failures": s.streak, "updated_at": now}
+        if s.latch is not None:
+            values["paused_reason"] = s.latch
+            values["next_due_at"] = None
+        conn.execute(q.update_routine(*rk, values))
