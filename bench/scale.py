@@ -213,21 +213,28 @@ def memory(db: ss.Loaded, redis_url: str, ticks: int = 8) -> dict[str, Any]:
     app = ss.make_app(db.url, redis_url)
     r = redis.Redis.from_url(redis_url)
     claimed = []
+    kids_file = Path(f"/proc/{worker.pid}/task/{worker.pid}/children")
     try:
+        deadline = time.monotonic() + 120
+        while not kids_file.read_text().split() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(3)  # the pool child has started: its footprint before any task
+        idle = {pid: _status(pid) for pid in kids_file.read_text().split()}
         for _ in range(ticks):
             db.reset(db.due_max)
             cs.drain(r)
             result = app.send_task(TICK_TASK, kwargs={"now": ss.bt.NOW.isoformat()}, queue="alma.tick")
             report = result.get(timeout=600)
             claimed.append(int(report["claimed"]))
-        kids = Path(f"/proc/{worker.pid}/task/{worker.pid}/children").read_text().split()
+        kids = kids_file.read_text().split()
         status = {pid: _status(pid) for pid in kids}
         parent = _status(str(worker.pid))
     finally:
         worker.terminate()
         worker.wait(timeout=60)
         cs.drain(r)
-    return {"routines": db.n, "ticks": ticks, "claimed_each": claimed, "pool_children": status, "main": parent}
+    return {"routines": db.n, "ticks": ticks, "claimed_each": claimed, "pool_children": status, "pool_idle": idle,
+            "main": parent}
 
 
 def _status(pid: str) -> dict[str, int]:

@@ -110,7 +110,8 @@ class Loaded:
     def ledger(self) -> dict[str, int]:
         """The fires at T: rows per state, and how many routines have more than one row at T."""
         with psycopg.connect(self.dsn) as conn:
-            states = dict(conn.execute("SELECT state, count(*) FROM runs WHERE fire_at = %s GROUP BY 1", (bt.T,)).all())
+            at_t = conn.execute("SELECT state, count(*) FROM runs WHERE fire_at = %s GROUP BY 1", (bt.T,))
+            states = dict(at_t.fetchall())
             row = conn.execute(
                 "SELECT count(*) FROM (SELECT 1 FROM runs WHERE fire_at = %s GROUP BY org, uid, routine_id"
                 " HAVING count(*) > 1) x",
@@ -146,6 +147,7 @@ class Ours(cs.Alma):
         super().__init__(db.n, db.due_max, redis_url, db.pg_admin)
         self.db = db
         self.batches: list[float] = []
+        self.claims: list[int] = []
 
     def setup(self) -> None:
         from alma_schedule.model import TICK_TASK
@@ -161,16 +163,25 @@ class Ours(cs.Alma):
 
         def timed(*a: Any, **kw: Any) -> Any:  # the claim batches, timed one by one
             t0 = time.perf_counter()
-            try:
-                return claim(*a, **kw)
-            finally:
-                self.batches.append(time.perf_counter() - t0)
+            batch = claim(*a, **kw)
+            self.batches.append(time.perf_counter() - t0)
+            self.claims.append(len(batch.claimed))
+            return batch
 
         self.store.claim_due = timed
 
     def reset(self) -> None:
         self.db.reset(self.due)
-        self.batches = []
+        self.batches, self.claims = [], []
+
+    def tick(self) -> int:
+        """The messages it should have published: each batch's claims are one dispatch (packed
+        ``run_batch_size`` to a message above that size)."""
+        report = self._tick(now=bt.NOW.isoformat())
+        if report["errors"]:
+            raise SystemExit(f"alma tick errors: {report}")
+        size = self.batch_size
+        return sum(c if c <= size else -(-c // size) for c in self.claims)
 
     def warm(self) -> None:
         for _ in range(3):
