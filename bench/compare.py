@@ -15,6 +15,10 @@ min and max; ratios are taken pair by pair within a repetition, then their media
   ``INSERT`` of the run rows, one ``UPDATE`` of the cursors) on two minimal tables, then one
   pipelined ``LPUSH`` of Celery-shaped messages.
 
+With ``--scale N,N`` also the tick at scale (``bench/scale.py``: ours against OUR floor on our own
+schema and ledger, batch linearity, two workers, the tick worker's peak memory); ``--scale-only``
+runs that section alone.
+
 Writes ``bench/results/<date>.md`` and ``.json`` (machine, versions, every figure).
 """
 
@@ -122,10 +126,13 @@ def markdown(result: dict[str, Any]) -> str:
         "Versions: " + ", ".join(f"{k} {val}" for k, val in v.items()) + ".",
         "",
         "Each cell: median (min-max) of interleaved repetitions, ms; ratios pair by pair.",
-        "",
-        "| routines | due | reps | alma-schedule | RedBeat | celery beat | floor | RedBeat / ours | ours / floor |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
+    if result["cells"]:
+        lines += [
+            "",
+            "| routines | due | reps | alma-schedule | RedBeat | celery beat | floor | RedBeat / ours | ours / floor |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
 
     def fmt(c: Any) -> str:
         return "—" if not isinstance(c, dict) else f"{c['median']:,.1f} ({c['min']:,.1f}-{c['max']:,.1f})"
@@ -138,8 +145,12 @@ def markdown(result: dict[str, Any]) -> str:
     notes = [c["celery_beat"] for c in result["cells"] if isinstance(c.get("celery_beat"), str)]
     if notes:
         lines += ["", f"celery beat: {notes[0]}."]
-    if "round_trips" in result:
+    if result.get("round_trips"):
         lines += ["", "Idle tick, counted in-process: " + json.dumps(result["round_trips"])]
+    if "scale" in result:
+        import scale
+
+        lines += ["", *scale.markdown(result["scale"])]
     return "\n".join(lines) + "\n"
 
 
@@ -152,29 +163,38 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pg-admin", default="postgresql://postgres@127.0.0.1:5432/postgres")
     ap.add_argument("--beat-max", type=int, default=10_000)
     ap.add_argument("--out", default=str(HERE / "results"))
+    ap.add_argument("--scale", default="", help="the scale section's sizes (bench/scale.py), e.g. 100000,1000000")
+    ap.add_argument("--scale-only", action="store_true", help="only the scale section")
     args = ap.parse_args(argv)
     default = [1_000, 10_000] if args.quick else [1_000, 10_000, 100_000]
     sizes = [int(s) for s in args.sizes.split(",") if s] or default
     reps = args.reps or (3 if args.quick else 7)
     started = time.perf_counter()
     cells = []
-    for n in sizes:
+    for n in [] if args.scale_only else sizes:
         cell = run_size(n, reps, args.redis, args.pg_admin, args.beat_max)
         print(json.dumps(cell), flush=True)
         cells.append(cell)
     os.environ["ALMA_BENCH_REDIS"] = args.redis.rsplit("/", 1)[0]  # the bench's own Redis
     os.environ["ALMA_BENCH_PG_ADMIN"] = args.pg_admin
     from round_trips import count
-    trips = count(1_000, 3, 5)
+    trips = None if args.scale_only else count(1_000, 3, 5)
     date = datetime.now(UTC).strftime("%Y-%m-%d")
     command = "scripts/bench" + (" --quick" if args.quick else "") + (f" --sizes {args.sizes}" if args.sizes else "")
+    command += (f" --scale {args.scale}" if args.scale else "") + (" --scale-only" if args.scale_only else "")
+    command += f" --reps {args.reps}" if args.reps else ""
     result = {
         "date": date, "command": command, "machine": machine(), "versions": versions(), "cells": cells,
         "round_trips": trips, "seconds": round(time.perf_counter() - started, 1),
     }  # fmt: skip
+    if args.scale:
+        import scale
+
+        result["scale"] = scale.run([int(x) for x in args.scale.split(",") if x], reps, args.redis, args.pg_admin)
+        result["seconds"] = round(time.perf_counter() - started, 1)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    stem = date + ("-quick" if args.quick else "")
+    stem = date + ("-quick" if args.quick else "") + ("-scale" if args.scale_only else "")
     (out / f"{stem}.json").write_text(json.dumps(result, indent=1) + "\n")
     (out / f"{stem}.md").write_text(markdown(result))
     print(markdown(result))

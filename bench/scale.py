@@ -279,6 +279,47 @@ def run(sizes: list[int], reps: int, redis_url: str, pg_admin: str, *, keep: str
     return out
 
 
+def _f(c: dict[str, Any]) -> str:
+    return f"{c['median']:,.1f} ({c['min']:,.1f}-{c['max']:,.1f}, {c['reps']} reps)"
+
+
+def _r(c: dict[str, Any]) -> str:
+    return f"{c['median']:.2f} ({c['min']:.2f}-{c['max']:.2f})"
+
+
+def markdown(result: dict[str, Any]) -> list[str]:
+    """The scale section of ``bench/results/<date>.md``: ms, median (min-max, reps); ratios pair by pair."""
+    lines = [
+        "## The tick at scale (bench/scale.py)", "",
+        "| routines | due | ours | our floor | minimal floor | ours / our floor | ours / minimal floor |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]  # fmt: skip
+    for cell in result["cells"]:
+        t = cell.get("tick")
+        if t:
+            lines.append(
+                f"| {t['routines']:,} | {t['due']:,} | {_f(t['ours'])} | {_f(t['our_floor'])} | "
+                f"{_f(t['minimal_floor'])} | {_r(t['ours_over_our_floor'])} | {_r(t['ours_over_minimal_floor'])} |"
+            )
+    for cell in result["cells"]:
+        t, w, m = cell.get("tick", {}), cell.get("workers"), cell.get("memory")
+        n = f"{cell['routines']:,} routines"
+        if "linearity" in t:
+            li, each = t["linearity"], t["claim_batches"]["each_ms"]
+            lines += ["", f"{n}, linearity: one claim batch {_f(li['one_batch'])}, ten {_f(li['ten_batches'])}, "
+                      f"ten / one {_r(li['ten_over_one'])}; each batch of a tick {_f(each)}."]  # fmt: skip
+        if w:
+            ledger = json.dumps(w["ledger_last_two"])
+            lines += ["", f"{n}, {w['due']:,} due, two workers at once: one {_f(w['one'])}, two {_f(w['two'])}, "
+                      f"two / one {_r(w['two_over_one'])}; control pair (pure Python) two / one "
+                      f"{_r(w['control_two_over_one'])}; ledger after the last pair: {ledger}."]  # fmt: skip
+        if m:
+            idle = json.dumps(m["pool_idle"])
+            lines += ["", f"{n}, peak memory of the prefork tick worker's pool child after {m['ticks']} ticks: "
+                      f"{json.dumps(m['pool_children'])} (before its first task {idle})."]  # fmt: skip
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("mode", nargs="?", default="run", choices=("run", "child"))
