@@ -82,6 +82,11 @@ def admin(sql: str) -> None:
         conn.execute(sql)  # type: ignore[arg-type]
 
 
+def exists(name: str) -> bool:
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        return conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is not None
+
+
 def create_db() -> tuple[str, str, str]:
     name = f"alma_bench_{uuid.uuid4().hex[:10]}"
     admin(f'CREATE DATABASE "{name}"')

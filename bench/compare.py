@@ -32,6 +32,10 @@ Then growth in N at fixed due counts (``bench/compare_growth.py``: ours, RedBeat
 due 0 / 100 / 1,000 for N 1,000 / 10,000 / 100,000; ``--quick``: due 0 / 10 / 100 for N 1,000 /
 10,000).
 
+With ``--scale N,N`` also the tick at scale (``bench/scale.py``: ours against OUR floor on our own
+schema and ledger, batch linearity, two workers, the tick worker's peak memory); ``--scale-only``
+runs that section alone.
+
 Writes ``bench/results/<date>.md`` and ``.json`` (machine, every system's version, every figure).
 """
 
@@ -158,12 +162,15 @@ def markdown(result: dict[str, Any]) -> str:
         "Versions: " + ", ".join(f"{k} {val}" for k, val in v.items()) + ".",
         "",
         "Each cell: median (min-max) of interleaved repetitions, ms; ratios pair by pair.",
-        "",
-        "| routines | due | reps | alma-schedule | RedBeat | celery beat | django-celery-beat "
-        "| sqlalchemy-celery-beat | floor | RedBeat / ours | django-celery-beat / ours "
-        "| sqlalchemy-celery-beat / ours | ours / floor |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
+    if result["cells"]:
+        lines += [
+            "",
+            "| routines | due | reps | alma-schedule | RedBeat | celery beat | django-celery-beat "
+            "| sqlalchemy-celery-beat | floor | RedBeat / ours | django-celery-beat / ours "
+            "| sqlalchemy-celery-beat / ours | ours / floor |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
 
     def fmt(c: Any) -> str:
         if isinstance(c, str) and not c.startswith("not run"):
@@ -183,17 +190,22 @@ def markdown(result: dict[str, Any]) -> str:
     notes = [c["celery_beat"] for c in result["cells"] if isinstance(c.get("celery_beat"), str)]
     if notes:
         lines += ["", f"celery beat: {notes[0]}."]
-    lines += ["", incumbents.NOTE, "", workload.NOTE]
-    if "growth" in result:
+    if result["cells"]:
+        lines += ["", incumbents.NOTE, "", workload.NOTE]
+    if result.get("growth"):
         lines += growth.markdown(result["growth"])
-    if "round_trips" in result:
+    if result.get("round_trips"):
         lines += ["", "Idle tick, counted in-process: " + json.dumps(result["round_trips"])]
-    if "idle_worker" in result:
+    if result.get("idle_worker"):
         lines += ["", "Idle worker's own broker traffic (Redis INFO deltas): " + json.dumps(result["idle_worker"])]
-    if "e2e" in result:
+    if result.get("e2e"):
         from e2e import markdown as e2e_markdown
 
         lines += e2e_markdown(result["e2e"])
+    if "scale" in result:
+        import scale
+
+        lines += ["", *scale.markdown(result["scale"])]
     return "\n".join(lines) + "\n"
 
 
@@ -206,36 +218,48 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pg-admin", default="postgresql://postgres@127.0.0.1:5432/postgres")
     ap.add_argument("--beat-max", type=int, default=10_000)
     ap.add_argument("--out", default=str(HERE / "results"))
+    ap.add_argument("--scale", default="", help="the scale section's sizes (bench/scale.py), e.g. 100000,1000000")
+    ap.add_argument("--scale-only", action="store_true", help="only the scale section")
     args = ap.parse_args(argv)
     default = [1_000, 10_000] if args.quick else [1_000, 10_000, 100_000]
     sizes = [int(s) for s in args.sizes.split(",") if s] or default
     reps = args.reps or (3 if args.quick else 7)
     started = time.perf_counter()
     cells = []
-    for n in sizes:
+    for n in [] if args.scale_only else sizes:
         cell = run_size(n, reps, args.redis, args.pg_admin, args.beat_max, 15.0 if args.quick else 300.0)
         print(json.dumps(cell), flush=True)
         cells.append(cell)
     g_sizes, g_dues = (growth.QUICK_SIZES, growth.QUICK_DUES) if args.quick else (growth.SIZES, growth.DUES)
-    grown = growth.run(g_sizes, g_dues, reps, args.redis, args.pg_admin, cells)
+    grown = None if args.scale_only else growth.run(g_sizes, g_dues, reps, args.redis, args.pg_admin, cells)
     os.environ["ALMA_BENCH_REDIS"] = args.redis.rsplit("/", 1)[0]  # the bench's own Redis
     os.environ["ALMA_BENCH_PG_ADMIN"] = args.pg_admin
     from round_trips import TICKS, WARM, count
     from worker_idle import measure as worker_idle
-    trips = count(1_000, WARM, TICKS)
-    idle_worker = worker_idle(args.redis, 1_000, 20 if args.quick else 60, 5, [])
-    import e2e  # the end-to-end section: bench/e2e.py (10,000 fires over 100,000 routines; --quick: 1,000 / 10,000)
-    end_to_end = e2e.section(args.redis, args.pg_admin, quick=args.quick)
+    trips = idle_worker = end_to_end = None
+    if not args.scale_only:
+        trips = count(1_000, WARM, TICKS)
+        idle_worker = worker_idle(args.redis, 1_000, 20 if args.quick else 60, 5, [])
+        import e2e  # the end-to-end section: bench/e2e.py (10,000 fires over 100,000 routines; --quick: 1,000 / 10,000)
+
+        end_to_end = e2e.section(args.redis, args.pg_admin, quick=args.quick)
     date = datetime.now(UTC).strftime("%Y-%m-%d")
     command = "scripts/bench" + (" --quick" if args.quick else "") + (f" --sizes {args.sizes}" if args.sizes else "")
+    command += (f" --scale {args.scale}" if args.scale else "") + (" --scale-only" if args.scale_only else "")
+    command += f" --reps {args.reps}" if args.reps else ""
     result = {
         "date": date, "command": command, "machine": machine(), "versions": versions(), "cells": cells,
         "growth": grown, "round_trips": trips, "idle_worker": idle_worker, "e2e": end_to_end,
         "seconds": round(time.perf_counter() - started, 1),
     }  # fmt: skip
+    if args.scale:
+        import scale
+
+        result["scale"] = scale.run([int(x) for x in args.scale.split(",") if x], reps, args.redis, args.pg_admin)
+        result["seconds"] = round(time.perf_counter() - started, 1)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    stem = date + ("-quick" if args.quick else "")
+    stem = date + ("-quick" if args.quick else "") + ("-scale" if args.scale_only else "")
     (out / f"{stem}.json").write_text(json.dumps(result, indent=1) + "\n")
     (out / f"{stem}.md").write_text(markdown(result))
     print(markdown(result))

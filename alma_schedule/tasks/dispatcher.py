@@ -1,10 +1,13 @@
 """``CeleryDispatcher``: how claimed fires and polls leave a tick, through Celery's public API.
 
 Every message goes through ``app.send_task`` with one producer (one broker connection) per batch,
-always ``serializer='json'`` (whatever the app's ``task_serializer``), so the app's ``task_routes``
-decide the queue and ``task-sent`` events are emitted when the app
-has ``task_send_sent_event`` on (Flower sees the sends). Run messages expire at the fire's
-``expires_at``: Celery discards an expired message and the tick's expiry sweep then records the
+inside the producer's publish batch (kombu >= 5.7 ``Producer.batch``: on Redis the messages and
+their ``task-sent`` events of one dispatch leave in ONE pipelined round trip; a transport without
+batches publishes each at once; a batch that fails to flush is sent again one message at a time with
+kombu's publish retry), always ``serializer='json'`` (whatever the app's
+``task_serializer``), so the app's ``task_routes`` decide the queue and ``task-sent`` events are
+emitted when the app has ``task_send_sent_event`` on (Flower sees the sends). Run messages expire
+at the fire's ``expires_at``: Celery discards an expired message and the tick's expiry sweep then records the
 fire ``skipped(missed)``. Nothing here writes to the store: a message that could not be sent
 leaves its row ``claimed`` and a later tick re-sends it.
 """
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
+from contextlib import nullcontext
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -82,14 +86,26 @@ class CeleryDispatcher:
         refuse_lost_sends(self.settings, str(self.app.conf.broker_url or ""), broker=broker)
 
     def _send(self, name: str, items: Iterable[tuple[list[Any], datetime | None]], total: int) -> None:
+        """Send in one publish batch; a batch that fails to flush (a broker blip) is sent again one
+        message at a time with kombu's publish retry, as without batches: a message of the failed
+        flush may have left, and its duplicate loses the run's start CAS (nothing runs twice)."""
         if total == 0:
             return
         self.refuse_lost_sends()
-        sent = 0
+        messages = list(items)
+        try:
+            self._publish(name, messages, batched=True)
+            return
+        except DispatchError as exc:
+            log.warning("%s; sending them again one at a time, with the publish retry", exc)
+        self._publish(name, messages, batched=False)
+
+    def _publish(self, name: str, messages: list[tuple[list[Any], datetime | None]], *, batched: bool) -> None:
+        sent, total = 0, len(messages)
         send_task = self.app.send_task
         try:
-            with self.app.producer_or_acquire() as producer:
-                for args, expires in items:
+            with self.app.producer_or_acquire() as producer, _batch(producer, total, batched):
+                for args, expires in messages:
                     send_task(
                         name,
                         args=args,
@@ -98,6 +114,8 @@ class CeleryDispatcher:
                         serializer="json",
                         ignore_result=True,
                         add_to_parent=False,
+                        argsrepr=_argsrepr(args),
+                        kwargsrepr="{}",
                     )
                     sent += 1
         except Exception as exc:
@@ -113,6 +131,28 @@ class CeleryDispatcher:
         """Messages waiting in the run queue (a passive declare); 0 when the broker has no such queue
         yet; None when the broker cannot say (unreachable, or a transport without counts)."""
         return queue_depth(self.app, self.settings.run_queue)
+
+
+#: Celery's own bound on the ``argsrepr`` header (``amqp.argsrepr_maxsize``).
+ARGSREPR_MAX = 1024
+
+
+def _argsrepr(args: list[Any]) -> str:
+    """The ``argsrepr`` header (what Flower and the worker log show) of our arguments, which are
+    strings and lists of strings: the builtin ``repr``, cut at Celery's bound. Celery's own
+    ``saferepr`` took 0.64 ms a ``run_many`` message of 20 fires against 0.05 ms (measured, a
+    loaded 2-core machine): 0.3 s of a tick that sends 450 such messages."""
+    text = repr(args)
+    return text if len(text) <= ARGSREPR_MAX else text[: ARGSREPR_MAX - 3] + "..."
+
+
+def _batch(producer: Any, total: int, batched: bool = True) -> Any:
+    """The producer's publish batch for ``total`` messages (each with its event and, on a queue
+    with an expiry, its PEXPIREs: 4 operations a message leave room), else (or not ``batched``) no
+    batch. A batch that fails to flush reports how many messages were handed to it: their delivery
+    is uncertain; ``_send`` then sends them again one at a time (a duplicate loses the run's CAS)."""
+    batch = getattr(producer, "batch", None) if batched else None
+    return batch(max_size=max(1000, 4 * total)) if callable(batch) else nullcontext()
 
 
 def queue_depth(app: Celery, queue: str) -> int | None:

@@ -231,3 +231,24 @@ def test_the_depth_check_reuses_the_pooled_broker_connection(
     r.delete("alma.run")
     assert dispatcher.run_queue_depth() == 0
     assert connects == []
+
+
+def test_a_publish_batch_whose_flush_fails_is_sent_again_one_message_at_a_time(
+    redis_url: str, r: redis.Redis
+) -> None:
+    """A broker blip at the batch's flush (here: the connection closed right after the pipelined
+    LPUSHes reached Redis, before its answers) does not leave the fires for a later tick's re-send:
+    they are sent again at once, one message at a time with kombu's publish retry. Some messages may
+    now be there twice: a duplicate loses the run's start CAS."""
+    from tests.stores.tcp_proxy import tcp_proxy
+
+    with tcp_proxy(("127.0.0.1", 6379)) as proxy:
+        settings = Settings(broker_url=proxy.url(redis_url), run_batch_size=1)
+        app = create_app(settings)
+        runs = [record(i) for i in range(20)]
+        proxy.lose_reply_to(b"LPUSH")
+        CeleryDispatcher(app, settings).send_runs(runs)  # no DispatchError
+        assert proxy.commits_lost == 1  # the batch's flush met the cut
+    sent = messages(r, "alma.run")
+    assert {tuple(m["decoded"][0]) for m in sent} == {tuple(rec.key.args()) for rec in runs}
+    assert 20 <= len(sent) <= 40
