@@ -76,62 +76,79 @@ def _own(res: ClaimResult, state: str, owner: str) -> ClaimResult:
     return res
 
 
-def start_as_owner(
-    rt: Runtime, key: RunKey, *, now: datetime, owner: str | None, sleep: Sleep | None
+def _take_as_owner(
+    rt: Runtime,
+    key: RunKey,
+    what: str,
+    cas: Callable[[], ClaimResult],
+    edge: tuple[str, str],
+    *,
+    now: datetime,
+    owner: str | None,
+    sleep: Sleep | None,
 ) -> ClaimResult:
-    """``store.start`` (inside the run's window) by the would-be owner; a start whose outcome is
-    unknown is settled by the row (the module docstring). Without ``owner`` or ``sleep`` it raises as the store does."""
+    """``cas()`` (the edge ``edge = (from, to)`` writing ``owner``); one whose outcome is unknown is
+    settled by the row: ``to`` with THIS owner -> won; still ``from`` -> the CAS again; else lost.
+    Without ``owner`` or ``sleep`` it raises as the store does."""
+    waiting, taken = edge
     try:
-        return rt.store.start(key, now=now, owner=owner, in_window=True)
+        return cas()
     except StoreUnavailable:
         if owner is None or sleep is None:
             raise
-        log.warning("start %s: outcome unknown (store unavailable); settling it by the row", key)
+        log.warning("%s %s: outcome unknown (store unavailable); settling it by the row", what, key)
     while True:
-        row = as_owner(rt, f"start {key}: reading the row", lambda: rt.store.get(key), started=now, sleep=sleep)
+        row = as_owner(rt, f"{what} {key}: reading the row", lambda: rt.store.get(key), started=now, sleep=sleep)
         if row is None:
             return ClaimResult(False, None, "not_found")
-        if row.state == RunState.RUNNING and owned_by(row.owner, owner):
-            log.info("start %s: the earlier attempt committed: this request owns the run", key)
+        if row.state == taken and owned_by(row.owner, owner):
+            log.info("%s %s: the earlier attempt committed: this request owns the run", what, key)
             return ClaimResult(True, row, "won")
-        if row.state != RunState.CLAIMED:
+        if row.state != waiting:
             return ClaimResult(False, row, "duplicate")
         try:  # the first attempt may still be committing: this CAS then waits for it and loses to it
-            return _own(rt.store.start(key, now=now, owner=owner, in_window=True), RunState.RUNNING, owner)
+            return _own(cas(), taken, owner)
         except StoreUnavailable:
             continue  # unknown again: read the row again (as_owner gives up at the soft time limit)
+
+
+def start_as_owner(
+    rt: Runtime, key: RunKey, *, now: datetime, owner: str | None, sleep: Sleep | None
+) -> ClaimResult:
+    """``store.start`` (inside the run's window) by the would-be owner, settled by the row when its
+    outcome is unknown (:func:`_take_as_owner`, the module docstring)."""
+    return _take_as_owner(
+        rt,
+        key,
+        "start",
+        lambda: rt.store.start(key, now=now, owner=owner, in_window=True),
+        (RunState.CLAIMED, RunState.RUNNING),
+        now=now,
+        owner=owner,
+        sleep=sleep,
+    )
+
+
+def collect_as_owner(
+    rt: Runtime, key: RunKey, *, now: datetime, owner: str | None, sleep: Sleep | None
+) -> ClaimResult:
+    """``store.begin_collecting`` by a collector, settled by the row as a start is."""
+    return _take_as_owner(
+        rt,
+        key,
+        "collect",
+        lambda: rt.store.begin_collecting(key, now=now, owner=owner),
+        (RunState.SUBMITTED, RunState.COLLECTING),
+        now=now,
+        owner=owner,
+        sleep=sleep,
+    )
 
 
 def _settled(res: ClaimResult, result: RunResult) -> bool:
     """A lost CAS whose row already shows ``result``: the commit of an earlier attempt."""
     rec = res.record
     return not res.won and rec is not None and rec.state == result.outcome and rec.reason == result.reason
-
-
-def collect_as_owner(
-    rt: Runtime, key: RunKey, *, now: datetime, owner: str | None, sleep: Sleep | None
-) -> ClaimResult:
-    """``store.begin_collecting`` by a collector; a CAS whose outcome is unknown is settled by the row
-    as a start is (``collecting`` with this owner: won; still ``submitted``: taken again; else lost).
-    Without ``owner`` or ``sleep`` it raises as the store does."""
-    try:
-        return rt.store.begin_collecting(key, now=now, owner=owner)
-    except StoreUnavailable:
-        if owner is None or sleep is None:
-            raise
-        log.warning("collect %s: collecting CAS outcome unknown (store unavailable); settling it by the row", key)
-    while True:
-        row = as_owner(rt, f"collect {key}: reading the row", lambda: rt.store.get(key), started=now, sleep=sleep)
-        if row is None:
-            return ClaimResult(False, None, "not_found")
-        if row.state == RunState.COLLECTING and owned_by(row.owner, owner):
-            return ClaimResult(True, row, "won")
-        if row.state != RunState.SUBMITTED:
-            return ClaimResult(False, row, "duplicate")
-        try:
-            return _own(rt.store.begin_collecting(key, now=now, owner=owner), RunState.COLLECTING, owner)
-        except StoreUnavailable:
-            continue
 
 
 def finish_as_owner(
