@@ -26,9 +26,7 @@ import argparse
 import contextlib
 import json
 import os
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -46,6 +44,8 @@ from alma_schedule.settings import Settings
 from alma_schedule.tasks import CeleryDispatcher
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from procs import spawn as _spawn
+from procs import stop as _stop
 from store_load import ROUTINE_COLS, copy, routine_rows, scratch_database
 
 REDIS_BASE = os.environ.get("ALMA_BENCH_REDIS", "redis://127.0.0.1:6379")
@@ -137,19 +137,6 @@ def part_dispatch(sizes: list[int], reps: int) -> None:
             )
 
 
-def _spawn(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    with open(log, "wb") as out:
-        return subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(30)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(10)
 
 
 def part_end_to_end(routines: int, due: int, batch_size: int, tmp: Path) -> None:

@@ -20,10 +20,8 @@ duplicate check) and ``SET`` of the instant. Interleaved repetitions (A B C, A B
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -37,6 +35,8 @@ import psycopg
 import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from procs import spawn as _spawn
+from procs import stop as _stop
 from store_load import ROUTINE_COLS, copy, rid, routine_rows, scratch_database
 
 CELERY = str(Path(sys.executable).parent / "celery")
@@ -72,19 +72,6 @@ def factory(settings):
 """
 
 
-def _spawn(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    with open(log, "wb") as out:
-        return subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(30)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(10)
 
 
 class Bench:

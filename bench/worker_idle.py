@@ -20,7 +20,6 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -34,6 +33,7 @@ from typing import Any
 import redis
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from procs import spawn, stop
 from store_load import ROUTINE_COLS, copy, routine_rows, scratch_database
 
 OURS = {"info", "client|list", "client", "ping", "hello", "select", "client|setinfo"}  # the bench's own calls
@@ -106,19 +106,7 @@ def _delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
 def _start_worker(env: dict[str, str], extra: list[str], log: Path) -> subprocess.Popen[bytes]:
     celery = str(Path(sys.executable).with_name("celery"))
     argv = [celery, "-A", "alma_schedule.celery", "worker", "-Q", QUEUES, "-c", "1", "--loglevel", "INFO", *extra]
-    with open(log, "wb") as out:
-        return subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(20)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(10)
+    return spawn(argv, env, log)
 
 
 def measure(redis_url: str, routines: int, seconds: float, settle: float, extra: list[str]) -> dict[str, Any]:
@@ -145,7 +133,7 @@ def measure(redis_url: str, routines: int, seconds: float, settle: float, extra:
             elapsed = time.monotonic() - began
             clients = [c for c in client.client_list() if c["id"] not in others]
         finally:
-            _stop(proc)
+            stop(proc, wait=20)
     commands = _delta(before["commands"], after["commands"])
     return {
         "worker": f"celery -A alma_schedule.celery worker -Q {QUEUES} -c 1 {' '.join(extra)}".strip(),
