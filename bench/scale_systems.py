@@ -4,7 +4,8 @@
 FINISHED run per routine (COPY: the ledger), reused across repetitions; ``reset(due)`` (untimed)
 makes the first ``due`` bench-due routines due at ``bt.T``, the others not, deletes the runs of
 earlier repetitions and re-creates the workload that supersedes and overlaps: every tenth due
-routine has a pending schedule ``claimed`` run, every tenth (offset one) a ``running`` one.
+routine has a pending schedule ``claimed`` run, every tenth (offset one) a ``running`` one. 10 % of
+all routines carry schedule policies (:mod:`workload`, as in the main table), applied once at load.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import bench_tick as bt
 import compare_systems as cs
 import psycopg
 import redis
+import workload
 
 HISTORY = bt.T - timedelta(hours=2)  # the ledger's finished fire of every routine
 RUN_ID = "%Y-%m-%dT%H:%M:%SZ"
@@ -55,6 +57,7 @@ class Loaded:
 
         migrate_store(self.url)
         bt.load(self.dsn, self.n, self.due_max)  # COPY, then VACUUM ANALYZE routines
+        self.policies = workload.apply_policies(self.dsn, bt.T)  # 10 % of the routines (bench/workload.py)
         fire, when = HISTORY.strftime(RUN_ID), HISTORY
         sql = f"COPY runs ({HISTORY_COLS}) FROM STDIN"
         with psycopg.connect(self.dsn) as conn, conn.cursor() as cur, cur.copy(sql) as out:  # type: ignore[arg-type]
@@ -89,7 +92,7 @@ class Loaded:
             conn.execute("DELETE FROM runs WHERE fire_at >= %s", (old,))
             conn.execute(
                 "UPDATE routines SET last_fire = %s, next_due_at = CASE WHEN routine_id = ANY(%s) THEN %s"
-                " ELSE %s END, defer_until = NULL, last_error = NULL, error_count = 0 WHERE kind = 'bench-due'",
+                " ELSE %s END, defer_until = NULL, last_error = NULL, error_count = 0, schedule_claims = 0 WHERE kind = 'bench-due'",
                 (old, ids, bt.T, bt.T + timedelta(hours=1)),
             )
             for state, chosen in (("claimed", pending), ("running", active)):
