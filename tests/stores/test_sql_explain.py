@@ -64,10 +64,16 @@ def _captured(store: SqlStore) -> Iterator[list[tuple[str, Any]]]:
 
 
 def _generic_plan(
-    conninfo: str, statement: str, params: dict[str, Any], *, without: tuple[str, ...] = ()
+    conninfo: str,
+    statement: str,
+    params: dict[str, Any],
+    *,
+    without: tuple[str, ...] = (),
+    mode: str = "force_generic_plan",
 ) -> dict[str, Any]:
     """EXPLAIN the generic plan of ``statement`` exactly as SQLAlchemy sent it (``without`` these
-    indexes: dropped in a transaction that is rolled back)."""
+    indexes: dropped in a transaction that is rolled back; ``mode="force_custom_plan"``: the plan
+    for these very parameters, as the store's own connections plan it)."""
     names: list[str] = []
 
     def placeholder(m: re.Match[str]) -> str:
@@ -79,7 +85,7 @@ def _generic_plan(
     with psycopg.connect(conninfo) as conn:
         for index in without:
             conn.execute(f"DROP INDEX {index}")  # type: ignore[arg-type]
-        conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        conn.execute(f"SET LOCAL plan_cache_mode = {mode}")  # type: ignore[arg-type]
         conn.execute(f"PREPARE probe AS {server_side}")  # type: ignore[arg-type]
         cur = psycopg.ClientCursor(conn)
         args = ", ".join(["%s"] * len(names))
@@ -97,11 +103,11 @@ def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield from _nodes(child)
 
 
-def _check(conninfo: str, seen: list[tuple[str, Any]]) -> list[str]:
+def _check(conninfo: str, seen: list[tuple[str, Any]], mode: str = "force_generic_plan") -> list[str]:
     used: list[str] = []
     assert seen, "no statement was captured"
     for statement, params in seen:
-        plan = _generic_plan(conninfo, statement, params)
+        plan = _generic_plan(conninfo, statement, params, mode=mode)
         nodes = list(_nodes(plan))
         seq = [n for n in nodes if n["Node Type"] == "Seq Scan" and n.get("Relation Name") in TABLES]
         assert not seq, f"sequential scan of {seq[0]['Relation Name']} in\n{statement}\n{json.dumps(plan, indent=1)}"
@@ -121,6 +127,20 @@ def test_claim_due_statements_use_indexes(loaded: tuple[str, SqlStore]) -> None:
     used = _check(conninfo, seen)
     assert "ix_routines_due" in used
     assert "routines_pkey" in used  # the batched cursor UPDATE finds each row by key
+
+
+def test_a_short_batch_checks_for_held_due_rows_through_the_due_index(loaded: tuple[str, SqlStore]) -> None:
+    """After a short batch, the check for due rows another transaction held is an index probe: an
+    ``EXISTS`` there was planned as a scan of the whole table from these statistics (taken while
+    1,000 routines were due), for the very parameters of the check (the store plans every statement
+    for its parameters)."""
+    conninfo, store = loaded
+    with _captured(store) as seen:
+        store.claim_due(NOW, DUE + 1, fire_next_due(window=timedelta(hours=1)), TIMERS)
+    held = [(s, p) for s, p in seen if "FOR UPDATE" not in s and "routines.next_due_at <=" in s]
+    assert len(held) == 1, [s for s, _ in seen]
+    assert "ix_routines_due" in _check(conninfo, held)
+    assert "ix_routines_due" in _check(conninfo, held, mode="force_custom_plan")
 
 
 def test_take_resends_statements_use_indexes(loaded: tuple[str, SqlStore]) -> None:
