@@ -111,6 +111,20 @@ class BufferedContract:
         assert store.get(old.key) == gone
         assert [r.run_id for r in _open(store) if r.state == "buffered"] == [new.run_id]  # at most one
 
+    def test_a_duplicate_fire_replaces_no_buffered_one(self, store: Store) -> None:
+        """A newer fire carrying the buffered row's own run id is a duplicate: no row, and the
+        buffered one stays as it was."""
+        register(store)
+        running(store)
+        old = _buffer(store, T0 + MINUTE)
+
+        def same_id(routine: Routine) -> Fire:
+            return dataclasses.replace(LATEST(routine), run_id=old.run_id)
+
+        batch = store.claim_due(T0 + 2 * MINUTE, 100, same_id, TIMERS)
+        assert batch.claimed == batch.skipped == batch.buffered == ()
+        assert store.get(old.key) == old
+
     def test_a_manual_claimed_run_blocks_and_buffers(self, store: Store) -> None:
         register(store, next_due_at=T0 + MINUTE)
         manual = store.claim_manual(key_of("r1", "manual:01"), now=T0, expires_at=T0 + HOUR, resend_at=T0 + MINUTE)

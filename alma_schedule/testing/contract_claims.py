@@ -174,6 +174,23 @@ class ClaimContract:
         assert (gone.run_id, gone.state, gone.reason) == (old.run_id, "skipped", "missed")
         assert store.get(RunKey.of(SCOPE, "r1", old.run_id)) == gone
 
+    def test_a_fire_whose_run_key_exists_is_a_duplicate_that_moves_nothing(self, store: Store) -> None:
+        """A fire carrying a run id that already has a row (its fire was claimed before) gets no row
+        and supersedes nothing, not even that row; the rest of the batch claims as usual."""
+        register(store)
+        t1 = T0 + MINUTE
+        register(store, "r2", next_due_at=t1)
+        old = claim(store, decide=fire_due_long)
+
+        def decide(routine: Routine) -> Fire:
+            fire = fire_due_long(routine)
+            return dataclasses.replace(fire, run_id=old.run_id) if routine.routine_id == "r1" else fire
+
+        batch = store.claim_due(t1, 10, decide, TIMERS)
+        assert [r.routine_id for r in batch.claimed] == ["r2"] and batch.skipped == batch.buffered == ()
+        assert store.get(old.key) == old
+        assert [r.run_id for r in store.list_runs(SCOPE, routine_id="r1")] == [old.run_id]
+
     # ------------------------------------------------------------------ claim_manual
 
     def test_claim_manual_claims_without_moving_the_cursor(self, store: Store) -> None:

@@ -123,7 +123,7 @@ def test_claim_due_statements_use_indexes(loaded: tuple[str, SqlStore]) -> None:
     with _captured(store) as seen:
         batch = store.claim_due(NOW, DUE, fire_next_due(window=timedelta(hours=1)), TIMERS)
     assert len(batch.claimed) == DUE
-    assert len(seen) == 5  # lock, advance, duplicates, supersede, insert: constant per batch
+    assert len(seen) == 4  # lock, advance, supersede, insert: constant per batch
     used = _check(conninfo, seen)
     assert "ix_routines_due" in used
     assert "routines_pkey" in used  # the batched cursor UPDATE finds each row by key
@@ -210,7 +210,7 @@ def test_overlap_latest_statements_use_indexes(loaded: tuple[str, SqlStore]) -> 
     with _captured(store) as seen:
         batch = store.claim_due(at, DUE, buffering(fire_next_due(window=timedelta(hours=1))), TIMERS)
     assert batch.claimed
-    assert len(seen) == 6  # lock, advance, duplicates, replace buffered, supersede, insert
+    assert len(seen) == 5  # lock, advance, replace buffered, supersede, insert
     _check(conninfo, seen)
     started = store.start(batch.claimed[0].key, now=at)
     assert started.won

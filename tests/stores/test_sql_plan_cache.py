@@ -46,7 +46,7 @@ def stale() -> Iterator[SqlStore]:
 
 
 def _supersede(conn: sa.Connection, batch: int) -> int:
-    keys = [(f"org-{i % 100}", "user-1", routine_id(i)) for i in range(batch * KEYS, (batch + 1) * KEYS)]
+    keys = [(f"org-{i % 100}", "user-1", routine_id(i), "new-fire") for i in range(batch * KEYS, (batch + 1) * KEYS)]
     stmt, params = q.supersede("postgresql", keys, NOW)
     with conn.begin():
         return len(conn.execute(stmt, params).fetchall())

@@ -7,11 +7,12 @@ turns thousands of rows into records per batch, and keyword construction would d
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from alma_schedule.model import Routine, RoutineVersion, RunRecord, RunState
 from alma_schedule.stores.sql.schema import routine_versions, routines, runs
@@ -25,6 +26,29 @@ if _RUN_COLS != tuple(f.name for f in fields(RunRecord)):  # pragma: no cover - 
     raise ImportError("runs columns must follow the fields of RunRecord, in order")
 _N_ROUTINE, _N_RUN = len(_ROUTINE_COLS), len(_RUN_COLS)
 _RUN_LISTS = (_RUN_COLS.index("reserve_ceilings"), _RUN_COLS.index("caps_crossed"))
+_RUN_AT = {name: i for i, name in enumerate(_RUN_COLS)}
+
+R = TypeVar("R")
+
+
+def _positional(cls: type[R], names: tuple[str, ...]) -> Callable[[Sequence[Any]], R]:
+    """A constructor of the frozen, slotted dataclass ``cls`` from values in field order that sets
+    each slot directly (one unrolled call per field): the generated ``__init__`` of a frozen
+    dataclass goes through ``object.__setattr__`` per field, about three times slower. The classes
+    have no ``__post_init__``; the values come from our own rows or statements."""
+    namespace: dict[str, Any] = {"new": object.__new__, "cls": cls}
+    lines = ["def make(v):", "    o = new(cls)"]
+    for i, name in enumerate(names):
+        namespace[f"s{i}"] = cls.__dict__[name].__set__
+        lines.append(f"    s{i}(o, v[{i}])")
+    lines.append("    return o")
+    exec("\n".join(lines), namespace)  # our own field names: nothing from input
+    make: Callable[[Sequence[Any]], R] = namespace["make"]
+    return make
+
+
+_routine = _positional(Routine, _ROUTINE_COLS)
+_record = _positional(RunRecord, _RUN_COLS)
 
 
 def _json(value: Any) -> Any:
@@ -32,11 +56,27 @@ def _json(value: Any) -> Any:
     return json.loads(value) if isinstance(value, (str, bytes)) else value
 
 
+@functools.lru_cache(maxsize=4096)
+def _schedule_items(text: str) -> tuple[tuple[str, Any], ...]:
+    return tuple(json.loads(text).items())
+
+
 def routine_from_row(row: Any) -> Routine:
     """A routine from a row that starts with every ``routines`` column, in order."""
     values = list(row[:_N_ROUTINE])
     values[4], values[5] = _json(values[4]), _json(values[5])  # schedule, definition
-    return Routine(*values)
+    return _routine(values)
+
+
+def planning_routine(row: Any) -> Routine:
+    """A routine from a row of :func:`~.queries.tick.select_due` ``planning=True``: its schedule as
+    JSON text (parsed once per distinct text: many routines share a schedule; each routine gets its
+    own dict) and no definition (``{}``: planning never reads it; a run reads its routine at start)."""
+    values = list(row[:_N_ROUTINE])
+    schedule = values[4]
+    values[4] = dict(_schedule_items(schedule)) if isinstance(schedule, str) else _json(schedule)
+    values[5] = {}
+    return _routine(values)
 
 
 def routine_after_run(row: Any) -> Routine:
@@ -55,7 +95,7 @@ def version_from_row(row: Any) -> RoutineVersion:
 def _run(values: list[Any]) -> RunRecord:
     for i in _RUN_LISTS:
         values[i] = tuple(_json(values[i]) or ())
-    return RunRecord(*values)
+    return _record(values)
 
 
 def run_from_row(row: Any) -> RunRecord:
@@ -73,6 +113,65 @@ def routine_values(routine: Routine) -> dict[str, Any]:
     return {name: getattr(routine, name) for name in _ROUTINE_COLS}
 
 
+def record_values(rec: RunRecord) -> dict[str, Any]:
+    """Every column of a run row, from its record (the JSON lists as lists)."""
+    values = {name: getattr(rec, name) for name in _RUN_COLS}
+    for i in _RUN_LISTS:
+        values[_RUN_COLS[i]] = list(values[_RUN_COLS[i]])
+    return values
+
+
+def record_with(rec: RunRecord, **changes: Any) -> RunRecord:
+    """``dataclasses.replace`` for a run record, positionally (no ``__init__``)."""
+    values = [getattr(rec, name) for name in _RUN_COLS]
+    for name, value in changes.items():
+        values[_RUN_AT[name]] = value
+    return _record(values)
+
+
+#: A fresh run row's values, in column order, before the fire's own (see :func:`new_record`).
+_FRESH: dict[str, Any] = dict.fromkeys(_RUN_COLS) | {
+    "send_attempts": 0,
+    "poll_attempts": 0,
+    "reserved_micros": 0,
+    "reserve_ceilings": (),
+    "cost_micros": 0,
+    "caps_crossed": (),
+}
+_FRESH_VALUES = tuple(_FRESH.values())
+_I = {name: _RUN_AT[name] for name in ("org", "uid", "routine_id", "run_id", "state", "origin", "config_revision",
+                                         "fire_at", "claimed_at", "state_at", "expires_at", "reason", "finished_at",
+                                         "resend_at", "due_at")}  # fmt: skip
+
+
+def new_record(
+    key: tuple[str, str, str],
+    run_id: str,
+    *,
+    state: str,
+    origin: str,
+    config_revision: str,
+    fire_at: datetime,
+    now: datetime,
+    expires_at: datetime,
+    reason: str | None = None,
+    resend_at: datetime | None = None,
+    due_at: datetime | None = None,
+) -> RunRecord:
+    """The record of a freshly inserted run row (a claim, or a terminal skip): claimed and state
+    instants ``now``, counters zero, no money; ``finished_at`` ``now`` unless ``claimed``;
+    ``due_at`` defaults to ``fire_at`` (a fire without jitter, a manual run)."""
+    v = list(_FRESH_VALUES)
+    i = _I
+    v[i["org"]], v[i["uid"]], v[i["routine_id"]] = key
+    v[i["run_id"]], v[i["state"]], v[i["origin"]], v[i["config_revision"]] = run_id, state, origin, config_revision
+    v[i["fire_at"]], v[i["claimed_at"]], v[i["state_at"]], v[i["expires_at"]] = fire_at, now, now, expires_at
+    v[i["reason"]], v[i["resend_at"]] = reason, resend_at
+    v[i["finished_at"]] = None if state == RunState.CLAIMED else now
+    v[i["due_at"]] = fire_at if due_at is None else due_at
+    return _record(v)
+
+
 def new_run(
     key: tuple[str, str, str],
     run_id: str,
@@ -87,44 +186,19 @@ def new_run(
     resend_at: datetime | None = None,
     due_at: datetime | None = None,
 ) -> dict[str, Any]:
-    """The column values of a freshly inserted run row (a claim, or a terminal skip); ``due_at``
-    defaults to ``fire_at`` (a fire without jitter, a manual run)."""
-    return {
-        "org": key[0],
-        "uid": key[1],
-        "routine_id": key[2],
-        "run_id": run_id,
-        "state": state,
-        "origin": origin,
-        "config_revision": config_revision,
-        "fire_at": fire_at,
-        "claimed_at": now,
-        "state_at": now,
-        "expires_at": expires_at,
-        "reason": reason,
-        "started_at": None,
-        "submitted_at": None,
-        "finished_at": None if state == RunState.CLAIMED else now,
-        "resend_at": resend_at,
-        "send_attempts": 0,
-        "next_poll_at": None,
-        "poll_attempts": 0,
-        "deadline": None,
-        "target_task_id": None,
-        "error_class": None,
-        "reserved_micros": 0,
-        "reserve_day": None,
-        "reserve_ceilings": [],
-        "cost_micros": 0,
-        "caps_crossed": [],
-        "session_id": None,
-        "turn_id": None,
-        "batch_id": None,
-        "delivery_hash": None,
-        "result_text": None,
-        "erase_at": None,
-        "blocked_at": None,
-        "blocked_why": None,
-        "owner": None,
-        "due_at": fire_at if due_at is None else due_at,
-    }
+    """The column values of a freshly inserted run row: :func:`new_record` as a mapping."""
+    return record_values(
+        new_record(
+            key,
+            run_id,
+            state=state,
+            origin=origin,
+            config_revision=config_revision,
+            fire_at=fire_at,
+            now=now,
+            expires_at=expires_at,
+            reason=reason,
+            resend_at=resend_at,
+            due_at=due_at,
+        )
+    )

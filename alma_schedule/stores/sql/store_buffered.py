@@ -28,15 +28,16 @@ Key3 = tuple[str, str, str]
 
 
 class BufferedMixin(SqlBase):
-    def _replace_buffered(self, conn: Any, keys: list[Key3], now: datetime) -> list[RunRecord]:
-        """The buffered rows of these routines -> ``skipped(overlap)``, returned (one statement per chunk)."""
+    def _replace_buffered(self, conn: Any, fires: list[tuple[str, str, str, str]], now: datetime) -> list[RunRecord]:
+        """The buffered rows of the routines of these fires -> ``skipped(overlap)``, returned (one
+        statement per chunk; a duplicate fire replaces nothing)."""
         out: list[RunRecord] = []
-        for chunk in self._key_chunks(keys):
+        for chunk in self._key_chunks(fires):
             stmt, params = q.replace_buffered(self.dialect, chunk, now)
             out.extend(run_from_row(row) for row in conn.execute(stmt, params).all())
         return out
 
-    def _key_chunks(self, keys: list[Key3]) -> list[list[Key3]]:
+    def _key_chunks(self, keys: list[Any]) -> list[list[Any]]:
         if self.dialect == "postgresql" or len(keys) <= 2000:
             return [keys] if keys else []
         return [keys[i : i + 2000] for i in range(0, len(keys), 2000)]

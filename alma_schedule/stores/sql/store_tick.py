@@ -62,7 +62,14 @@ from alma_schedule.settings import Timers
 from alma_schedule.stores.arguments import check_timers, claim_due_args, claim_manual_args
 from alma_schedule.stores.sql import queries as q
 from alma_schedule.stores.sql.decisions import clean_error, decide_checked
-from alma_schedule.stores.sql.rows import new_run, routine_from_row, run_from_row, run_from_values
+from alma_schedule.stores.sql.rows import (
+    new_record,
+    new_run,
+    planning_routine,
+    record_with,
+    routine_from_row,
+    run_from_row,
+)
 from alma_schedule.stores.sql.schema import runs
 from alma_schedule.stores.sql.store_base import RKey
 from alma_schedule.stores.sql.store_buffered import BufferedMixin
@@ -95,7 +102,7 @@ class TickMixin(BufferedMixin):
         transaction held them (:meth:`_claim_held`)."""
         now, limit = claim_due_args(now, limit, decide, timers)
         with self._tx() as conn:
-            due = [routine_from_row(r) for r in conn.execute(q.select_due(now, limit, lock=True)).all()]
+            due = [planning_routine(r) for r in conn.execute(q.select_due(now, limit, lock=True, planning=True)).all()]
             batch = self._claim_locked(conn, due, now, decide, timers)
         if len(due) < limit and self.dialect == "postgresql":
             decided = [(r.org, r.uid, r.routine_id) for r in due]
@@ -124,8 +131,8 @@ class TickMixin(BufferedMixin):
         try:
             with self._tx() as conn:
                 conn.execute(q.HELD_LOCK_WAIT)
-                stmt = q.select_due(now, limit, lock=True, wait=True, besides=decided)
-                due = [routine_from_row(r) for r in conn.execute(stmt).all()]
+                stmt = q.select_due(now, limit, lock=True, wait=True, besides=decided, planning=True)
+                due = [planning_routine(r) for r in conn.execute(stmt).all()]
                 return self._claim_locked(conn, due, now, decide, timers)
         except StoreConflict as exc:  # lock_timeout (or a deadlock victim): nothing was written
             log.warning("claim of due routines held by another transaction deferred to the next tick: %s", exc)
@@ -182,25 +189,21 @@ class TickMixin(BufferedMixin):
     def _insert_fires(
         self, conn: Any, fires: list[tuple[Routine, Fire]], now: datetime, timers: Timers
     ) -> tuple[list[RunRecord], list[RunRecord], list[RunRecord]]:
+        """Steps 4-6: make room (supersede; replace buffered rows), insert, record the blocked."""
         d = self.dialect
-        keys4 = [(r.org, r.uid, r.routine_id, f.run_id) for r, f in fires]
-        existing: set[tuple[Any, ...]] = set()
-        for chunk in self._chunks(keys4):
-            stmt, params = q.existing_runs(d, chunk)
-            existing.update(tuple(row) for row in conn.execute(stmt, params).all())
-        fresh = [(r, f) for (r, f), k in zip(fires, keys4, strict=True) if k not in existing]
-        latest = [(r.org, r.uid, r.routine_id) for r, f in fresh if f.buffer and not f.missed]
+        claims = [(r, f) for r, f in fires if not f.missed]
+        live = [(r.org, r.uid, r.routine_id, f.run_id) for r, f in claims]
+        latest = [key for key, (_, f) in zip(live, claims, strict=True) if f.buffer]
         replaced = self._replace_buffered(conn, latest, now) if latest else []
         superseded: dict[RKey, RunRecord] = {}
-        claims = [(r.org, r.uid, r.routine_id) for r, f in fresh if not f.missed]
-        for chunk in self._chunks(claims):
+        for chunk in self._chunks(live):
             stmt, params = q.supersede(d, chunk, now)
             for row in conn.execute(stmt, params).all():
                 rec = run_from_row(row)
                 superseded[(rec.org, rec.uid, rec.routine_id)] = rec
         missed_state, missed_reason = supersession.MISSED
-        new_rows = [
-            new_run(
+        records = [
+            new_record(
                 (r.org, r.uid, r.routine_id),
                 f.run_id,
                 state=missed_state if f.missed else RunState.CLAIMED,
@@ -213,48 +216,69 @@ class TickMixin(BufferedMixin):
                 resend_at=None if f.missed else (f.resend_at or now + timers.resend_first),
                 due_at=f.due_at,
             )
-            for r, f in fresh
+            for r, f in fires
         ]
-        by_key = {(row["org"], row["uid"], row["routine_id"], row["run_id"]): row for row in new_rows}
-        inserted: dict[tuple[str, ...], RunRecord] = {}
-        if new_rows:
-            for key in conn.execute(*q.insert_runs(d, new_rows)).all():
-                inserted[tuple(key)] = run_from_values(by_key[tuple(key)])
+        by_key = {(x.org, x.uid, x.routine_id, x.run_id): x for x in records}
+        inserted = self._insert(conn, records, by_key)
+        # A claim not inserted lost to the routine's non-terminal run, or is a duplicate (its run key
+        # exists): the blocked one is recorded skipped(overlap), or buffered (overlap latest: it
+        # waits, with its claim's resend_at); the duplicate's second insert conflicts on the key too.
         overlap_state, overlap_reason = supersession.OVERLAP
-        buffering = {(r.org, r.uid, r.routine_id, f.run_id) for r, f in fresh if f.buffer}
+        buffering = {(r.org, r.uid, r.routine_id, f.run_id) for r, f in fires if f.buffer}
         lost = [
-            {**row, "state": overlap.BUFFER_STATE}  # overlap latest: it waits (resend_at: its claim's)
+            record_with(rec, state=overlap.BUFFER_STATE)
             if key in buffering
-            else {**row, "state": overlap_state, "reason": overlap_reason, "resend_at": None, "finished_at": now}
-            for key, row in by_key.items()
-            if key not in inserted
+            else record_with(rec, state=overlap_state, reason=overlap_reason, resend_at=None, finished_at=now)
+            for key, rec in by_key.items()
+            if key not in inserted and rec.state == RunState.CLAIMED
         ]
-        if lost:  # not a duplicate (checked above): the routine's non-terminal run blocks it
-            by_key = {(row["org"], row["uid"], row["routine_id"], row["run_id"]): row for row in lost}
-            for key in conn.execute(*q.insert_runs(d, lost)).all():
-                inserted[tuple(key)] = run_from_values(by_key[tuple(key)])
+        if lost:
+            inserted.update(self._insert(conn, lost, {(x.org, x.uid, x.routine_id, x.run_id): x for x in lost}))
+        self._check_duplicates(conn, [k for k in by_key if k not in inserted])
         claimed: list[RunRecord] = []
         skipped: list[RunRecord] = list(replaced)
         buffered: list[RunRecord] = []
-        for r, f in fresh:
+        for r, f in fires:
+            made = inserted.get((r.org, r.uid, r.routine_id, f.run_id))
+            if made is None:  # a duplicate: no row, and (guarded in SQL) nothing superseded or replaced
+                continue
             gone = superseded.get((r.org, r.uid, r.routine_id))
             if gone is not None:
                 skipped.append(gone)
-            made = inserted.get((r.org, r.uid, r.routine_id, f.run_id))
-            if made is None:  # cannot happen while run inserts lock their routine first: roll back
-                raise StoreConflict(f"fire {r.key}/{f.run_id} could not be recorded; nothing was claimed")
             if made.state == RunState.BUFFERED:
                 buffered.append(made)
             else:
                 (claimed if made.state == RunState.CLAIMED else skipped).append(made)
         counted = [
             {"org": r.org, "uid": r.uid, "routine_id": r.routine_id, "max_runs": f.max_runs}
-            for r, f in fresh
-            if f.max_runs is not None and inserted[(r.org, r.uid, r.routine_id, f.run_id)].state == RunState.CLAIMED
+            for r, f in fires
+            if f.max_runs is not None
+            and (made := inserted.get((r.org, r.uid, r.routine_id, f.run_id))) is not None
+            and made.state == RunState.CLAIMED
         ]
         if counted:  # max_runs: no statement at all for a batch without limited routines
             conn.execute(*q.count_claims(d, counted, now))
         return claimed, skipped, buffered
+
+    def _insert(self, conn: Any, records: list[RunRecord], by_key: dict[Any, RunRecord]) -> dict[Any, RunRecord]:
+        """Insert these records (``ON CONFLICT DO NOTHING``): the ones inserted, by run key."""
+        done: dict[Any, RunRecord] = {}
+        for chunk in self._chunks(records):
+            for key in conn.execute(*q.insert_records(self.dialect, chunk)).all():
+                done[tuple(key)] = by_key[tuple(key)]
+        return done
+
+    def _check_duplicates(self, conn: Any, keys: list[tuple[str, str, str, str]]) -> None:
+        """Fires that got no row must be duplicates (their run key exists): anything else cannot
+        happen while every insert of a run locks its routine first; if it did, roll back, loudly.
+        A statement only when some fire got no row."""
+        existing: set[tuple[Any, ...]] = set()
+        for chunk in self._chunks(keys):
+            stmt, params = q.existing_runs(self.dialect, chunk)
+            existing.update(tuple(row) for row in conn.execute(stmt, params).all())
+        for key in keys:
+            if key not in existing:
+                raise StoreConflict(f"fire {'/'.join(key)} could not be recorded; nothing was claimed")
 
     def _chunks(self, items: list[Any]) -> list[list[Any]]:
         """PostgreSQL binds arrays (one statement whatever the size); SQLite binds each value, under
@@ -335,8 +359,10 @@ class TickMixin(BufferedMixin):
             # only when such a row was taken)
             early: dict[RunKey, datetime] = {}
             for r in taken:
-                at = None if r.next_poll_at is None else backoff.next_poll(
-                    r.next_poll_at, now, r.deadline, timers.clock_tolerance
+                at = (
+                    None
+                    if r.next_poll_at is None
+                    else backoff.next_poll(r.next_poll_at, now, r.deadline, timers.clock_tolerance)
                 )
                 if at is not None and at != r.next_poll_at:
                     early[r.key] = at

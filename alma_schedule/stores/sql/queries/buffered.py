@@ -19,7 +19,7 @@ from sqlalchemy.sql import ColumnElement
 
 from alma_schedule.model import RunState
 from alma_schedule.policies import overlap
-from alma_schedule.stores.sql.queries.common import Key3, Params, end_runs_of, in_states, lit
+from alma_schedule.stores.sql.queries.common import Key4, Params, end_runs_for_fires, in_states, lit
 from alma_schedule.stores.sql.queries.runs import _RUN_KEY, run_params
 from alma_schedule.stores.sql.schema import runs
 
@@ -41,11 +41,12 @@ def expirable(now: datetime) -> ColumnElement[bool]:
     return sa.or_(*expirable_arms(now))
 
 
-def replace_buffered(dialect: str, keys: Sequence[Key3], now: datetime) -> tuple[Any, Params]:
-    """The buffered rows of these routines -> ``skipped(overlap)`` (a newer fire replaces them),
-    returned. One statement whatever the number of routines (PostgreSQL: ``unnest``)."""
+def replace_buffered(dialect: str, fires: Sequence[Key4], now: datetime) -> tuple[Any, Params]:
+    """The buffered rows of the routines of these fires -> ``skipped(overlap)`` (a newer fire
+    replaces them; a duplicate fire replaces nothing), returned. One statement whatever the number
+    of routines (PostgreSQL: ``unnest``)."""
     state, reason = overlap.REPLACED
-    return end_runs_of(dialect, "b", keys, state, reason, now, runs.c.state == lit(overlap.BUFFER_STATE))
+    return end_runs_for_fires(dialect, "b", fires, state, reason, now, runs.c.state == lit(overlap.BUFFER_STATE))
 
 
 #: The routine's buffered row, locked (params: ``b_org``, ``b_uid``, ``b_routine_id``).

@@ -24,6 +24,7 @@ from alma_schedule.stores.sql.types import UtcDateTime
 
 Params = Mapping[str, Any] | Sequence[Mapping[str, Any]]
 Key3 = tuple[str, str, str]
+Key4 = tuple[str, str, str, str]
 
 
 def lit(value: str) -> ColumnElement[Any]:
@@ -69,30 +70,42 @@ _KEY_COLS: list[tuple[str, sa.types.TypeEngine[Any]]] = [
 ]
 
 
-def end_runs_of(
-    dialect: str, name: str, keys: Sequence[Key3], state: str, reason: str, now: datetime, cas: ColumnElement[bool]
+def end_runs_for_fires(
+    dialect: str, name: str, fires: Sequence[Key4], state: str, reason: str, now: datetime, cas: ColumnElement[bool]
 ) -> tuple[Any, Params]:
-    """The runs of these routines that match ``cas`` -> terminal ``state(reason)`` at ``now``,
-    returned. ONE statement whatever the number of routines (PostgreSQL: ``unnest`` of key arrays
-    named ``name``; SQLite: a row-value ``IN`` list)."""
+    """The runs of the routines of these fires ``(org, uid, routine_id, run_id)`` that match ``cas``
+    -> terminal ``state(reason)`` at ``now``, returned, each only while the fire's own run key does
+    not exist (a duplicate fire ends nothing). ONE statement whatever the number of fires
+    (PostgreSQL: ``unnest`` of key arrays named ``name``; SQLite: row-value ``IN`` lists)."""
     values = {"state": lit(state), "reason": lit(reason), "state_at": dt(now), "finished_at": dt(now)}
+    twin = runs.alias(f"{name}_twin")
     if dialect == "postgresql":
-        k = _unnest(name, _KEY_COLS)
+        k = _unnest(name, [*_KEY_COLS, ("run_id", sa.Text())])
+        fresh = ~sa.exists().where(
+            twin.c.org == k.c.org,
+            twin.c.uid == k.c.uid,
+            twin.c.routine_id == k.c.routine_id,
+            twin.c.run_id == k.c.run_id,
+        )
         stmt = (
             sa.update(runs)
             .values(values)
-            .where(runs.c.org == k.c.org, runs.c.uid == k.c.uid, runs.c.routine_id == k.c.routine_id, cas)
+            .where(runs.c.org == k.c.org, runs.c.uid == k.c.uid, runs.c.routine_id == k.c.routine_id, cas, fresh)
             .returning(*runs.c)
         )
-        return stmt, {
-            f"{name}_org": [k_[0] for k_ in keys],
-            f"{name}_uid": [k_[1] for k_ in keys],
-            f"{name}_routine_id": [k_[2] for k_ in keys],
-        }
+        cols = ("org", "uid", "routine_id", "run_id")
+        return stmt, {f"{name}_{c}": [f[i] for f in fires] for i, c in enumerate(cols)}
+    pk = (twin.c.org, twin.c.uid, twin.c.routine_id, twin.c.run_id)
+    fresh = ~sa.exists().where(
+        twin.c.org == runs.c.org,
+        twin.c.uid == runs.c.uid,
+        twin.c.routine_id == runs.c.routine_id,
+        sa.tuple_(*pk).in_(list(fires)),
+    )
     stmt = (
         sa.update(runs)
         .values(values)
-        .where(sa.tuple_(runs.c.org, runs.c.uid, runs.c.routine_id).in_(list(keys)), cas)
+        .where(sa.tuple_(runs.c.org, runs.c.uid, runs.c.routine_id).in_([f[:3] for f in fires]), cas, fresh)
         .returning(*runs.c)
     )
     return stmt, {}
@@ -110,4 +123,3 @@ def open_run_of_routine() -> ColumnElement[bool]:
         )
         .exists()
     )
-

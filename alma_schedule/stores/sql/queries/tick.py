@@ -10,21 +10,23 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql as pg
 from sqlalchemy.sql import ColumnElement
 
-from alma_schedule.model import Reason, RunState
+from alma_schedule.model import Reason, RunRecord, RunState
 from alma_schedule.policies import backoff, limits, supersession
 from alma_schedule.stores.sql.queries.buffered import EXPIRABLE, expirable
 from alma_schedule.stores.sql.queries.common import (
     _KEY_COLS,
     Key3,
+    Key4,
     Params,
     _arrays,
     _insert,
     _unnest,
     dt,
-    end_runs_of,
+    end_runs_for_fires,
     in_states,
     lit,
 )
+from alma_schedule.stores.sql.rows import record_values
 from alma_schedule.stores.sql.schema import routines, runs
 from alma_schedule.stores.sql.types import UtcDateTime
 
@@ -47,19 +49,38 @@ def _not_in(keys: Sequence[Key3]) -> tuple[ColumnElement[bool], ...]:
     return (sa.tuple_(routines.c.org, routines.c.uid, routines.c.routine_id).not_in(list(keys)),)
 
 
+def _planning_columns() -> list[Any]:
+    """Every ``routines`` column in order, with the schedule as JSON text and no definition."""
+    return [
+        sa.cast(c, sa.Text).label(c.name)
+        if c.name == "schedule"
+        else sa.null().label(c.name)
+        if c.name == "definition"
+        else c
+        for c in routines.c
+    ]
+
+
 def select_due(
-    now: datetime, limit: int, *, lock: bool, wait: bool = False, besides: Sequence[Key3] = ()
+    now: datetime,
+    limit: int,
+    *,
+    lock: bool,
+    wait: bool = False,
+    besides: Sequence[Key3] = (),
+    planning: bool = False,
 ) -> sa.Select[Any]:
     """Due routines, oldest ``next_due_at`` first, other than ``besides`` (those this claim already
     decided); skip rows a concurrent transaction holds, or (``wait``) wait for them, locking in this
-    same order (two waiting claimers cannot deadlock)."""
+    same order (two waiting claimers cannot deadlock). ``planning``: the columns of
+    :func:`~alma_schedule.stores.sql.rows.planning_routine` (no definition, the schedule as text)."""
     stmt = (
-        sa.select(routines)
+        sa.select(*(_planning_columns() if planning else [routines]))
         .where(due_routine(now), *_not_in(besides))
         .order_by(routines.c.next_due_at, routines.c.org, routines.c.uid, routines.c.routine_id)
         .limit(limit)
     )
-    return stmt.with_for_update(skip_locked=not wait) if lock else stmt
+    return stmt.with_for_update(skip_locked=not wait, of=routines) if lock else stmt
 
 
 def due_exists(now: datetime, besides: Sequence[Key3] = ()) -> sa.Select[Any]:
@@ -68,7 +89,7 @@ def due_exists(now: datetime, besides: Sequence[Key3] = ()) -> sa.Select[Any]:
     ``ix_routines_due`` order, ``LIMIT 1``, not ``EXISTS``: PostgreSQL drops the order of an
     ``EXISTS``, and statistics taken while many routines were due then plan a scan of the whole
     table for a row that is not there (as :mod:`.probe` explains)."""
-    first = (
+    first: sa.Select[Any] = (
         sa.select(sa.literal_column("1"))
         .select_from(routines)
         .where(due_routine(now), *_not_in(besides))
@@ -176,14 +197,15 @@ def defer_batch(dialect: str, rows: Sequence[Mapping[str, Any]], now: datetime) 
     )
 
 
-def supersede(dialect: str, keys: Sequence[Key3], now: datetime) -> tuple[Any, Params]:
-    """Older schedule ``claimed`` runs of these routines -> ``skipped(missed)`` (CAS), returned: the
+def supersede(dialect: str, fires: Sequence[Key4], now: datetime) -> tuple[Any, Params]:
+    """Older schedule ``claimed`` runs of the routines of these fires -> ``skipped(missed)`` (CAS),
+    returned, unless the fire's own run key exists (a duplicate supersedes nothing): the
     ``SUPERSEDE`` placement of :func:`alma_schedule.policies.supersession.place`, set-based."""
     state, reason = supersession.SUPERSEDED
     cas = sa.and_(
         runs.c.state == lit(supersession.SUPERSEDABLE_STATE), runs.c.origin == lit(supersession.SUPERSEDABLE_ORIGIN)
     )
-    return end_runs_of(dialect, "s", keys, state, reason, now, cas)
+    return end_runs_for_fires(dialect, "s", fires, state, reason, now, cas)
 
 
 #: Run columns that differ between the rows one ``claim_due`` inserts; every other column has the
@@ -211,27 +233,33 @@ def insert_runs(dialect: str, rows: Sequence[Mapping[str, Any]]) -> tuple[Any, P
     ``INSERT ... SELECT FROM unnest(<arrays>)`` whatever the number of rows (columns outside
     :data:`FIRE_VARYING` are taken from the first row, and so are those equal in every row);
     SQLite: executemany."""
-    pk = (runs.c.org, runs.c.uid, runs.c.routine_id, runs.c.run_id)
     if dialect != "postgresql":
-        return _insert(dialect, runs).on_conflict_do_nothing().returning(*pk), list(rows)
-    first = rows[0]
+        return _insert(dialect, runs).on_conflict_do_nothing().returning(*_PK), list(rows)
+    return _insert_unnest({name: [r[name] for r in rows] for name, _ in FIRE_VARYING}, rows[0])
+
+
+def insert_records(dialect: str, recs: Sequence[RunRecord]) -> tuple[Any, Params]:
+    """:func:`insert_runs` of run records (read by attribute: no mapping per row)."""
+    if dialect != "postgresql":
+        return insert_runs(dialect, [record_values(r) for r in recs])
+    columns = {name: [getattr(r, name) for r in recs] for name, _ in FIRE_VARYING}
+    return _insert_unnest(columns, {c.name: getattr(recs[0], c.name) for c in runs.c})
+
+
+_PK = (runs.c.org, runs.c.uid, runs.c.routine_id, runs.c.run_id)
+
+
+def _insert_unnest(columns: Mapping[str, list[Any]], first: Mapping[str, Any]) -> tuple[Any, Params]:
     # Columns with one value in every row are bound once; the others travel as arrays.
-    same = {name for name, _ in FIRE_VARYING if all(r[name] == first[name] for r in rows)}
-    arrays = [(name, typ) for name, typ in FIRE_VARYING if name not in same]
+    arrays = [(name, typ) for name, typ in FIRE_VARYING if any(v != columns[name][0] for v in columns[name])]
     u = _unnest("i", arrays)
-    columns = [
-        u.c[c.name]
-        if any(c.name == name for name, _ in arrays)
-        else sa.cast(sa.bindparam(f"i_{c.name}", first[c.name], type_=c.type), c.type)
+    varying = {name for name, _ in arrays}
+    values = [
+        u.c[c.name] if c.name in varying else sa.cast(sa.bindparam(f"i_{c.name}", first[c.name], type_=c.type), c.type)
         for c in runs.c
     ]
-    stmt = (
-        pg.insert(runs)
-        .from_select([c.name for c in runs.c], sa.select(*columns))
-        .on_conflict_do_nothing()
-        .returning(*pk)
-    )
-    return stmt, _arrays("i", [name for name, _ in arrays], rows)
+    stmt = pg.insert(runs).from_select([c.name for c in runs.c], sa.select(*values)).on_conflict_do_nothing()
+    return stmt.returning(*_PK), {f"i_{name}": columns[name] for name in varying}
 
 
 def existing_runs(dialect: str, keys: Sequence[tuple[str, str, str, str]]) -> tuple[Any, Params]:
