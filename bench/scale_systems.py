@@ -92,7 +92,8 @@ class Loaded:
             conn.execute("DELETE FROM runs WHERE fire_at >= %s", (old,))
             conn.execute(
                 "UPDATE routines SET last_fire = %s, next_due_at = CASE WHEN routine_id = ANY(%s) THEN %s"
-                " ELSE %s END, defer_until = NULL, last_error = NULL, error_count = 0, schedule_claims = 0 WHERE kind = 'bench-due'",
+                " ELSE %s END, defer_until = NULL, last_error = NULL, error_count = 0, schedule_claims = 0"
+                " WHERE kind = 'bench-due'",
                 (old, ids, bt.T, bt.T + timedelta(hours=1)),
             )
             for state, chosen in (("claimed", pending), ("running", active)):

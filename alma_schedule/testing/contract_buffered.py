@@ -119,7 +119,8 @@ class BufferedContract:
         old = _buffer(store, T0 + MINUTE)
 
         def same_id(routine: Routine) -> Fire:
-            return dataclasses.replace(LATEST(routine), run_id=old.run_id)
+            fire: Fire = LATEST(routine)
+            return dataclasses.replace(fire, run_id=old.run_id)
 
         batch = store.claim_due(T0 + 2 * MINUTE, 100, same_id, TIMERS)
         assert batch.claimed == batch.skipped == batch.buffered == ()

@@ -183,7 +183,7 @@ class ClaimContract:
         old = claim(store, decide=fire_due_long)
 
         def decide(routine: Routine) -> Fire:
-            fire = fire_due_long(routine)
+            fire: Fire = fire_due_long(routine)
             return dataclasses.replace(fire, run_id=old.run_id) if routine.routine_id == "r1" else fire
 
         batch = store.claim_due(t1, 10, decide, TIMERS)

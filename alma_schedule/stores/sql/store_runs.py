@@ -134,6 +134,7 @@ class RunsMixin(FinishMixin):
         transaction; None when the row was no longer ``claimed``."""
         values = {"state": RunState.SKIPPED, "reason": inactive, "state_at": now, "finished_at": now}
         with self._tx() as conn:
+            conn.execute(q.select_routine(key.org, key.uid, key.routine_id, lock=True))  # lock order, as finish
             skipped, released = self._end_open_run(conn, key, [RunState.CLAIMED], values, now)
             if skipped is None:
                 return None
@@ -193,10 +194,11 @@ class RunsMixin(FinishMixin):
             if done is not None:
                 return done
         with self._tx() as conn:
-            routine = None
-            if streak.touches(result.outcome, result.reason, counts_refused=timers.streak_counts_refused):
-                # lock order: the routine row before the run row
-                routine = conn.execute(q.select_routine(*rk, lock=True)).first()
+            # lock order: the routine row before the run row, always: a claim buffering the routine's
+            # next fire holds it, and the statements after this lock see that fire (and release it)
+            locked = conn.execute(q.select_routine(*rk, lock=True)).first()
+            touches = streak.touches(result.outcome, result.reason, counts_refused=timers.streak_counts_refused)
+            routine = locked if touches else None
             rec = self._current(conn, key, lock=True)
             if rec is None:
                 return ClaimResult(False, None, "not_found")
@@ -233,6 +235,7 @@ class RunsMixin(FinishMixin):
         touches the streak; never resends."""
         _, now, given = record_args(key, outcome, reason, now, cost_micros)
         with self._tx() as conn:
+            conn.execute(q.select_routine(key.org, key.uid, key.routine_id, lock=True))  # lock order, as finish
             rec = self._current(conn, key, lock=True)
             if rec is None:
                 return ClaimResult(False, None, "not_found")

@@ -4,9 +4,10 @@ settlement and the failure streak in ONE data-modifying statement (one round tri
 The statement does what :meth:`~alma_schedule.stores.sql.store_runs.RunsMixin.finish`'s transaction
 does, in the store's lock order (routine row, run row, spend rows in ceiling-key order):
 
-* ``rl``: the routine row, locked (only when the outcome touches the streak: ``streak.touches``);
+* ``rl``: the routine row, locked, only while its schedule's ``overlap`` is not ``latest`` (a
+  routine that may buffer a fire finishes in the transaction: see the comment in the code);
 * ``old``: the run row, locked, only if its state is one the caller owns, the routine has NO
-  buffered fire (releasing one stays the transaction's job) and, with ``rl``, the routine exists;
+  buffered fire (releasing one stays the transaction's job) and the routine exists (``rl``);
 * ``fin``: the terminal write from ``old``: cost = the result's, else the recorded one
   (:func:`~alma_schedule.policies.settlement.finish_cost`); ``erase_at`` set when a result text is
   kept; a held reservation (``reserve_day`` and ceilings) cleared;
@@ -58,10 +59,14 @@ def finish_statement(from_states: tuple[str, ...], effect: str) -> Any:
         in_states(*from_states),
         ~sa.exists().where(_routine_key(buffered), buffered.c.state == lit(RunState.BUFFERED)),
     ]
-    rl = None
-    if effect != StreakEffect.NONE:
-        rl = sa.select(routines.c.org).where(_routine_key(routines)).with_for_update().cte("rl")
-        guards.append(sa.exists().select_from(rl))
+    # The routine row, locked first (the store's lock order), whatever the streak effect, and only
+    # while it cannot hold a buffered fire: a claim that buffers the next fire holds this lock until
+    # it commits, and this statement's snapshot, taken before the wait, could not see that fire. A
+    # ``latest`` routine (re-checked on the row's latest version after a wait) takes the
+    # transaction instead, whose statements after its lock see the fire and release it.
+    can_buffer = sa.func.coalesce(routines.c.schedule.op("->>")(lit("overlap")), lit("skip")) == lit("latest")
+    rl = sa.select(routines.c.org).where(_routine_key(routines), ~can_buffer).with_for_update().cte("rl")
+    guards.append(sa.exists().select_from(rl))
     old = sa.select(runs).where(*guards).with_for_update(of=runs).cte("old")
     held = sa.and_(old.c.reserve_day.is_not(None), old.c.reserve_ceilings != _EMPTY)
     cost = sa.func.coalesce(sa.bindparam("f_cost", type_=sa.BigInteger), old.c.cost_micros)
