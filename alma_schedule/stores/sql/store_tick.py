@@ -102,7 +102,7 @@ class TickMixin(BufferedMixin):
         transaction held them (:meth:`_claim_held`)."""
         now, limit = claim_due_args(now, limit, decide, timers)
         with self._tx() as conn:
-            due = [planning_routine(r) for r in conn.execute(q.select_due(now, limit, lock=True, planning=True)).all()]
+            due = [planning_routine(r) for r in conn.execute(*q.select_due(now, limit, lock=True, planning=True)).all()]
             batch = self._claim_locked(conn, due, now, decide, timers)
         if len(due) < limit and self.dialect == "postgresql":
             decided = [(r.org, r.uid, r.routine_id) for r in due]
@@ -126,13 +126,13 @@ class TickMixin(BufferedMixin):
         them; a row another tick claimed meanwhile is re-checked and no longer due. A longer hold is
         left to the next tick (logged)."""
         with self._tx(read=True) as conn:
-            if not conn.execute(q.due_exists(now, decided)).scalar():
+            if not conn.execute(*q.due_exists(now, decided)).scalar():
                 return None
         try:
             with self._tx() as conn:
                 conn.execute(q.HELD_LOCK_WAIT)
                 stmt = q.select_due(now, limit, lock=True, wait=True, besides=decided, planning=True)
-                due = [planning_routine(r) for r in conn.execute(stmt).all()]
+                due = [planning_routine(r) for r in conn.execute(*stmt).all()]
                 return self._claim_locked(conn, due, now, decide, timers)
         except StoreConflict as exc:  # lock_timeout (or a deadlock victim): nothing was written
             log.warning("claim of due routines held by another transaction deferred to the next tick: %s", exc)
@@ -375,7 +375,7 @@ class TickMixin(BufferedMixin):
         limit = check_limit("limit", limit)
         now = require_utc("now", now)
         with self._tx(read=True) as conn:
-            return [routine_from_row(r) for r in conn.execute(q.select_due(now, limit, lock=False)).all()]
+            return [routine_from_row(r) for r in conn.execute(*q.select_due(now, limit, lock=False)).all()]
 
     def peek_resends(self, now: datetime, limit: int) -> Resends:
         limit = check_limit("limit", limit)

@@ -34,6 +34,20 @@ from alma_schedule.stores.sql.queries.buffered import (
     expirable,
     replace_buffered,
 )
+from alma_schedule.stores.sql.queries.claim import (
+    FIRE_VARYING,
+    HELD_LOCK_WAIT,
+    advance_cursors,
+    count_claims,
+    defer_batch,
+    due_exists,
+    existing_runs,
+    insert_records,
+    insert_runs,
+    move_due,
+    select_due,
+    supersede,
+)
 from alma_schedule.stores.sql.queries.common import (
     ACTIVE,
     NON_TERMINAL,
@@ -89,23 +103,11 @@ from alma_schedule.stores.sql.queries.runs import (
     start_cas,
 )
 from alma_schedule.stores.sql.queries.tick import (
-    FIRE_VARYING,
-    HELD_LOCK_WAIT,
     ORDER_TAIL,
-    advance_cursors,
-    count_claims,
-    defer_batch,
-    due_exists,
-    existing_runs,
     expire_claimed,
-    insert_records,
-    insert_runs,
-    move_due,
     peek_expiring,
     peek_runs,
-    select_due,
     set_next_polls,
-    supersede,
     take_polls,
     take_resends,
 )

@@ -46,7 +46,11 @@ def replace_buffered(dialect: str, fires: Sequence[Key4], now: datetime) -> tupl
     replaces them; a duplicate fire replaces nothing), returned. One statement whatever the number
     of routines (PostgreSQL: ``unnest``)."""
     state, reason = overlap.REPLACED
-    return end_runs_for_fires(dialect, "b", fires, state, reason, now, runs.c.state == lit(overlap.BUFFER_STATE))
+    return end_runs_for_fires(dialect, "b", fires, state, reason, now, _buffered)
+
+
+def _buffered() -> ColumnElement[bool]:
+    return runs.c.state == lit(overlap.BUFFER_STATE)
 
 
 #: The routine's buffered row, locked (params: ``b_org``, ``b_uid``, ``b_routine_id``).

@@ -6,7 +6,8 @@ elsewhere. See :mod:`alma_schedule.stores.sql.queries`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -70,14 +71,10 @@ _KEY_COLS: list[tuple[str, sa.types.TypeEngine[Any]]] = [
 ]
 
 
-def end_runs_for_fires(
-    dialect: str, name: str, fires: Sequence[Key4], state: str, reason: str, now: datetime, cas: ColumnElement[bool]
-) -> tuple[Any, Params]:
-    """The runs of the routines of these fires ``(org, uid, routine_id, run_id)`` that match ``cas``
-    -> terminal ``state(reason)`` at ``now``, returned, each only while the fire's own run key does
-    not exist (a duplicate fire ends nothing). ONE statement whatever the number of fires
-    (PostgreSQL: ``unnest`` of key arrays named ``name``; SQLite: row-value ``IN`` lists)."""
-    values = {"state": lit(state), "reason": lit(reason), "state_at": dt(now), "finished_at": dt(now)}
+@functools.lru_cache(maxsize=32)
+def _end_fires(dialect: str, name: str, state: str, reason: str, cas: Callable[[], ColumnElement[bool]]) -> Any:
+    now = sa.bindparam(f"{name}_now", type_=UtcDateTime)
+    values = {"state": lit(state), "reason": lit(reason), "state_at": now, "finished_at": now}
     twin = runs.alias(f"{name}_twin")
     if dialect == "postgresql":
         k = _unnest(name, [*_KEY_COLS, ("run_id", sa.Text())])
@@ -87,28 +84,44 @@ def end_runs_for_fires(
             twin.c.routine_id == k.c.routine_id,
             twin.c.run_id == k.c.run_id,
         )
-        stmt = (
-            sa.update(runs)
-            .values(values)
-            .where(runs.c.org == k.c.org, runs.c.uid == k.c.uid, runs.c.routine_id == k.c.routine_id, cas, fresh)
-            .returning(*runs.c)
+        at_key = sa.and_(runs.c.org == k.c.org, runs.c.uid == k.c.uid, runs.c.routine_id == k.c.routine_id)
+    else:
+        fresh = ~sa.exists().where(
+            twin.c.org == runs.c.org,
+            twin.c.uid == runs.c.uid,
+            twin.c.routine_id == runs.c.routine_id,
+            sa.tuple_(twin.c.org, twin.c.uid, twin.c.routine_id, twin.c.run_id).in_(
+                sa.bindparam(f"{name}_fires", expanding=True)
+            ),
         )
+        keys: sa.BindParameter[Any] = sa.bindparam(f"{name}_routines", expanding=True)
+        at_key = sa.tuple_(runs.c.org, runs.c.uid, runs.c.routine_id).in_(keys)
+    return sa.update(runs).values(values).where(at_key, cas(), fresh).returning(*runs.c)
+
+
+def end_runs_for_fires(
+    dialect: str,
+    name: str,
+    fires: Sequence[Key4],
+    state: str,
+    reason: str,
+    now: datetime,
+    cas: Callable[[], ColumnElement[bool]],
+) -> tuple[Any, Params]:
+    """The runs of the routines of these fires ``(org, uid, routine_id, run_id)`` that match
+    ``cas()`` -> terminal ``state(reason)`` at ``now``, returned, each only while the fire's own
+    run key does not exist (a duplicate fire ends nothing). ONE statement whatever the number of
+    fires (PostgreSQL: ``unnest`` of key arrays named ``name``; SQLite: row-value ``IN`` lists),
+    built once per shape."""
+    stmt = _end_fires(dialect, name, state, reason, cas)
+    if dialect == "postgresql":
         cols = ("org", "uid", "routine_id", "run_id")
-        return stmt, {f"{name}_{c}": [f[i] for f in fires] for i, c in enumerate(cols)}
-    pk = (twin.c.org, twin.c.uid, twin.c.routine_id, twin.c.run_id)
-    fresh = ~sa.exists().where(
-        twin.c.org == runs.c.org,
-        twin.c.uid == runs.c.uid,
-        twin.c.routine_id == runs.c.routine_id,
-        sa.tuple_(*pk).in_(list(fires)),
-    )
-    stmt = (
-        sa.update(runs)
-        .values(values)
-        .where(sa.tuple_(runs.c.org, runs.c.uid, runs.c.routine_id).in_([f[:3] for f in fires]), cas, fresh)
-        .returning(*runs.c)
-    )
-    return stmt, {}
+        return stmt, {f"{name}_now": now, **{f"{name}_{c}": [f[i] for f in fires] for i, c in enumerate(cols)}}
+    return stmt, {
+        f"{name}_now": now,
+        f"{name}_fires": [tuple(f) for f in fires],
+        f"{name}_routines": [tuple(f[:3]) for f in fires],
+    }
 
 
 def open_run_of_routine() -> ColumnElement[bool]:

@@ -1,0 +1,342 @@
+"""SQL statements of the store, ``claim_due``: the due scan, batched cursor moves, supersession and
+run inserts.
+
+Every builder returns ``(statement, parameters)``. The statement objects are built ONCE per shape
+(``functools.lru_cache``) with bound parameters, never per call: building one SQLAlchemy statement
+costs 0.4-1.5 ms, more than executing some of them on a small tick; a cached statement also keeps
+its compiled form in the engine's cache. ``due_routine`` is the predicate of the due index that the
+tick probe reads too.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql as pg
+from sqlalchemy.sql import ColumnElement
+
+from alma_schedule.model import RunRecord
+from alma_schedule.policies import backoff, limits, supersession
+from alma_schedule.stores.sql.queries.common import (
+    _KEY_COLS,
+    Key3,
+    Key4,
+    Params,
+    _arrays,
+    _insert,
+    _unnest,
+    end_runs_for_fires,
+    lit,
+)
+from alma_schedule.stores.sql.rows import record_values
+from alma_schedule.stores.sql.schema import routines, runs
+from alma_schedule.stores.sql.types import UtcDateTime
+
+_NOW = sa.bindparam("c_now", type_=UtcDateTime)
+_LIMIT = sa.bindparam("c_limit", type_=sa.Integer)
+_BESIDES: sa.BindParameter[Any] = sa.bindparam("c_besides", expanding=True)
+_PK = (runs.c.org, runs.c.uid, runs.c.routine_id, runs.c.run_id)
+
+
+def due_routine(now: Any) -> ColumnElement[bool]:
+    """A routine ``claim_due`` locks at ``now`` (a datetime or a bound parameter; also the tick
+    probe's ``due``)."""
+    return sa.and_(
+        routines.c.next_due_at <= now,
+        # not policies.backoff.held_back(defer_until, now), set-based
+        sa.or_(routines.c.defer_until.is_(None), routines.c.defer_until <= now),
+        routines.c.deleted_at.is_(None),
+        routines.c.enabled.is_(True),
+        routines.c.paused_reason.is_(None),
+    )
+
+
+def _due_other_than(besides: bool) -> tuple[ColumnElement[bool], ...]:
+    other = (sa.tuple_(routines.c.org, routines.c.uid, routines.c.routine_id).not_in(_BESIDES),)
+    return (due_routine(_NOW), *(other if besides else ()))
+
+
+def _params(now: datetime, besides: Sequence[Key3], **more: Any) -> dict[str, Any]:
+    return {"c_now": now, **more, **({"c_besides": [tuple(k) for k in besides]} if besides else {})}
+
+
+def _planning_columns() -> list[Any]:
+    """Every ``routines`` column in order, with the schedule as JSON text and no definition."""
+    return [
+        sa.cast(c, sa.Text).label(c.name)
+        if c.name == "schedule"
+        else sa.null().label(c.name)
+        if c.name == "definition"
+        else c
+        for c in routines.c
+    ]
+
+
+@functools.lru_cache(maxsize=32)
+def _select_due(lock: bool, wait: bool, besides: bool, planning: bool) -> sa.Select[Any]:
+    stmt = (
+        sa.select(*(_planning_columns() if planning else [routines]))
+        .where(*_due_other_than(besides))
+        .order_by(routines.c.next_due_at, routines.c.org, routines.c.uid, routines.c.routine_id)
+        .limit(_LIMIT)
+    )
+    return stmt.with_for_update(skip_locked=not wait, of=routines) if lock else stmt
+
+
+def select_due(
+    now: datetime,
+    limit: int,
+    *,
+    lock: bool,
+    wait: bool = False,
+    besides: Sequence[Key3] = (),
+    planning: bool = False,
+) -> tuple[sa.Select[Any], dict[str, Any]]:
+    """Due routines, oldest ``next_due_at`` first, other than ``besides`` (those this claim already
+    decided); skip rows a concurrent transaction holds, or (``wait``) wait for them, locking in this
+    same order (two waiting claimers cannot deadlock). ``planning``: the columns of
+    :func:`~alma_schedule.stores.sql.rows.planning_routine` (no definition, the schedule as text)."""
+    stmt = _select_due(lock, wait, bool(besides), planning)
+    return stmt, _params(now, besides, c_limit=limit)
+
+
+@functools.lru_cache(maxsize=4)
+def _due_exists(besides: bool) -> sa.Select[Any]:
+    first: sa.Select[Any] = (
+        sa.select(sa.literal_column("1"))
+        .select_from(routines)
+        .where(*_due_other_than(besides))
+        .order_by(routines.c.next_due_at)
+        .limit(1)
+    )
+    return sa.select(first.scalar_subquery().is_not(None))
+
+
+def due_exists(now: datetime, besides: Sequence[Key3] = ()) -> tuple[sa.Select[Any], dict[str, Any]]:
+    """Whether a routine other than ``besides`` is due at ``now`` (no lock: after a short batch, such
+    a row is one that a concurrent transaction held while the batch locked). The first such row in
+    ``ix_routines_due`` order, ``LIMIT 1``, not ``EXISTS``: PostgreSQL drops the order of an
+    ``EXISTS``, and statistics taken while many routines were due then plan a scan of the whole
+    table for a row that is not there (as :mod:`.probe` explains)."""
+    return _due_exists(bool(besides)), _params(now, besides)
+
+
+#: How long the claim of held due rows waits for one (PostgreSQL; a longer hold is left to the next tick).
+HELD_LOCK_WAIT = sa.text("SET LOCAL lock_timeout = '2s'")
+
+
+def _update_stmt(
+    dialect: str,
+    name: str,
+    columns: Sequence[tuple[str, sa.types.TypeEngine[Any]]],
+    sets: Mapping[str, str],
+    consts: Mapping[str, Any],
+    guard: Callable[[Any], Any] | None = None,
+    computed: Mapping[str, Callable[[Any], Any]] | None = None,
+) -> Any:
+    """One UPDATE of many routine rows: ``sets`` maps a column to a row field name; ``consts`` maps
+    a column to an expression (``_NOW`` is bound per call); ``computed`` maps a column to a function
+    of the row's fields (``k["field"]``) giving an expression. PostgreSQL: over ``unnest`` of arrays
+    ``<name>_<field>``; SQLite: executemany of ``<name>_<field>`` values."""
+    more = computed or {}
+    if dialect == "postgresql":
+        k: Any = _unnest(name, [*_KEY_COLS, *columns]).c
+    else:
+        k = {col: sa.bindparam(f"{name}_{col}", type_=typ) for col, typ in [*_KEY_COLS, *columns]}
+    stmt = (
+        sa.update(routines)
+        .values({**{c: k[f] for c, f in sets.items()}, **consts, **{c: fn(k) for c, fn in more.items()}})
+        .where(routines.c.org == k["org"], routines.c.uid == k["uid"], routines.c.routine_id == k["routine_id"])
+    )
+    return stmt.where(guard(k)) if guard is not None else stmt
+
+
+def _batch_update_routines(
+    dialect: str,
+    name: str,
+    columns: Sequence[tuple[str, sa.types.TypeEngine[Any]]],
+    rows: Sequence[Mapping[str, Any]],
+    sets: Mapping[str, str],
+    consts: Mapping[str, Any],
+    guard: Callable[[Any], Any] | None = None,
+    computed: Mapping[str, Callable[[Any], Any]] | None = None,
+) -> tuple[Any, Params]:
+    """:func:`_update_stmt` built for this call (``consts`` may hold values), with its parameters:
+    the rarer batched UPDATEs (zone reconciliation, backfill pruning) use it."""
+    stmt = _update_stmt(dialect, name, columns, sets, consts, guard, computed)
+    fields = [c for c, _ in columns]
+    params = _batch_params(dialect, name, fields, rows, None)
+    return stmt, params
+
+
+def _batch_params(
+    dialect: str, name: str, fields: Sequence[str], rows: Sequence[Mapping[str, Any]], now: datetime | None
+) -> Params:
+    names = ["org", "uid", "routine_id", *fields]
+    bound = {} if now is None else {"c_now": now}
+    if dialect == "postgresql":
+        return {**_arrays(name, names, rows), **bound}
+    return [{**{f"{name}_{f}": r[f] for f in names}, **bound} for r in rows]
+
+
+@functools.lru_cache(maxsize=4)
+def _advance(dialect: str) -> Any:
+    return _update_stmt(
+        dialect,
+        "a",
+        [("fire", UtcDateTime()), ("next_due_at", UtcDateTime())],
+        {"last_fire": "fire", "next_due_at": "next_due_at"},
+        {**backoff.CLEAR.fields(), "updated_at": _NOW},
+        guard=lambda k: sa.or_(routines.c.last_fire.is_(None), routines.c.last_fire < k["fire"]),
+    )
+
+
+def advance_cursors(dialect: str, rows: Sequence[Mapping[str, Any]], now: datetime) -> tuple[Any, Params]:
+    """Move each cursor to its fire (only forward: ``last_fire < fire``) and set ``next_due_at``."""
+    return _advance(dialect), _batch_params(dialect, "a", ("fire", "next_due_at"), rows, now)
+
+
+@functools.lru_cache(maxsize=4)
+def _count(dialect: str) -> Any:
+    counted = routines.c.schedule_claims + limits.CLAIM_STEP
+    return _update_stmt(
+        dialect,
+        "m",
+        [("max_runs", sa.Integer())],
+        {},
+        {"schedule_claims": counted, "updated_at": _NOW},
+        computed={
+            "next_due_at": lambda k: sa.case((counted >= k["max_runs"], sa.null()), else_=routines.c.next_due_at)
+        },
+    )
+
+
+def count_claims(dialect: str, rows: Sequence[Mapping[str, Any]], now: datetime) -> tuple[Any, Params]:
+    """``max_runs`` (:mod:`alma_schedule.policies.limits`, set-based): one more claimed schedule fire
+    for each routine of ``rows`` (``{org, uid, routine_id, max_runs}``); the claim that reaches
+    ``max_runs`` also clears ``next_due_at`` (the routine is finished), in the same statement."""
+    return _count(dialect), _batch_params(dialect, "m", ("max_runs",), rows, now)
+
+
+@functools.lru_cache(maxsize=4)
+def _move(dialect: str) -> Any:
+    columns = [("next_due_at", UtcDateTime())]
+    return _update_stmt(dialect, "n", columns, {"next_due_at": "next_due_at"}, {"updated_at": _NOW})
+
+
+def move_due(dialect: str, rows: Sequence[Mapping[str, Any]], now: datetime) -> tuple[Any, Params]:
+    """``NotDue``: only move the index."""
+    return _move(dialect), _batch_params(dialect, "n", ("next_due_at",), rows, now)
+
+
+@functools.lru_cache(maxsize=4)
+def _defer(dialect: str) -> Any:
+    return _update_stmt(
+        dialect,
+        "d",
+        [("until", UtcDateTime()), ("error", sa.Text())],
+        {"defer_until": "until", "last_error": "error"},
+        {"error_count": routines.c.error_count + backoff.ERROR_STEP, "updated_at": _NOW},
+    )
+
+
+def defer_batch(dialect: str, rows: Sequence[Mapping[str, Any]], now: datetime) -> tuple[Any, Params]:
+    """``Defer``: the planning back-off (:func:`alma_schedule.policies.backoff.deferred`, set-based):
+    ``defer_until``/``last_error`` from the row, ``error_count`` bumped by ``ERROR_STEP``."""
+    return _defer(dialect), _batch_params(dialect, "d", ("until", "error"), rows, now)
+
+
+def _supersedable() -> ColumnElement[bool]:
+    return sa.and_(
+        runs.c.state == lit(supersession.SUPERSEDABLE_STATE), runs.c.origin == lit(supersession.SUPERSEDABLE_ORIGIN)
+    )
+
+
+def supersede(dialect: str, fires: Sequence[Key4], now: datetime) -> tuple[Any, Params]:
+    """Older schedule ``claimed`` runs of the routines of these fires -> ``skipped(missed)`` (CAS),
+    returned, unless the fire's own run key exists (a duplicate supersedes nothing): the
+    ``SUPERSEDE`` placement of :func:`alma_schedule.policies.supersession.place`, set-based."""
+    state, reason = supersession.SUPERSEDED
+    return end_runs_for_fires(dialect, "s", fires, state, reason, now, _supersedable)
+
+
+#: Run columns that differ between the rows one ``claim_due`` inserts; every other column has the
+#: same value in all of them (``claimed_at = state_at = now``, zeros, empty lists, NULLs).
+FIRE_VARYING: tuple[tuple[str, sa.types.TypeEngine[Any]], ...] = (
+    ("org", sa.Text()),
+    ("uid", sa.Text()),
+    ("routine_id", sa.Text()),
+    ("run_id", sa.Text()),
+    ("state", sa.Text()),
+    ("reason", sa.Text()),
+    ("origin", sa.Text()),
+    ("config_revision", sa.Text()),
+    ("fire_at", UtcDateTime()),
+    ("expires_at", UtcDateTime()),
+    ("resend_at", UtcDateTime()),
+    ("finished_at", UtcDateTime()),
+    ("due_at", UtcDateTime()),  # jitter (issue 15): each fire's own due instant
+)
+
+
+@functools.lru_cache(maxsize=8)
+def _insert_each(dialect: str) -> Any:
+    return _insert(dialect, runs).on_conflict_do_nothing().returning(*_PK)
+
+
+@functools.lru_cache(maxsize=256)
+def _insert_unnest(varying: frozenset[str]) -> Any:
+    """The INSERT ... SELECT FROM unnest of one set of varying columns (the others bound once)."""
+    u = _unnest("i", [(name, typ) for name, typ in FIRE_VARYING if name in varying])
+    values = [
+        u.c[c.name] if c.name in varying else sa.cast(sa.bindparam(f"i_{c.name}", type_=c.type), c.type) for c in runs.c
+    ]
+    stmt = pg.insert(runs).from_select([c.name for c in runs.c], sa.select(*values)).on_conflict_do_nothing()
+    return stmt.returning(*_PK)
+
+
+def _unnest_insert(columns: Mapping[str, list[Any]], first: Mapping[str, Any]) -> tuple[Any, Params]:
+    # Columns with one value in every row are bound once; the others travel as arrays.
+    varying = frozenset(n for n, _ in FIRE_VARYING if any(v != columns[n][0] for v in columns[n]))
+    params = {f"i_{c.name}": first[c.name] for c in runs.c if c.name not in varying}
+    return _insert_unnest(varying), {**params, **{f"i_{n}": columns[n] for n in varying}}
+
+
+def insert_runs(dialect: str, rows: Sequence[Mapping[str, Any]]) -> tuple[Any, Params]:
+    """Insert run rows with an UNTARGETED ``ON CONFLICT DO NOTHING`` (a targeted one would raise on the
+    partial unique index), returning the KEYS of the rows actually inserted. PostgreSQL: ONE
+    ``INSERT ... SELECT FROM unnest(<arrays>)`` whatever the number of rows (columns outside
+    :data:`FIRE_VARYING` are taken from the first row, and so are those equal in every row);
+    SQLite: executemany."""
+    if dialect != "postgresql":
+        return _insert_each(dialect), list(rows)
+    return _unnest_insert({name: [r[name] for r in rows] for name, _ in FIRE_VARYING}, rows[0])
+
+
+def insert_records(dialect: str, recs: Sequence[RunRecord]) -> tuple[Any, Params]:
+    """:func:`insert_runs` of run records (read by attribute: no mapping per row)."""
+    if dialect != "postgresql":
+        return insert_runs(dialect, [record_values(r) for r in recs])
+    columns = {name: [getattr(r, name) for r in recs] for name, _ in FIRE_VARYING}
+    return _unnest_insert(columns, record_values(recs[0]))
+
+
+def existing_runs(dialect: str, keys: Sequence[tuple[str, str, str, str]]) -> tuple[Any, Params]:
+    """Which of these run keys exist (a fire claimed before is a duplicate: no row, no supersession)."""
+    if dialect == "postgresql":
+        k = _unnest("e", [*_KEY_COLS, ("run_id", sa.Text())])
+        stmt = sa.select(*_PK).join(
+            k,
+            sa.and_(
+                runs.c.org == k.c.org,
+                runs.c.uid == k.c.uid,
+                runs.c.routine_id == k.c.routine_id,
+                runs.c.run_id == k.c.run_id,
+            ),
+        )
+        return stmt, {f"e_{c}": [key[i] for key in keys] for i, c in enumerate(("org", "uid", "routine_id", "run_id"))}
+    return sa.select(*_PK).where(sa.tuple_(*_PK).in_(list(keys))), {}
