@@ -2,19 +2,22 @@
 ``claim_manual``, ``take_resends``, ``take_polls`` and their read-only peeks.
 
 ``claim_due`` is ONE transaction with a constant number of statements per batch, whatever the
-batch size (cost O(due), never O(routines)):
+batch size (cost O(due), never O(routines); statements in :mod:`.queries.claim`, built once):
 
-1. lock up to ``limit`` due routines (``FOR UPDATE SKIP LOCKED``; SQLite: ``BEGIN IMMEDIATE``);
+1. lock up to ``limit`` due routines (``FOR UPDATE SKIP LOCKED``; SQLite: ``BEGIN IMMEDIATE``),
+   read without their definition (planning never reads it);
 2. ask ``decide`` for each, in Python (the cron math stays in the core);
 3. one batched UPDATE advancing the cursors (``WHERE last_fire IS NULL OR last_fire < fire``), one
    for ``NotDue`` and one for ``Defer`` (only when there are any);
-4. one SELECT of the fires whose run key already exists (duplicates: no row, no supersession);
-5. one UPDATE superseding older schedule ``claimed`` runs to ``skipped(missed)`` (CAS, RETURNING);
-6. one INSERT of the run rows with an UNTARGETED ``ON CONFLICT DO NOTHING RETURNING`` (a targeted
-   one raises on the partial unique index); a fire it did not take, whose key did not exist, lost
-   to the routine's non-terminal run: one more INSERT records it ``skipped(overlap)``, or
-   ``buffered`` for an ``overlap: latest`` routine (``Fire.buffer``);
-7. ``max_runs`` (only when the batch claimed a fire of a limited routine): one UPDATE counting the
+4. one UPDATE superseding older schedule ``claimed`` runs to ``skipped(missed)`` (CAS, RETURNING),
+   skipping a fire whose own run key exists (a duplicate supersedes nothing);
+5. one INSERT of the run rows with an UNTARGETED ``ON CONFLICT DO NOTHING RETURNING`` (a targeted
+   one raises on the partial unique index); a claim it did not take lost to the routine's
+   non-terminal run, or is a duplicate: one more INSERT records the blocked ones
+   ``skipped(overlap)``, or ``buffered`` for an ``overlap: latest`` routine (``Fire.buffer``), and
+   conflicts on the key for a duplicate; a fire left with no row is checked to be a duplicate (one
+   read, only then; anything else rolls back);
+6. ``max_runs`` (only when the batch claimed a fire of a limited routine): one UPDATE counting the
    claims in ``schedule_claims`` and clearing ``next_due_at`` of the routines it finishes
    (:mod:`alma_schedule.policies.limits`).
 
@@ -22,25 +25,25 @@ On PostgreSQL a SHORT batch is followed by the claim of the due rows it skipped 
 transaction held them (``_claim_held``): a fire whose only tick in its window met its routine's row
 held for a moment (its previous run finishing) is not lost.
 
-Only when the batch holds fires of ``latest`` routines, one more UPDATE before step 5 moves their
-older ``buffered`` rows to ``skipped(overlap)`` (:mod:`.store_buffered`): a tick without such a
-routine issues exactly the statements above.
+Only when the batch holds fires of ``latest`` routines, one more UPDATE before step 4 moves their
+older ``buffered`` rows to ``skipped(overlap)`` (:mod:`.store_buffered`; a duplicate replaces
+nothing): a tick without such a routine issues exactly the statements above.
 
-Steps 5 and 6 are :func:`alma_schedule.policies.supersession.place` expressed set-based (its
+Steps 4 and 5 are :func:`alma_schedule.policies.supersession.place` expressed set-based (its
 constants build the statements); step 3's ``Defer`` update is :func:`~alma_schedule.policies.backoff.deferred`.
 
 A single CTE cannot do this: SQLite has no DML in a CTE, and in PostgreSQL all parts of one
 statement share a snapshot, so a racing manual claim could leave an advanced cursor with no row.
 Every insert of a run locks its routine row first (here and in ``claim_manual``), so nothing
-inserts runs of a routine between steps 4 and 6.
+inserts runs of a routine between steps 4 and 5; every transaction that ends a routine's open run
+locks the routine row first too, so the run a claim found blocking stays open until it commits.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from alma_schedule.errors import StoreConflict
@@ -51,7 +54,6 @@ from alma_schedule.model import (
     Deferral,
     Fire,
     NotDue,
-    Resends,
     Routine,
     RunKey,
     RunRecord,
@@ -59,7 +61,7 @@ from alma_schedule.model import (
 )
 from alma_schedule.policies import backoff, overlap, supersession
 from alma_schedule.settings import Timers
-from alma_schedule.stores.arguments import check_timers, claim_due_args, claim_manual_args
+from alma_schedule.stores.arguments import claim_due_args, claim_manual_args
 from alma_schedule.stores.sql import queries as q
 from alma_schedule.stores.sql.decisions import clean_error, decide_checked
 from alma_schedule.stores.sql.rows import (
@@ -70,29 +72,12 @@ from alma_schedule.stores.sql.rows import (
     routine_from_row,
     run_from_row,
 )
-from alma_schedule.stores.sql.schema import runs
 from alma_schedule.stores.sql.store_base import RKey
 from alma_schedule.stores.sql.store_buffered import BufferedMixin
-from alma_schedule.stores.validation import check_limit, require_utc
 
 log = logging.getLogger("alma_schedule.stores")
 
 SQLITE_CHUNK = 2000
-
-
-def _pushes(now: datetime, first: timedelta, cap: timedelta) -> tuple[list[datetime], datetime]:
-    """``now + backoff(first, cap, attempts + 1)`` for each attempt count below the cap, and the cap."""
-    pushes: list[datetime] = []
-    for attempts in range(31):
-        delay = Timers.backoff(first, cap, attempts + 1)
-        if delay >= cap:
-            break
-        pushes.append(now + delay)
-    return pushes, now + cap
-
-
-def _by_fire(rec: RunRecord) -> tuple[Any, ...]:
-    return (rec.fire_at, rec.run_id, rec.org, rec.uid, rec.routine_id)
 
 
 class TickMixin(BufferedMixin):
@@ -324,75 +309,3 @@ class TickMixin(BufferedMixin):
                 return ClaimResult(True, run_from_row(row), "won")
             existing = conn.execute(q.SELECT_RUN, q.run_params(key)).first()
             return ClaimResult(False, run_from_row(existing) if existing is not None else None, "duplicate")
-
-    def take_resends(self, now: datetime, limit: int, timers: Timers, *, send: bool = True) -> Resends:
-        """System, ONE transaction: expire, then (if ``send``) take and push back, skip-locked."""
-        limit = check_limit("limit", limit)
-        check_timers(timers)
-        now = require_utc("now", now)
-        n = limit
-        with self._tx() as conn:
-            expired = sorted(
-                (run_from_row(r) for r in conn.execute(q.expire_claimed(now, n)).all()),
-                key=lambda r: (r.expires_at, *_by_fire(r)),
-            )
-            for gone in expired:  # a blocking (manual) run expired: release the fire buffered behind it
-                if overlap.releases_on_expiry(gone.origin):  # resend_at now: the take below sends it
-                    self._release_buffered(conn, (gone.org, gone.uid, gone.routine_id), now, resend_at=now)
-            resend: list[RunRecord] = []
-            if send:
-                pushes, cap = _pushes(now, timers.resend_first, timers.resend_max)
-                resend = sorted(
-                    (run_from_row(r) for r in conn.execute(q.take_resends(now, n, pushes, cap)).all()), key=_by_fire
-                )
-        return Resends(tuple(resend), tuple(expired))
-
-    def take_polls(self, now: datetime, limit: int, timers: Timers) -> list[RunRecord]:
-        """System, ONE statement: take due polls and push ``next_poll_at`` back, skip-locked."""
-        limit = check_limit("limit", limit)
-        check_timers(timers)
-        now = require_utc("now", now)
-        pushes, cap = _pushes(now, timers.poll_first, timers.poll_max)
-        with self._tx() as conn:
-            taken = [run_from_row(r) for r in conn.execute(q.take_polls(now, limit, pushes, cap)).all()]
-            # a deadline before the pushed poll: poll at deadline + tolerance (one more statement,
-            # only when such a row was taken)
-            early: dict[RunKey, datetime] = {}
-            for r in taken:
-                at = (
-                    None
-                    if r.next_poll_at is None
-                    else backoff.next_poll(r.next_poll_at, now, r.deadline, timers.clock_tolerance)
-                )
-                if at is not None and at != r.next_poll_at:
-                    early[r.key] = at
-            if early:
-                conn.execute(*q.set_next_polls(early))
-                taken = [dataclasses.replace(r, next_poll_at=early.get(r.key, r.next_poll_at)) for r in taken]
-            return sorted(taken, key=_by_fire)
-
-    def peek_due(self, now: datetime, limit: int) -> list[Routine]:
-        limit = check_limit("limit", limit)
-        now = require_utc("now", now)
-        with self._tx(read=True) as conn:
-            return [routine_from_row(r) for r in conn.execute(*q.select_due(now, limit, lock=False)).all()]
-
-    def peek_resends(self, now: datetime, limit: int) -> Resends:
-        limit = check_limit("limit", limit)
-        now = require_utc("now", now)
-        n = limit
-        with self._tx(read=True) as conn:
-            due = q.peek_runs(runs.c.resend_at, RunState.CLAIMED, now, n, live=True)
-            resend = [run_from_row(r) for r in conn.execute(due).all()]
-            past = q.peek_expiring(now, n)
-            expired = [run_from_row(r) for r in conn.execute(past).all()]
-        return Resends(tuple(resend), tuple(expired))
-
-    def peek_polls(self, now: datetime, limit: int) -> list[RunRecord]:
-        limit = check_limit("limit", limit)
-        now = require_utc("now", now)
-        with self._tx(read=True) as conn:
-            return [
-                run_from_row(r)
-                for r in conn.execute(q.peek_runs(runs.c.next_poll_at, RunState.SUBMITTED, now, limit)).all()
-            ]
