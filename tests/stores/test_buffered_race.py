@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from alma_schedule.model import ClaimBatch, ClaimResult, Routine, RunResult
-from alma_schedule.testing.builders import MINUTE, T0, TIMERS, register, running
+from alma_schedule.testing.builders import MINUTE, T0, TIMERS, key_of, register, running
 from alma_schedule.testing.contract_buffered import LATEST
 from tests.stores.sql_support import opened, pg_database
 
@@ -70,3 +70,47 @@ def test_a_finish_that_waited_for_the_buffering_claim_releases_the_buffered_fire
         after = store.get(buffered.key)
         assert after is not None and after.state == "claimed", after  # released, not stranded
         assert done.released is not None and done.released.key == buffered.key
+
+
+def test_a_manual_run_expiring_while_a_claim_buffers_behind_it_never_strands_the_fire() -> None:
+    """The claim inserts the ``buffered`` fire behind a pending manual run; before it commits, the
+    tick's expiry sweep closes that manual run (past its ``expires_at``). The fire is released once
+    the claim has committed: at once by a later sweep, never left waiting behind a terminal run.
+    A trigger (test scaffolding) holds the claim right after its buffered insert, on an advisory
+    lock this test holds."""
+    with pg_database() as url, opened(url) as store:
+        with store.engine.begin() as conn:
+            conn.exec_driver_sql(
+                "CREATE FUNCTION alma.hold_claim() RETURNS trigger LANGUAGE plpgsql AS"
+                " $$ BEGIN PERFORM pg_advisory_xact_lock(4242); RETURN NEW; END $$"
+            )
+            conn.exec_driver_sql(
+                "CREATE TRIGGER hold_claim AFTER INSERT ON alma.runs FOR EACH ROW"
+                " WHEN (NEW.state = 'buffered') EXECUTE FUNCTION alma.hold_claim()"
+            )
+        register(store, schedule=LATEST_SCHEDULE, next_due_at=T0 + MINUTE)
+        manual = store.claim_manual(
+            key_of("r1", "manual:01"), now=T0, expires_at=T0 + 2 * MINUTE, resend_at=T0 + 5 * MINUTE
+        )
+        assert manual.won
+        claims: list[ClaimBatch] = []
+        with store.engine.connect() as holder:
+            holder.exec_driver_sql("SELECT pg_advisory_lock(4242)")
+            claim = threading.Thread(target=lambda: claims.append(store.claim_due(T0 + MINUTE, 100, LATEST, TIMERS)))
+            claim.start()
+            deadline = time.monotonic() + 30
+            while _waiting_on_a_lock(store) == 0:  # the claim waits in the trigger, its fire buffered
+                assert time.monotonic() < deadline, "the claim never reached its buffered insert"
+                time.sleep(0.05)
+            swept = store.take_resends(T0 + 3 * MINUTE, 100, TIMERS)  # past the manual run's window
+            holder.exec_driver_sql("SELECT pg_advisory_unlock(4242)")
+            holder.commit()
+            claim.join(30)
+        [batch] = claims
+        [buffered] = batch.buffered
+        again = store.take_resends(T0 + 3 * MINUTE, 100, TIMERS)
+        after = store.get(buffered.key)
+        gone = store.get(key_of("r1", "manual:01"))
+        assert gone is not None and gone.state == "skipped", (swept, again)
+        assert after is not None and after.state in ("claimed", "skipped"), after  # never left buffered
+        assert after.state == "claimed" or after.reason == "missed", after

@@ -199,9 +199,9 @@ def test_without_the_indexes_the_same_statements_scan_the_tables(loaded: tuple[s
 
 
 def test_overlap_latest_statements_use_indexes(loaded: tuple[str, SqlStore]) -> None:
-    """A batch of ``latest`` routines costs ONE more statement (the buffered rows they replace), and
-    a terminal write looks for the routine's buffered row through its partial index, in its own
-    statement."""
+    """A batch of ``latest`` routines costs TWO more statements (their open runs locked, the buffered
+    rows they replace), and a terminal write looks for the routine's buffered row through its
+    partial index, in its own statement."""
     from alma_schedule.model import RunResult
     from alma_schedule.testing.contract_buffered import buffering
 
@@ -210,7 +210,7 @@ def test_overlap_latest_statements_use_indexes(loaded: tuple[str, SqlStore]) -> 
     with _captured(store) as seen:
         batch = store.claim_due(at, DUE, buffering(fire_next_due(window=timedelta(hours=1))), TIMERS)
     assert batch.claimed
-    assert len(seen) == 5  # lock, advance, replace buffered, supersede, insert
+    assert len(seen) == 6  # lock, advance, lock their open runs, replace buffered, supersede, insert
     _check(conninfo, seen)
     started = store.start(batch.claimed[0].key, now=at)
     assert started.won

@@ -25,9 +25,12 @@ On PostgreSQL a SHORT batch is followed by the claim of the due rows it skipped 
 transaction held them (``_claim_held``): a fire whose only tick in its window met its routine's row
 held for a moment (its previous run finishing) is not lost.
 
-Only when the batch holds fires of ``latest`` routines, one more UPDATE before step 4 moves their
-older ``buffered`` rows to ``skipped(overlap)`` (:mod:`.store_buffered`; a duplicate replaces
-nothing): a tick without such a routine issues exactly the statements above.
+Only when the batch holds fires of ``latest`` routines, two more statements before step 4: on
+PostgreSQL one locks their open runs (a fire buffered behind a run must not see that run end
+unseen before the claim commits: the expiry sweep skips locked rows, and every transaction that
+ends an open run locks its routine row first), then one UPDATE moves their older ``buffered`` rows
+to ``skipped(overlap)`` (:mod:`.store_buffered`; a duplicate replaces nothing): a tick without
+such a routine issues exactly the statements above.
 
 Steps 4 and 5 are :func:`alma_schedule.policies.supersession.place` expressed set-based (its
 constants build the statements); step 3's ``Defer`` update is :func:`~alma_schedule.policies.backoff.deferred`.
@@ -179,6 +182,8 @@ class TickMixin(BufferedMixin):
         claims = [(r, f) for r, f in fires if not f.missed]
         live = [(r.org, r.uid, r.routine_id, f.run_id) for r, f in claims]
         latest = [key for key, (_, f) in zip(live, claims, strict=True) if f.buffer]
+        if latest and d == "postgresql":  # the runs a buffered fire would wait behind: held to the commit
+            conn.execute(*q.lock_open_runs([k[:3] for k in latest]))
         replaced = self._replace_buffered(conn, latest, now) if latest else []
         superseded: dict[RKey, RunRecord] = {}
         for chunk in self._chunks(live):

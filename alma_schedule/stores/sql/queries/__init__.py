@@ -32,6 +32,7 @@ from alma_schedule.stores.sql.queries.buffered import (
     buffered_params,
     ending_cas,
     expirable,
+    lock_open_runs,
     replace_buffered,
 )
 from alma_schedule.stores.sql.queries.claim import (
@@ -194,6 +195,7 @@ __all__ = [
     "select_wake_hint",
     "wake_hint",
     "reindex_batch",
+    "lock_open_runs",
     "replace_buffered",
     "reserve_upsert",
     "routine_pk",

@@ -19,7 +19,17 @@ from sqlalchemy.sql import ColumnElement
 
 from alma_schedule.model import RunState
 from alma_schedule.policies import overlap
-from alma_schedule.stores.sql.queries.common import Key4, Params, end_runs_for_fires, in_states, lit
+from alma_schedule.stores.sql.queries.common import (
+    _KEY_COLS,
+    NON_TERMINAL,
+    Key3,
+    Key4,
+    Params,
+    _unnest,
+    end_runs_for_fires,
+    in_states,
+    lit,
+)
 from alma_schedule.stores.sql.queries.runs import _RUN_KEY, run_params
 from alma_schedule.stores.sql.schema import runs
 
@@ -51,6 +61,27 @@ def replace_buffered(dialect: str, fires: Sequence[Key4], now: datetime) -> tupl
 
 def _buffered() -> ColumnElement[bool]:
     return runs.c.state == lit(overlap.BUFFER_STATE)
+
+
+@functools.lru_cache(maxsize=1)
+def _lock_open_runs() -> Any:
+    k = _unnest("o", _KEY_COLS)
+    return (
+        sa.select(runs.c.run_id)
+        .select_from(
+            runs.join(k, sa.and_(runs.c.org == k.c.org, runs.c.uid == k.c.uid, runs.c.routine_id == k.c.routine_id))
+        )
+        .where(in_states(*NON_TERMINAL))
+        .with_for_update(of=runs)
+    )
+
+
+def lock_open_runs(keys: Sequence[Key3]) -> tuple[Any, Params]:
+    """PostgreSQL: lock the open (non-terminal) run of each of these routines, through
+    ``uq_runs_one_active``: a claim about to buffer fires behind them holds them until it commits,
+    so no sweep ends one unseen (the expiry sweep skips locked rows; the transactions that end an
+    open run lock its routine row first, which the claim holds)."""
+    return _lock_open_runs(), {f"o_{c}": [k[i] for k in keys] for i, c in enumerate(("org", "uid", "routine_id"))}
 
 
 #: The routine's buffered row, locked (params: ``b_org``, ``b_uid``, ``b_routine_id``).
