@@ -119,7 +119,9 @@ class Store(SystemStore, Protocol):
         Locks up to ``limit`` routines with ``next_due_at <= now`` and not deferred
         (``defer_until`` NULL or ``<= now``), oldest ``next_due_at`` first, skipping rows locked by a
         concurrent claimer. Calls ``decide`` once per routine (pure; an exception from it is treated
-        as ``Defer(now + Timers.backoff(defer_first, defer_max, error_count), repr(exc))``).
+        as ``Defer(now + Timers.backoff(defer_first, defer_max, error_count), repr(exc))``); the
+        routine it gets may carry an empty ``definition`` (planning never reads it: the SQL store
+        does not fetch it).
         Then: ``Fire`` advances the cursor (``WHERE last_fire < fire_at``, ``next_due_at``, clears
         the error back-off) and, in a NEW statement, inserts the run row: ``claimed`` (``resend_at``
         from the Fire or ``now + timers.resend_first``), or

@@ -1,5 +1,5 @@
-"""The tick's operations of :class:`~alma_schedule.stores.sql.SqlStore`: ``claim_due``,
-``claim_manual``, ``take_resends``, ``take_polls`` and their read-only peeks.
+"""The tick's claims of :class:`~alma_schedule.stores.sql.SqlStore`: ``claim_due`` and
+``claim_manual`` (its sweeps, ``take_resends``, ``take_polls`` and the peeks: :mod:`.store_sweeps`).
 
 ``claim_due`` is ONE transaction with a constant number of statements per batch, whatever the
 batch size (cost O(due), never O(routines); statements in :mod:`.queries.claim`, built once):
