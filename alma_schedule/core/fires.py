@@ -1,6 +1,9 @@
 """When does a schedule fire: ``latest_fire``, ``next_fire``, ``next_fires`` and ``fire_id``.
 
-Instants are handled as whole epoch seconds (UTC) inside; results are aware UTC datetimes.
+Instants are handled as whole epoch seconds (UTC) inside; results are aware UTC datetimes. A cron's
+fires are cached by (expression, zone, epoch second) (:func:`cron_latest`, :func:`cron_next`), the
+anchor applied outside; :func:`shared_anchor` gives routines that differ only in their anchor one
+anchor that answers the same, so the tick's cache of answers is shared (``engine/decide.py``).
 A cron is evaluated segment by segment (:func:`~alma_schedule.core.zones.segment_at`: stretches of
 constant UTC offset), where wall time is plain arithmetic, and the DST policy (docs/dst-policy.md)
 is applied at segment boundaries:
@@ -85,7 +88,7 @@ def _cron_latest(spec: CronSpec, key: str, n: int) -> int | None:
 # ``now``, the fire after that): the answers are pure functions of (expression, zone, epoch second),
 # since a process reads one zone data for its life (``zones.zone_data``, the year tables), so they
 # are cached by exactly that. The anchor is applied by the callers, outside the cache.
-@lru_cache(maxsize=16384)
+@lru_cache(maxsize=8192)
 def cron_latest(expr: str, tz: str | None, n: int) -> int | None:
     """The last fire of cron ``expr`` in ``tz`` at or before epoch second ``n`` (no anchor), or None
     (none in the search bound, or beyond the datetime range)."""
@@ -96,7 +99,7 @@ def cron_latest(expr: str, tz: str | None, n: int) -> int | None:
         return None
 
 
-@lru_cache(maxsize=16384)
+@lru_cache(maxsize=8192)
 def cron_next(expr: str, tz: str | None, a: int) -> int | None:
     """The first fire of cron ``expr`` in ``tz`` strictly after epoch second ``a`` (no anchor), or None."""
     spec, key = compile_cron(expr, tz)
@@ -223,7 +226,7 @@ def fire_id(instant: datetime) -> str:
         raise InvalidSchedule(f"'instant' {instant!r} is out of range") from exc
 
 
-@lru_cache(maxsize=16384)
+@lru_cache(maxsize=8192)
 def _fire_text(u: int) -> str:
     t = from_epoch(u)
     return f"{t.year:04d}-{t.month:02d}-{t.day:02d}T{t.hour:02d}:{t.minute:02d}:{t.second:02d}Z"

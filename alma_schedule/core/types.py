@@ -43,14 +43,14 @@ def to_epoch(value: object, name: str) -> int:
         raise InvalidSchedule(f"{name!r} {value.isoformat()} is out of range") from exc
 
 
-@lru_cache(maxsize=16384)
+@lru_cache(maxsize=8192)
 def _utc_epoch(value: datetime) -> int:
     """:func:`to_epoch` of a plain UTC datetime (equal ones are the same instant), cached: a tick
     converts the same few instants (its ``now``, shared cursors and anchors) once per routine."""
     return (value - EPOCH) // SECOND
 
 
-@lru_cache(maxsize=16384)
+@lru_cache(maxsize=8192)
 def from_epoch(u: int) -> datetime:
     """Aware UTC datetime of epoch second ``u`` (OverflowError beyond year 9999); cached (immutable)."""
     try:

@@ -29,6 +29,13 @@ once per locked routine inside its transaction and writes what it answers.
     ``fire_id(f)``. o(f) reads the schedule's own next fire, never the bounds.
 * ``Fire.buffer`` = the routine's ``overlap`` is ``latest`` (``policy_of(routine.schedule)``): a fire
   its active run blocks waits ``buffered`` instead of ``skipped(overlap)`` (:mod:`~alma_schedule.policies.overlap`).
+* Speed (the tick decides every due routine): fires come from the core's caches (cron fires by
+  expression, zone and epoch second; instants and fire ids), and without jitter a routine's answer is
+  one cached value per (schedule object, anchor, cursor, ``now``, the three settings it reads), the
+  anchor first replaced by :func:`~alma_schedule.core.fires.shared_anchor` (which answers the same),
+  so routines that share a schedule and a cursor share one computation. Only plain UTC instants are
+  cache keys; anything else (another offset, a subclass) is computed as is. A process reads one
+  zone data for its life (:mod:`alma_schedule.core.zones`), so no cached answer outlives its rules.
 * A routine that cannot be planned (a bad schedule row, a resolver that raises) is a ``Defer`` with
   back-off :func:`alma_schedule.policies.backoff.retry_at` (``Timers.backoff(defer_first,
   defer_max, error_count)``): one entry in the tick's ``errors``, and every other routine still runs.
@@ -187,7 +194,7 @@ def _planned(items: tuple[tuple[str, Any], ...]) -> tuple[ScheduleValue, Schedul
     return _parsed(items), _policy(items)
 
 
-@lru_cache(maxsize=8192)
+@lru_cache(maxsize=4096)  # a tick asks at one ``now``: a few ticks of answers
 def _shared(
     items: tuple[tuple[str, Any], ...],
     anchor: datetime,
