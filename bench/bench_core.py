@@ -6,7 +6,8 @@
 Times ``next_fire`` / ``latest_fire`` for crons in zones, ``every`` and ``at``, and a bare
 ``croniter(expr, t).get_next()`` / ``get_prev()`` in the same run on the same instants, then prints a
 table and the croniter/ours ratios. Each figure is the median over rounds of (batch time / batch size),
-over instants spread across 2025-2027 (so DST days and cold year tables are included).
+over instants spread across 2025-2027 (so DST days and cold year tables are included); the caches of
+computed fires are emptied before each round (:func:`forget_fires`), so a round times the computation.
 
 ``--decide``: the tick's per-routine ``decide`` over 1,000 due routines (the tick bench's
 ``DUE_SCHEDULES`` in turn, one in ten with one of ``bench/workload.py``'s policy mixes), in two fleets:
@@ -42,9 +43,19 @@ CRONS = [("30 2 * * *", "America/New_York"), ("*/15 * * * *", "Europe/London"), 
 REGISTERED = datetime(2024, 1, 1, tzinfo=UTC)
 
 
+def forget_fires() -> None:
+    """Empty the caches of computed fires and instants (not the parsed crons nor the zone year
+    tables), so each round times the computation, not a cache hit on the same instants."""
+    from alma_schedule.core import fires, types
+
+    for cache in (fires.cron_latest, fires.cron_next, fires._fire_text, types.from_epoch, types._utc_epoch):
+        cache.cache_clear()
+
+
 def median_us(fn: Callable[[datetime], object], instants: list[datetime], rounds: int) -> float:
     per_call = []
     for _ in range(rounds):
+        forget_fires()
         start = time.perf_counter()
         for t in instants:
             fn(t)
