@@ -1,6 +1,9 @@
 """When does a schedule fire: ``latest_fire``, ``next_fire``, ``next_fires`` and ``fire_id``.
 
-Instants are handled as whole epoch seconds (UTC) inside; results are aware UTC datetimes.
+Instants are handled as whole epoch seconds (UTC) inside; results are aware UTC datetimes. A cron's
+fires are cached by (expression, zone, epoch second) (:func:`cron_latest`, :func:`cron_next`), the
+anchor applied outside; :func:`shared_anchor` gives routines that differ only in their anchor one
+anchor that answers the same, so the tick's cache of answers is shared (``engine/decide.py``).
 A cron is evaluated segment by segment (:func:`~alma_schedule.core.zones.segment_at`: stretches of
 constant UTC offset), where wall time is plain arithmetic, and the DST policy (docs/dst-policy.md)
 is applied at segment boundaries:
@@ -16,6 +19,7 @@ is applied at segment boundaries:
 from __future__ import annotations
 
 from datetime import datetime
+from functools import lru_cache
 
 from alma_schedule.core.cron import SEARCH_YEARS, CronSpec, next_match, prev_match
 from alma_schedule.core.parse import parse_schedule
@@ -80,6 +84,31 @@ def _cron_latest(spec: CronSpec, key: str, n: int) -> int | None:
     return None
 
 
+# The tick asks the same few questions of every routine that shares a cron (the latest fire at its
+# ``now``, the fire after that): the answers are pure functions of (expression, zone, epoch second),
+# since a process reads one zone data for its life (``zones.zone_data``, the year tables), so they
+# are cached by exactly that. The anchor is applied by the callers, outside the cache.
+@lru_cache(maxsize=8192)
+def cron_latest(expr: str, tz: str | None, n: int) -> int | None:
+    """The last fire of cron ``expr`` in ``tz`` at or before epoch second ``n`` (no anchor), or None
+    (none in the search bound, or beyond the datetime range)."""
+    spec, key = compile_cron(expr, tz)
+    try:
+        return _cron_latest(spec, key, n)
+    except (OverflowError, ValueError):  # beyond the datetime range (years 1 / 9999)
+        return None
+
+
+@lru_cache(maxsize=8192)
+def cron_next(expr: str, tz: str | None, a: int) -> int | None:
+    """The first fire of cron ``expr`` in ``tz`` strictly after epoch second ``a`` (no anchor), or None."""
+    spec, key = compile_cron(expr, tz)
+    try:
+        return _cron_next(spec, key, a)
+    except (OverflowError, ValueError):
+        return None
+
+
 def gap_walls(schedule: Cron, instant: int, limit: int = 4) -> tuple[list[int], int]:
     """Matching wall minutes that did not exist and were shifted to ``instant`` (fixed-time cron).
 
@@ -121,11 +150,7 @@ def latest_fire(schedule: ScheduleValue, registered_at: datetime, now: datetime)
         return None
     f: int | None
     if isinstance(sched, Cron):
-        spec, key = compile_cron(sched.expr, sched.tz)
-        try:
-            f = _cron_latest(spec, key, n)
-        except (OverflowError, ValueError):  # beyond the datetime range (years 1 / 9999)
-            return None
+        f = cron_latest(sched.expr, sched.tz, n)
     elif isinstance(sched, Every):
         step = sched.interval.days * 86400 + sched.interval.seconds
         if n - r < step:
@@ -147,11 +172,7 @@ def next_fire(schedule: ScheduleValue, registered_at: datetime, after: datetime)
     a = max(to_epoch(after, "after"), r - 1)
     f: int | None
     if isinstance(sched, Cron):
-        spec, key = compile_cron(sched.expr, sched.tz)
-        try:
-            f = _cron_next(spec, key, a)
-        except (OverflowError, ValueError):
-            return None
+        f = cron_next(sched.expr, sched.tz, a)
     elif isinstance(sched, Every):
         step = sched.interval.days * 86400 + sched.interval.seconds
         f = r + step if a < r + step else a + step - (a - r) % step
@@ -160,6 +181,25 @@ def next_fire(schedule: ScheduleValue, registered_at: datetime, after: datetime)
         if f <= a:
             return None
     return _result(f)
+
+
+def shared_anchor(schedule: ScheduleValue, registered_at: datetime, until: datetime) -> datetime:
+    """An anchor that answers like ``registered_at`` from the latest fire at ``until`` on.
+
+    With ``L = latest_fire(schedule, registered_at, until)``, the result ``A`` gives
+    ``latest_fire(schedule, A, t) == latest_fire(schedule, registered_at, t)`` and the same for
+    ``next_fire`` at every ``t`` at or after ``L``: ``L`` itself for a cron or an ``at`` (the anchor
+    only drops fires before it), the fire before ``L`` for an ``every`` (the same residue of the
+    interval). So routines that share a timing and differ only in when they were registered get one
+    anchor, and a cache keyed on it is shared. ``registered_at`` itself when there is no such fire.
+    """
+    sched = as_schedule(schedule)
+    latest = latest_fire(sched, registered_at, until)
+    if latest is None:
+        return registered_at
+    if isinstance(sched, Every):
+        return latest - sched.interval
+    return latest
 
 
 def next_fires(schedule: ScheduleValue, registered_at: datetime, after: datetime, n: int) -> list[datetime]:
@@ -179,8 +219,14 @@ def next_fires(schedule: ScheduleValue, registered_at: datetime, after: datetime
 
 def fire_id(instant: datetime) -> str:
     """``YYYY-MM-DDTHH:MM:SSZ`` of ``instant`` in UTC (sub-seconds truncated)."""
+    u = to_epoch(instant, "instant")
     try:
-        t = from_epoch(to_epoch(instant, "instant"))
+        return _fire_text(u)
     except OverflowError as exc:
         raise InvalidSchedule(f"'instant' {instant!r} is out of range") from exc
+
+
+@lru_cache(maxsize=8192)
+def _fire_text(u: int) -> str:
+    t = from_epoch(u)
     return f"{t.year:04d}-{t.month:02d}-{t.day:02d}T{t.hour:02d}:{t.minute:02d}:{t.second:02d}Z"

@@ -28,6 +28,8 @@ SECOND = timedelta(seconds=1)
 
 def to_epoch(value: object, name: str) -> int:
     """Whole epoch seconds (floor) of an aware datetime; a naive one is refused, never read as local."""
+    if type(value) is datetime and value.tzinfo is UTC:  # the usual case: a plain UTC datetime
+        return _utc_epoch(value)
     if not isinstance(value, datetime):
         raise InvalidSchedule(f"{name!r} must be a timezone-aware datetime, got {type(value).__name__}")
     if value.tzinfo is not UTC and value.utcoffset() is None:
@@ -41,8 +43,16 @@ def to_epoch(value: object, name: str) -> int:
         raise InvalidSchedule(f"{name!r} {value.isoformat()} is out of range") from exc
 
 
+@lru_cache(maxsize=8192)
+def _utc_epoch(value: datetime) -> int:
+    """:func:`to_epoch` of a plain UTC datetime (equal ones are the same instant), cached: a tick
+    converts the same few instants (its ``now``, shared cursors and anchors) once per routine."""
+    return (value - EPOCH) // SECOND
+
+
+@lru_cache(maxsize=8192)
 def from_epoch(u: int) -> datetime:
-    """Aware UTC datetime of epoch second ``u`` (OverflowError beyond year 9999)."""
+    """Aware UTC datetime of epoch second ``u`` (OverflowError beyond year 9999); cached (immutable)."""
     try:
         return datetime.fromtimestamp(u, UTC)
     except (ValueError, OSError) as exc:  # platform range errors: report as out of range

@@ -14,6 +14,12 @@ offset is constant. Segment boundaries are the zone's transitions plus every 1 J
 (``lru_cache``). Transitions are found by sampling the offset once a day and bisecting to the
 second; two transitions less than a day apart that cancel out would be missed (no zone in tzdata
 does that after 1970).
+
+A process reads one zone data for its life (the loaded zones and year tables are cached, and
+``zone_data`` is read once), so what is computed from them may be cached too: the cron fires of
+:mod:`.fires` (``cron_latest`` / ``cron_next``) and the tick's answers
+(:mod:`alma_schedule.engine.decide`). Other zone data is another process, which re-derives the
+stored fires itself (``Scheduler.reconcile_zone_data``).
 """
 
 from __future__ import annotations

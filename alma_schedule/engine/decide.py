@@ -29,6 +29,13 @@ once per locked routine inside its transaction and writes what it answers.
     ``fire_id(f)``. o(f) reads the schedule's own next fire, never the bounds.
 * ``Fire.buffer`` = the routine's ``overlap`` is ``latest`` (``policy_of(routine.schedule)``): a fire
   its active run blocks waits ``buffered`` instead of ``skipped(overlap)`` (:mod:`~alma_schedule.policies.overlap`).
+* Speed (the tick decides every due routine): fires come from the core's caches (cron fires by
+  expression, zone and epoch second; instants and fire ids), and without jitter a routine's answer is
+  one cached value per (schedule object, anchor, cursor, ``now``, the three settings it reads), the
+  anchor first replaced by :func:`~alma_schedule.core.fires.shared_anchor` (which answers the same),
+  so routines that share a schedule and a cursor share one computation. Only plain UTC instants are
+  cache keys; anything else (another offset, a subclass) is computed as is. A process reads one
+  zone data for its life (:mod:`alma_schedule.core.zones`), so no cached answer outlives its rules.
 * A routine that cannot be planned (a bad schedule row, a resolver that raises) is a ``Defer`` with
   back-off :func:`alma_schedule.policies.backoff.retry_at` (``Timers.backoff(defer_first,
   defer_max, error_count)``): one entry in the tick's ``errors``, and every other routine still runs.
@@ -38,7 +45,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
@@ -52,6 +59,7 @@ from alma_schedule.core import (
     parse_schedule,
     policy_of,
 )
+from alma_schedule.core.fires import shared_anchor
 from alma_schedule.errors import AlmaScheduleError
 from alma_schedule.model import Decision, Defer, Fire, NotDue, Routine
 from alma_schedule.policies import backoff, overlap
@@ -124,11 +132,18 @@ def _close(due: datetime, next_due: datetime | None, policy: SchedulePolicy, set
     """The end of a window that opens at ``due`` (a fire's due instant): ``next_due`` (the next
     NOMINAL fire's due instant; None: ``due + one_shot_window``), capped by ``catch_up`` and then
     ``max_catch_up``, both counted from ``due``."""
-    end = next_due if next_due is not None else due + settings.one_shot_window
+    return _close_at(due, next_due, policy, settings.one_shot_window, settings.max_catch_up)
+
+
+def _close_at(
+    due: datetime, next_due: datetime | None, policy: SchedulePolicy, window: timedelta, cap: timedelta | None
+) -> datetime:
+    """:func:`_close` with the two settings it reads (``one_shot_window``, ``max_catch_up``)."""
+    end = next_due if next_due is not None else due + window
     if policy.catch_up is not None:
         end = min(end, due + policy.catch_up)
-    if settings.max_catch_up is not None:
-        end = min(end, due + settings.max_catch_up)
+    if cap is not None:
+        end = min(end, due + cap)
     return end
 
 
@@ -145,26 +160,78 @@ def due_of(routine: Routine, fire: datetime | None, schedule: ScheduleValue | No
 
 
 def decide(routine: Routine, now: datetime, settings: Settings) -> Fire | NotDue:
-    """The fire to claim for ``routine`` at ``now``, or when to look again. Pure; raises on a bad row."""
+    """The fire to claim for ``routine`` at ``now``, or when to look again. Pure; raises on a bad row.
+
+    Without jitter the answer is a function of (schedule object, anchor, cursor, now, three
+    settings) alone, so routines that share them share one answer (:func:`_shared`); the anchor is
+    first replaced by :func:`~alma_schedule.core.fires.shared_anchor`, which answers the same."""
     if routine.inactive_reason is not None:
         return NotDue(None)
-    schedule = schedule_of(routine)
-    policy = policy_for(routine)
+    items: tuple[tuple[str, Any], ...] | None = tuple(routine.schedule.items())
+    try:
+        schedule, policy = _planned(items)
+    except TypeError:  # an unhashable value: not a schedule the core reads; let it say why
+        schedule, policy, items = parse_schedule(routine.schedule), policy_of(routine.schedule), None
     if claims_left(routine, policy) == 0:
         return NotDue(None)
     if policy.jitter:
         return _decide_jittered(routine, schedule, policy, now, settings)
-    anchor = routine.registered_at
-    last = routine.last_fire
+    anchor, last = routine.registered_at, routine.last_fire
+    window, cap, resend = settings.one_shot_window, settings.max_catch_up, settings.resend_first
+    if items is not None and _plain(now) and _plain(anchor) and (last is None or _plain(last)):
+        until = now if policy.not_after is None or policy.not_after >= now else policy.not_after
+        return _shared(items, shared_anchor(schedule, anchor, until), last, now, window, cap, resend)
+    return _decide_plain(schedule, policy, anchor, last, now, window, cap, resend)
+
+
+def _plain(instant: datetime) -> bool:
+    """A plain ``datetime`` in UTC: equal ones are the same value (a cache key gives back the same)."""
+    return type(instant) is datetime and instant.tzinfo is UTC
+
+
+@lru_cache(maxsize=16384)
+def _planned(items: tuple[tuple[str, Any], ...]) -> tuple[ScheduleValue, SchedulePolicy]:
+    return _parsed(items), _policy(items)
+
+
+@lru_cache(maxsize=4096)  # a tick asks at one ``now``: a few ticks of answers
+def _shared(
+    items: tuple[tuple[str, Any], ...],
+    anchor: datetime,
+    last: datetime | None,
+    now: datetime,
+    window: timedelta,
+    cap: timedelta | None,
+    resend: timedelta,
+) -> Fire | NotDue:
+    """:func:`_decide_plain` cached by everything it reads (the schedule object's items for the
+    schedule and its policies). Every instant is a plain UTC datetime, so a hit is the same answer."""
+    schedule, policy = _planned(items)
+    return _decide_plain(schedule, policy, anchor, last, now, window, cap, resend)
+
+
+def _decide_plain(
+    schedule: ScheduleValue,
+    policy: SchedulePolicy,
+    anchor: datetime,
+    last: datetime | None,
+    now: datetime,
+    window: timedelta,
+    cap: timedelta | None,
+    resend: timedelta,
+) -> Fire | NotDue:
+    """:func:`decide` without jitter, from the parts it reads."""
     fire = bounded_latest_fire(schedule, anchor, now, policy)
     if fire is None or (last is not None and fire <= last):
         after = now if last is None or last < now else last
         return NotDue(bounded_next_fire(schedule, anchor, after, policy))
-    # ``fire`` is the latest fire at or before now (in the bounds), so the first fire after it in
-    # the bounds is also the first one after now: the next index entry.
-    following = bounded_next_fire(schedule, anchor, fire, policy)
-    expires_at = window_end(schedule, anchor, fire, policy, settings)
-    return _fire(fire, fire, expires_at, following, now, settings, policy)
+    # ``fire`` is the latest fire at or before now in the bounds (so at or after not_before): the
+    # first fire after it is also the first one after now, the next index entry unless past
+    # not_after, and its window closes at that nominal fire (computed once for both).
+    nominal = next_fire(schedule, anchor, fire)
+    following = None if nominal is None or (policy.not_after is not None and nominal > policy.not_after) else nominal
+    expires_at = _close_at(fire, nominal, policy, window, cap)
+    return _fire(fire, fire, expires_at, following, now, resend, policy)
 
 
 def _fire(
@@ -173,7 +240,7 @@ def _fire(
     expires_at: datetime,
     next_due: datetime | None,
     now: datetime,
-    settings: Settings,
+    resend: timedelta,
     policy: SchedulePolicy,
 ) -> Fire:
     """The claim of ``fire`` (due at ``due``), its window closing at ``expires_at``."""
@@ -182,7 +249,7 @@ def _fire(
         fire_at=fire,
         expires_at=expires_at,
         next_due_at=next_due,
-        resend_at=now + settings.resend_first,
+        resend_at=now + resend,
         missed=now >= expires_at,
         max_runs=policy.max_runs,
         buffer=overlap.buffers(policy.overlap),
@@ -228,14 +295,14 @@ def _decide_jittered(
             return NotDue(pending_due)
         previous_due = due(previous, pending)
         window = _close(previous_due, pending_due, policy, settings)
-        return _fire(previous, previous_due, window, pending_due, now, settings, policy)
+        return _fire(previous, previous_due, window, pending_due, now, settings.resend_first, policy)
     if last is not None and fire <= last:
         return not_due()
     following_due = None if following is None else due(following, next_of(following))
     window = _close(fire_due, following_due, policy, settings)
     # ``fire`` is at or after not_before, so its next fire is in the bounds unless past not_after
     inside = following is not None and (policy.not_after is None or following <= policy.not_after)
-    return _fire(fire, fire_due, window, following_due if inside else None, now, settings, policy)
+    return _fire(fire, fire_due, window, following_due if inside else None, now, settings.resend_first, policy)
 
 
 def _due(routine: Routine, schedule: ScheduleValue, fire: datetime) -> datetime:

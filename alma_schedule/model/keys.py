@@ -8,8 +8,9 @@ in ``__post_init__`` (so the layers below never check again), and the error is a
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from alma_schedule.errors import InvalidInput
 from alma_schedule.model.data import Data
@@ -24,12 +25,61 @@ def trusted(cls: type[_K], *values: str) -> _K:
     """A key built from parts that are already valid (a stored row's, another key's), unchecked.
 
     Only for values that came out of a validated key or a stored row: user input always goes
-    through the constructor.
+    through the constructor. Each key class has its own builder (:func:`_builder`); anything else
+    (a subclass, a wrong number of values: ``ValueError``) takes the generic path.
     """
+    found = _BUILDERS.get(cls)
+    if found is None or len(values) != found[0]:
+        return _trusted_fields(cls, values)
+    return found[1](*values)  # type: ignore[no-any-return]
+
+
+def _trusted_fields(cls: type[_K], values: tuple[str, ...]) -> _K:
     key = object.__new__(cls)
     for name, value in zip(cls.__dataclass_fields__, values, strict=True):
         object.__setattr__(key, name, value)
     return key
+
+
+def _builder(cls: type[Any]) -> tuple[int, Callable[..., Any]]:
+    """(field count, ``(values...) -> key``) for a frozen slots key class of 2, 3 or 4 fields: the
+    same object as :func:`_trusted_fields` builds (``object.__new__``, each slot set once, no
+    validation), with each slot written through its own descriptor instead of a loop of
+    ``object.__setattr__`` by name."""
+    new = object.__new__
+    setters = [getattr(cls, name).__set__ for name in cls.__dataclass_fields__]
+    if len(setters) == 2:
+        s0, s1 = setters
+
+        def build2(a: str, b: str) -> Any:
+            key = new(cls)
+            s0(key, a)
+            s1(key, b)
+            return key
+
+        return 2, build2
+    if len(setters) == 3:
+        s0, s1, s2 = setters
+
+        def build3(a: str, b: str, c: str) -> Any:
+            key = new(cls)
+            s0(key, a)
+            s1(key, b)
+            s2(key, c)
+            return key
+
+        return 3, build3
+    s0, s1, s2, s3 = setters
+
+    def build4(a: str, b: str, c: str, d: str) -> Any:
+        key = new(cls)
+        s0(key, a)
+        s1(key, b)
+        s2(key, c)
+        s3(key, d)
+        return key
+
+    return 4, build4
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +163,9 @@ class RunKey(Data):
 
     def __str__(self) -> str:
         return f"{self.org}/{self.uid}/{self.routine_id}/{self.run_id}"
+
+
+_BUILDERS: dict[type[Any], tuple[int, Callable[..., Any]]] = {cls: _builder(cls) for cls in (Scope, RoutineKey, RunKey)}
 
 
 def check_scope(scope: object) -> Scope:
