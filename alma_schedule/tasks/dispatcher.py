@@ -37,6 +37,13 @@ if TYPE_CHECKING:
     from alma_schedule.settings import Settings
 
 log = logging.getLogger(__name__)
+_celery_log = logging.getLogger("celery.app.base")  # where app.send_task warns of a past expiry
+_EXPIRED = (
+    "%s has an expiration date in the past (%ss ago).\nWe assume this is intended and so we have set the "
+    "expiration date to 0 instead.\nAccording to RabbitMQ's documentation:\n\"Setting the TTL to 0 causes "
+    "messages to be expired upon reaching a queue unless they can be delivered to a consumer immediately.\"\n"
+    "If this was unintended, please check the code which published this task."
+)
 
 
 class CeleryDispatcher:
@@ -219,13 +226,13 @@ class _Publisher:
             options = {**self.routed, **extra}
         else:
             options = self.router.route({**self.options, **extra}, self.name, args, None, self.task)
+        task_id = uuid()
         if expires is not None:
             seconds = subtract_datetimes(expires, app.now()).total_seconds()
-            if seconds < 0:  # as Celery: expired already, a TTL of 0
-                log.warning("%s %s expired %.1fs ago: sent with a TTL of 0", self.name, args, -seconds)
+            if seconds < 0:  # as Celery: expired already, a TTL of 0 (its warning, on its logger)
+                _celery_log.warning(_EXPIRED, task_id, -seconds)
                 seconds = 0
             options["expiration"] = seconds
-        task_id = uuid()
         message = self.create(
             task_id, self.name, args, None, None, None, None, None, expires, 0, None, None, None,
             self.reply_to, self.time_limit, self.soft_time_limit, self.sent_event, self.root_id, self.parent_id,
