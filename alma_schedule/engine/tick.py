@@ -141,10 +141,10 @@ def tick(rt: Runtime, now: datetime | None = None) -> TickReport:
     at = rt.now(now)
     store, s, timers, dispatcher = rt.store, rt.settings, rt.timers, rt.dispatcher
     planner = Planner(rt, at)
-    kinds: dict[str, str] = {}  # routine key -> kind of the routines decided (the claims' kind label)
+    kinds: dict[tuple[str, str, str], str] = {}  # routine key -> kind of the routines decided (the claims' label)
 
     def deciding(routine: Routine) -> Decision:
-        kinds[f"{routine.org}/{routine.uid}/{routine.routine_id}"] = routine.kind
+        kinds[(routine.org, routine.uid, routine.routine_id)] = routine.kind
         return planner(routine)
 
     claimed: list[RunKey] = []
@@ -210,7 +210,7 @@ def tick(rt: Runtime, now: datetime | None = None) -> TickReport:
         next_wake_at=next_wake_at,
         blocked_why=tuple(blocked_why(r, at) for r in blocked),
         buffered=tuple(buffered),
-        claimed_kinds=tuple(sorted(Counter(kinds.get(f"{k.org}/{k.uid}/{k.routine_id}", "unknown")
+        claimed_kinds=tuple(sorted(Counter(kinds.get((k.org, k.uid, k.routine_id), "unknown")
                                            for k in claimed).items())),
     )
     if failing.count:
