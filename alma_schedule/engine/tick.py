@@ -18,11 +18,12 @@
    pause while the dispatcher reports a run queue deeper than ``resend_pause_depth`` (asked only
    then: ``sends_paused`` is false on a tick with nothing to re-send or expire);
 3. ``take_polls`` -> one collect message per submitted run (key = ``collect_run_id``);
-4. maintenance: expired result text erased, a few tombstoned routines purged, the heartbeat (with
-   the wake-up hint ``next_wake_at``, in the same statement), then the tick's minute in the tick
-   log (its claims and their lag p50/p95; minutes older than 7 days pruned; one statement on
-   PostgreSQL): the dashboard's clock. An idle tick is the probe, the heartbeat and the tick log:
-   three autocommit statements on PostgreSQL, nothing sent to the broker;
+4. maintenance: expired result text erased, a few tombstoned routines purged, then
+   ``record_tick``: the heartbeat (with the wake-up hint ``next_wake_at``) and the tick's minute
+   in the tick log (its claims and their lag p50/p95; minutes older than 7 days pruned): the
+   dashboard's clock, ONE statement on PostgreSQL (both or neither: a failure is one
+   ``heartbeat`` entry in ``errors``). An idle tick is the probe and that statement: two
+   autocommit statements on PostgreSQL, nothing sent to the broker;
 5. ``blocked`` and the routines that cannot be planned (``errors``: at most ``ERRORING_LIMIT`` of
    them, each with its error and next attempt, plus ``erroring_count``), EVERY tick while they
    last, so neither a stuck run nor a failing routine is ever silent.
@@ -126,12 +127,13 @@ def _claim_backfills(rt: Runtime, at: datetime, claimed: list[RunKey]) -> TickEr
     return _send("run", rt.dispatcher.send_runs, runs)
 
 
-def _log_tick(store: Store, at: datetime, lags: Sequence[float]) -> None:
-    """The tick's minute in the tick log: its claims and their lag (claim minus due instant) p50/p95."""
+def _record_tick(store: Store, at: datetime, lags: Sequence[float]) -> datetime | None:
+    """The heartbeat (returning the wake-up hint) and the tick's minute in the tick log, ONE store
+    step: its claims and their lag (claim minus due instant) p50/p95."""
     ordered = sorted(lags)
     p50 = ordered[(len(ordered) - 1) // 2] if ordered else None
     p95 = ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)] if ordered else None
-    store.log_tick(at, len(ordered), p50, p95)
+    return store.record_tick(at, len(ordered), p50, p95)
 
 
 def tick(rt: Runtime, now: datetime | None = None) -> TickReport:
@@ -139,10 +141,10 @@ def tick(rt: Runtime, now: datetime | None = None) -> TickReport:
     at = rt.now(now)
     store, s, timers, dispatcher = rt.store, rt.settings, rt.timers, rt.dispatcher
     planner = Planner(rt, at)
-    kinds: dict[str, str] = {}  # routine key -> kind of the routines decided (the claims' kind label)
+    kinds: dict[tuple[str, str, str], str] = {}  # routine key -> kind of the routines decided (the claims' label)
 
     def deciding(routine: Routine) -> Decision:
-        kinds[f"{routine.org}/{routine.uid}/{routine.routine_id}"] = routine.kind
+        kinds[(routine.org, routine.uid, routine.routine_id)] = routine.kind
         return planner(routine)
 
     claimed: list[RunKey] = []
@@ -188,8 +190,7 @@ def tick(rt: Runtime, now: datetime | None = None) -> TickReport:
         _maintain("erase_expired_results", lambda: store.erase_expired_results(at, ERASE_LIMIT), errors)
     if todo.purge or resends.expired:  # an expired run may have been a tombstoned routine's last open one
         _maintain("purge_deleted", lambda: store.purge_deleted(PURGE_LIMIT), errors)
-    next_wake_at: datetime | None = _maintain("heartbeat", lambda: store.heartbeat(at), errors)
-    _maintain("tick_log", lambda: _log_tick(store, at, lags), errors)
+    next_wake_at: datetime | None = _maintain("heartbeat", lambda: _record_tick(store, at, lags), errors)
 
     # a routine this tick deferred carries its planning error now, even if none did at the probe
     failing = store.erroring(ERRORING_LIMIT) if todo.erroring or deferred else Erroring()
@@ -209,7 +210,7 @@ def tick(rt: Runtime, now: datetime | None = None) -> TickReport:
         next_wake_at=next_wake_at,
         blocked_why=tuple(blocked_why(r, at) for r in blocked),
         buffered=tuple(buffered),
-        claimed_kinds=tuple(sorted(Counter(kinds.get(f"{k.org}/{k.uid}/{k.routine_id}", "unknown")
+        claimed_kinds=tuple(sorted(Counter(kinds.get((k.org, k.uid, k.routine_id), "unknown")
                                            for k in claimed).items())),
     )
     if failing.count:

@@ -118,6 +118,13 @@ class SystemStore(Protocol):
         ``now`` - ``TICK_LOG_KEEP_DAYS``."""
         ...
 
+    def record_tick(self, now: datetime, claimed: int, lag_p50: float | None, lag_p95: float | None) -> datetime | None:
+        """System, the end of a tick, ONE atomic step (ONE statement on PostgreSQL, ONE transaction on
+        SQLite): :meth:`heartbeat` at ``now`` and :meth:`log_tick` of its ``claimed`` fires and lags,
+        both or neither, with their arguments checked as theirs. Returns the wake-up hint, as
+        :meth:`heartbeat`."""
+        ...
+
     def tick_log(self, limit: int = 60) -> list[TickMinute]:
         """System, read-only: the ``limit`` newest minutes of the tick log, newest first."""
         ...

@@ -1,11 +1,14 @@
 """``CeleryDispatcher``: how claimed fires and polls leave a tick, through Celery's public API.
 
-Every message goes through ``app.send_task`` with one producer (one broker connection) per batch,
+Every message is the one ``app.send_task`` would build and publish (``_Publisher``: the message of
+``app.amqp.create_task_message``, published by ``app.amqp.send_task_message``, with what is the same
+for every message of a dispatch done once), with one producer (one broker connection) per batch,
 inside the producer's publish batch (kombu >= 5.7 ``Producer.batch``: on Redis the messages and
 their ``task-sent`` events of one dispatch leave in ONE pipelined round trip; a transport without
 batches publishes each at once; a batch that fails to flush is sent again one message at a time with
 kombu's publish retry), always ``serializer='json'`` (whatever the app's
-``task_serializer``), so the app's ``task_routes`` decide the queue and ``task-sent`` events are
+``task_serializer``), so the app's ``task_routes`` decide the queue, the ``before_task_publish`` /
+``after_task_publish`` signals fire and ``task-sent`` events are
 emitted when the app has ``task_send_sent_event`` on (Flower sees the sends). Run messages expire
 at the fire's ``expires_at``: Celery discards an expired message and the tick's expiry sweep then records the
 fire ``skipped(missed)``. Nothing here writes to the store: a message that could not be sent
@@ -14,11 +17,16 @@ leaves its row ``claimed`` and a later tick re-sends it.
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Iterable, Sequence
 from contextlib import nullcontext
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
+
+from celery.utils.nodenames import anon_nodename
+from celery.utils.time import subtract_datetimes
+from kombu.utils.uuid import uuid
 
 from alma_schedule.errors import DispatchError
 from alma_schedule.model import COLLECT_TASK, RUN_MANY_TASK, RUN_TASK, RunRecord
@@ -29,6 +37,13 @@ if TYPE_CHECKING:
     from alma_schedule.settings import Settings
 
 log = logging.getLogger(__name__)
+_celery_log = logging.getLogger("celery.app.base")  # where app.send_task warns of a past expiry
+_EXPIRED = (
+    "%s has an expiration date in the past (%ss ago).\nWe assume this is intended and so we have set the "
+    "expiration date to 0 instead.\nAccording to RabbitMQ's documentation:\n\"Setting the TTL to 0 causes "
+    "messages to be expired upon reaching a queue unless they can be delivered to a consumer immediately.\"\n"
+    "If this was unintended, please check the code which published this task."
+)
 
 
 class CeleryDispatcher:
@@ -53,11 +68,14 @@ class CeleryDispatcher:
         expires with its earliest fire, each fire carries its own ``expires_at``)."""
         size = self.settings.run_batch_size
         if size <= 1 or len(runs) <= size:
-            self.send_each((r.key.args(), r.expires_at) for r in runs)
+            self.send_each(([r.org, r.uid, r.routine_id, r.run_id], r.expires_at) for r in runs)
             return
         ordered = sorted(runs, key=lambda r: r.expires_at)
         chunks = [ordered[i : i + size] for i in range(0, len(ordered), size)]
-        items = (([[*r.key.args(), r.expires_at.isoformat()] for r in chunk], chunk[0].expires_at) for chunk in chunks)
+        items = (
+            ([[r.org, r.uid, r.routine_id, r.run_id, r.expires_at.isoformat()] for r in chunk], chunk[0].expires_at)
+            for chunk in chunks
+        )  # the fields of RunKey.args() (the key's validation is not redone per fire)
         self._send(RUN_MANY_TASK, (([fires], expires) for fires, expires in items), len(chunks))
 
     def send_each(self, fires: Iterable[tuple[list[str], datetime | None]]) -> None:
@@ -72,7 +90,7 @@ class CeleryDispatcher:
         never sooner than ``poll_first`` from now.
         """
         floor = self.settings.clock() + self.settings.poll_first
-        items = ((r.key.args(), max(r.next_poll_at or floor, floor)) for r in runs)
+        items = (([r.org, r.uid, r.routine_id, r.run_id], max(r.next_poll_at or floor, floor)) for r in runs)
         self._send(COLLECT_TASK, items, len(runs))
 
     def refuse_lost_sends(self) -> None:
@@ -102,21 +120,11 @@ class CeleryDispatcher:
 
     def _publish(self, name: str, messages: list[tuple[list[Any], datetime | None]], *, batched: bool) -> None:
         sent, total = 0, len(messages)
-        send_task = self.app.send_task
         try:
             with self.app.producer_or_acquire() as producer, _batch(producer, total, batched):
+                publish = _Publisher(self.app, name, producer, batched=batched)
                 for args, expires in messages:
-                    send_task(
-                        name,
-                        args=args,
-                        expires=expires,
-                        producer=producer,
-                        serializer="json",
-                        ignore_result=True,
-                        add_to_parent=False,
-                        argsrepr=_argsrepr(args),
-                        kwargsrepr="{}",
-                    )
+                    publish(args, expires)
                     sent += 1
         except Exception as exc:
             log.warning("sent %d of %d %s messages: %s", sent, total, name, type(exc).__name__)
@@ -144,6 +152,95 @@ def _argsrepr(args: list[Any]) -> str:
     loaded 2-core machine): 0.3 s of a tick that sends 450 such messages."""
     text = repr(args)
     return text if len(text) <= ARGSREPR_MAX else text[: ARGSREPR_MAX - 3] + "..."
+
+
+class _Publisher:
+    """One message of ``name`` per call through ``producer``: what ``app.send_task(name, args=args,
+    expires=expires, producer=producer, serializer="json", ignore_result=True, add_to_parent=False,
+    argsrepr=..., kwargsrepr="{}")`` does (celery/app/base.py ``send_task``), the same message
+    (``app.amqp.create_task_message``) published the same way (``app.amqp.send_task_message``: the
+    ``before_task_publish`` / ``after_task_publish`` signals, the ``task-sent`` event when the app has
+    ``task_send_sent_event`` on, the queue declared), with what does not change from message to
+    message done once per dispatch: the task's execution options, the route (the app's
+    ``task_routes``: once when every router is a mapping, which routes by task name alone; per
+    message when one is a function, which may look at the arguments), the parent task (the tick's
+    request), the reply-to id and the origin. Left out: the result backend's ``on_task_call`` (our
+    messages ignore their result), the ``AsyncResult`` and the parent's trail (not added to the
+    parent). A subclass's ``send_task`` override is not called (the ready app's own check,
+    ``refuse_lost_sends``, runs once per dispatch in ``_send``).
+
+    In a publish batch (``batched``) nothing reaches the broker before the batch's flush, so the
+    entities to declare (the queue, the event exchange) are bound to the producer's channel once
+    instead of copied and bound per message; outside a batch each message goes out as Celery's own
+    send would (and its publish retry).
+    """
+
+    def __init__(self, app: Celery, name: str, producer: Any, *, batched: bool) -> None:
+        from celery.app.routes import MapRoute
+        from kombu.entity import Queue
+
+        amqp, conf = app.amqp, app.conf
+        self.app, self.name, self.producer = app, name, producer
+        self.task = app._tasks.get(name)
+        get_options = getattr(self.task, "_get_exec_options", None)
+        options: dict[str, Any] = {}
+        if inspect.ismethod(get_options):
+            options = {k: v for k, v in (get_options() or {}).items() if v is not None}
+        options["serializer"] = "json"
+        self.time_limit = options.pop("time_limit", None)
+        self.soft_time_limit = options.pop("soft_time_limit", None)
+        options.pop("expires", None)
+        parent = app.current_worker_task
+        self.root_id = self.parent_id = None
+        if parent:
+            self.root_id = parent.request.root_id or parent.request.id
+            self.parent_id = parent.request.id
+            if conf.task_inherit_parent_priority:
+                options.setdefault("priority", parent.request.delivery_info.get("priority"))
+        self.options = options
+        self.router = amqp.router
+        self.routed: dict[str, Any] | None = None
+        if all(isinstance(r, MapRoute) for r in self.router.routes):  # by name: the same for every message
+            self.routed = self.router.route(dict(options), name, (), None, self.task)
+        self.reply_to = app.thread_oid
+        self.sent_event = bool(conf.task_send_sent_event)
+        self.origin = anon_nodename()
+        self.create = amqp.create_task_message
+        self.send = amqp.send_task_message
+        self.bound: dict[str, Any] = {}
+        if batched:
+            channel = producer.channel
+            queue = (self.routed or {}).get("queue")
+            if type(queue) is Queue:  # a Broadcast queue is not declared
+                self.bound["declare"] = [queue(channel)]
+            if self.sent_event:
+                evd = app.events.Dispatcher(channel=channel, enabled=False)
+                evd.exchange = evd.exchange(channel)
+                self.bound["event_dispatcher"] = evd
+            self.bound["retry"] = False
+
+    def __call__(self, args: list[Any], expires: datetime | None) -> None:
+        app = self.app
+        extra = {"argsrepr": _argsrepr(args), "kwargsrepr": "{}"}
+        if self.routed is not None:
+            options = {**self.routed, **extra}
+        else:
+            options = self.router.route({**self.options, **extra}, self.name, args, None, self.task)
+        task_id = uuid()
+        if expires is not None:
+            seconds = subtract_datetimes(expires, app.now()).total_seconds()
+            if seconds < 0:  # as Celery: expired already, a TTL of 0 (its warning, on its logger)
+                _celery_log.warning(_EXPIRED, task_id, -seconds)
+                seconds = 0
+            options["expiration"] = seconds
+        message = self.create(
+            task_id, self.name, args, None, None, None, None, None, expires, 0, None, None, None,
+            self.reply_to, self.time_limit, self.soft_time_limit, self.sent_event, self.root_id, self.parent_id,
+            None, None, ignore_result=True, replaced_task_nesting=0, origin=self.origin, **options,
+        )  # fmt: skip
+        producer = self.producer
+        with producer.connection._reraise_as_library_errors():
+            self.send(producer, self.name, message, **options, **self.bound)
 
 
 def _batch(producer: Any, total: int, batched: bool = True) -> Any:

@@ -268,6 +268,9 @@ OPS: dict[str, StoreOp] = {
     "log_tick": lambda s, d: (
         lambda: s.log_tick(d(NOW), d(or_hostile(3, 0)), d(st.one_of(st.none(), or_hostile(0.5))), d(OPT_TEXT))
     ),
+    "record_tick": lambda s, d: (
+        lambda: s.record_tick(d(NOW), d(or_hostile(3, 0)), d(st.one_of(st.none(), or_hostile(0.5))), d(OPT_TEXT))
+    ),
     "tick_log": lambda s, d: (lambda: s.tick_log(d(LIMITS))),
     "count_routines": lambda s, d: (lambda: s.count_routines(d(or_hostile(10_000, 1, 0)))),
     "prune": lambda s, d: (lambda: s.prune(d(NOW))),

@@ -1,13 +1,17 @@
 """Contract: the tick log (issue 17): one row per minute, merged by each tick of it, pruned after
-``TICK_LOG_KEEP_DAYS``, read newest first."""
+``TICK_LOG_KEEP_DAYS``, read newest first; and ``record_tick``, the end of a tick: the heartbeat and
+the tick's minute in one step."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
+
+from alma_schedule.errors import InvalidInput
 from alma_schedule.model import TickMinute
 from alma_schedule.stores.base import Store
-from alma_schedule.testing.builders import SCOPE, T0, register
+from alma_schedule.testing.builders import MINUTE, SCOPE, T0, register
 
 
 class TickLogContract:
@@ -44,3 +48,24 @@ class TickLogContract:
         store.log_tick(later, 1, 0.25, 0.75)
         minutes = [m.minute for m in store.tick_log(limit=100)]
         assert minutes == [later.replace(second=0), *(T0 + timedelta(minutes=n) for n in (4, 3, 2))]
+
+    def test_record_tick_is_the_heartbeat_and_the_minute_of_the_tick_log(self, store: Store) -> None:
+        register(store, "later", next_due_at=T0 + 10 * MINUTE)
+        assert store.record_tick(T0 + timedelta(seconds=5), 3, 0.5, 2.0) == T0 + 10 * MINUTE  # the hint
+        assert store.last_tick() == T0 + timedelta(seconds=5)
+        assert store.next_wake_at() == T0 + 10 * MINUTE
+        assert store.record_tick(T0 + timedelta(seconds=50), 1, 1.0, None) == T0 + 10 * MINUTE
+        assert store.tick_log() == [TickMinute(T0, 2, 4, 1.0, 2.0)]  # merged as log_tick merges
+        # as heartbeat: an older tick keeps the last tick, stores its own hint; logs into its own minute
+        assert store.record_tick(T0 - MINUTE, 0, None, None) == T0 + 10 * MINUTE
+        assert store.last_tick() == T0 + timedelta(seconds=50)
+        assert store.tick_log() == [TickMinute(T0, 2, 4, 1.0, 2.0), TickMinute(T0 - MINUTE, 1, 0, None, None)]
+        later = T0 + timedelta(days=7, minutes=1)  # both older minutes pruned, as log_tick prunes
+        assert store.record_tick(later, 0, None, None) is None
+        assert [m.minute for m in store.tick_log()] == [later]
+
+    def test_a_refused_record_tick_writes_neither_the_heartbeat_nor_the_log(self, store: Store) -> None:
+        for now, claimed, lag in ((T0.replace(tzinfo=None), 1, 0.5), (T0, -1, 0.5), (T0, 1, float("nan"))):
+            with pytest.raises(InvalidInput):
+                store.record_tick(now, claimed, lag, None)
+        assert store.last_tick() is None and store.tick_log() == []

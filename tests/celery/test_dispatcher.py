@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import threading
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -19,6 +20,8 @@ from alma_schedule.errors import DispatchError
 from alma_schedule.model import COLLECT_TASK, RUN_MANY_TASK, RUN_TASK, RunRecord
 from alma_schedule.settings import Settings
 from alma_schedule.tasks import CeleryDispatcher
+from alma_schedule.tasks.dispatcher import _argsrepr
+from alma_schedule.tasks.install import our_routes
 
 pytestmark = pytest.mark.redis
 
@@ -252,3 +255,87 @@ def test_a_publish_batch_whose_flush_fails_is_sent_again_one_message_at_a_time(
     sent = messages(r, "alma.run")
     assert {tuple(m["decoded"][0]) for m in sent} == {tuple(rec.key.args()) for rec in runs}
     assert 20 <= len(sent) <= 40
+
+
+VOLATILE = {"id", "correlation_id", "root_id", "delivery_tag", "expiration"}
+
+
+def _scrubbed(env: dict[str, Any]) -> dict[str, Any]:
+    """An envelope without what differs from send to send (ids, the TTL computed from now)."""
+    headers = {k: v for k, v in env["headers"].items() if k not in VOLATILE}
+    props = {k: v for k, v in env["properties"].items() if k not in VOLATILE and k != "delivery_info"}
+    return {"headers": headers, "properties": props, "body": env["decoded"], "type": env["content-type"]}
+
+
+@pytest.mark.parametrize("size", [1, 20])
+def test_each_message_is_the_one_celerys_send_task_builds(redis_url: str, r: redis.Redis, size: int) -> None:
+    """The dispatcher builds and publishes through ``app.amqp`` with the per-dispatch parts done
+    once: its messages are ``app.send_task``'s with the same options, field for field."""
+    settings = Settings(broker_url=redis_url, task_events=True, run_batch_size=size)
+    app = create_app(settings)
+    runs = [record(i, expires_in=timedelta(seconds=120 + i)) for i in range(size + 1)]  # packed when size > 1
+    CeleryDispatcher(app, settings).send_runs(runs)
+    ours = messages(r, "alma.run")
+    r.delete("alma.run")
+    for m in ours:
+        args = m["decoded"][0]
+        expires = m["headers"]["expires"]
+        with app.producer_or_acquire() as producer:
+            app.send_task(
+                m["headers"]["task"], args=args, expires=expires, producer=producer, serializer="json",
+                ignore_result=True, add_to_parent=False, argsrepr=_argsrepr(args), kwargsrepr="{}",
+            )  # fmt: skip
+    theirs = messages(r, "alma.run")
+    assert len(ours) == len(theirs) == (size + 1 if size == 1 else 2)
+    assert [_scrubbed(m) for m in ours] == [_scrubbed(m) for m in theirs]
+    for m in ours:  # the TTL (ms): the message's expiry from the moment it was sent
+        left = (datetime.fromisoformat(m["headers"]["expires"]) - utcnow()).total_seconds() * 1000
+        assert left - 10_000 < int(m["properties"]["expiration"]) <= left + 1000
+        assert m["headers"]["root_id"] == m["headers"]["id"]  # no parent task: its own root
+
+
+def test_publish_signals_fire_for_every_message_batched_or_not(redis_url: str, r: redis.Redis) -> None:
+    from celery.signals import after_task_publish, before_task_publish
+
+    seen: list[tuple[str, str, str]] = []
+
+    def before(sender: str, headers: dict[str, Any], routing_key: str, **_: Any) -> None:
+        seen.append(("before", sender, headers["id"]))
+        assert routing_key == "alma.run"
+
+    def after(sender: str, headers: dict[str, Any], **_: Any) -> None:
+        seen.append(("after", sender, headers["id"]))
+
+    before_task_publish.connect(before, weak=False)
+    after_task_publish.connect(after, weak=False)
+    try:
+        for size, count in ((1, 5), (2, 3)):  # 5 fires: 5 run messages; packed 2 a message: 3 run_many
+            seen.clear()
+            r.delete("alma.run")
+            settings = Settings(broker_url=redis_url, run_batch_size=size)
+            CeleryDispatcher(create_app(settings), settings).send_runs([record(i) for i in range(5)])
+            ids = [m["headers"]["id"] for m in messages(r, "alma.run")]
+            assert len(ids) == count
+            task = RUN_TASK if size == 1 else RUN_MANY_TASK
+            assert seen == [(step, task, i) for i in ids for step in ("before", "after")]
+    finally:
+        before_task_publish.disconnect(before)
+        after_task_publish.disconnect(after)
+
+
+def test_a_function_router_routes_each_message_by_its_own_arguments(redis_url: str, r: redis.Redis) -> None:
+    """A router given as a function may look at the arguments: it is asked per message (a mapping
+    of names routes by the task's name alone: asked once per dispatch)."""
+
+    def by_org(name: str, args: Any, kwargs: Any, options: Any, task: Any = None, **_: Any) -> Any:
+        if name == RUN_TASK and args and args[0] == "vip":
+            return {"queue": "alma.vip"}
+        return None
+
+    settings = Settings(broker_url=redis_url, run_batch_size=1)
+    app = Celery("fleet", set_as_current=False)  # not installed: install would put our own routes first
+    app.conf.update(broker_url=redis_url, task_routes=(by_org, our_routes(settings)))
+    runs = [record(1), dataclasses.replace(record(2), org="vip"), record(3)]
+    CeleryDispatcher(app, settings).send_runs(runs)
+    assert [m["decoded"][0][0] for m in messages(r, "alma.vip")] == ["vip"]
+    assert [m["decoded"][0][2] for m in messages(r, "alma.run")] == ["r0001", "r0003"]

@@ -1,10 +1,12 @@
 """The memory store's reads for the dashboard (issue 17): the tick log (one row per minute, merged by
-every tick of it) and the capped counts of routines by state."""
+every tick of it) and the capped counts of routines by state; and the end of a tick,
+``record_tick`` (the heartbeat and the tick's minute under one lock)."""
 
 from __future__ import annotations
 
 import threading
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from alma_schedule.model import Routine, TickMinute
 from alma_schedule.model.tick import TICK_LOG_KEEP_DAYS
@@ -38,6 +40,17 @@ class TickLogMixin:
             oldest = minute - timedelta(days=TICK_LOG_KEEP_DAYS)
             for gone in [m for m in self._tick_log if m < oldest]:
                 del self._tick_log[gone]
+
+    def record_tick(self, now: datetime, claimed: int, lag_p50: float | None, lag_p95: float | None) -> datetime | None:
+        now, claimed, lag_p50, lag_p95 = log_tick_args(now, claimed, lag_p50, lag_p95)
+        with self._lock:  # one step, as the SQL store's one statement
+            hint = self.heartbeat(now)
+            self.log_tick(now, claimed, lag_p50, lag_p95)
+            return hint
+
+    if TYPE_CHECKING:
+
+        def heartbeat(self, now: datetime) -> datetime | None: ...
 
     def count_routines(self, cap: int = 10_000) -> dict[str, int]:
         cap = check_limit("cap", cap)

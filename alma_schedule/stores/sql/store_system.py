@@ -25,6 +25,7 @@ from alma_schedule.policies.backfill import FIRE_ORIGINS
 from alma_schedule.policies.ownership import owned_by
 from alma_schedule.stores.arguments import age_args, reindex_args, running_of_args
 from alma_schedule.stores.sql import queries as q
+from alma_schedule.stores.sql.queries import probe
 from alma_schedule.stores.sql.rows import routine_from_row, run_from_row
 from alma_schedule.stores.sql.schema import backfills, routine_versions, routines, runs
 from alma_schedule.stores.sql.store_base import RKey, SqlBase
@@ -44,16 +45,16 @@ class SystemMixin(SqlBase):
         """System: ``running``/``collecting`` for longer than ``2 * run_time_limit``, or ``submitted``
         past the deadline."""
         now, cutoff, limit = age_args("run_time_limit", now, run_time_limit, limit, times=2)
-        with self._tx(read=True) as conn:
-            rows = conn.execute(q.blocked(now, cutoff, limit)).all()
+        with self._tx(read=True) as conn:  # the statement built once per limit (queries/probe.py)
+            rows = conn.execute(probe.blocked_statement(limit), probe.tick_probe_params(now, cutoff)).all()
             return [run_from_row(r) for r in rows]
 
     def probe_tick(self, now: datetime, run_time_limit: timedelta) -> TickProbe:
         """System, ONE read (autocommit on PostgreSQL): per step of the tick, the ``EXISTS`` of its
         own predicate (:mod:`.queries.probe`)."""
         now, cutoff, _ = age_args("run_time_limit", now, run_time_limit, 1, times=2)
-        with self._tx(read=True) as conn:
-            row = conn.execute(q.tick_probe(now, cutoff)).one()
+        with self._tx(read=True) as conn:  # the statement built once (queries/probe.py)
+            row = conn.execute(probe.tick_probe_statement(), probe.tick_probe_params(now, cutoff)).one()
         return TickProbe(**{name: bool(value) for name, value in zip(q.PROBE_FLAGS, row, strict=True)})
 
     # --- the owner of a run (issue 14) ---
@@ -115,7 +116,7 @@ class SystemMixin(SqlBase):
         """System: routines that carry a planning error (ONE read through ``ix_routines_erroring``)."""
         limit = check_limit("limit", limit)
         with self._tx(read=True) as conn:
-            rows = conn.execute(q.erroring(max(limit, 1))).all()  # one row carries the count
+            rows = conn.execute(probe.erroring_statement(max(limit, 1))).all()  # one row carries the count
         if not rows:
             return Erroring()
         found = (Deferral(r.org, r.uid, r.routine_id, r.defer_until, r.last_error, first=False) for r in rows)

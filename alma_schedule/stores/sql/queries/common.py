@@ -46,7 +46,10 @@ def _insert(dialect: str, table: sa.Table) -> Any:
     return (pg.insert if dialect == "postgresql" else sqlite_dialect.insert)(table)
 
 
-def dt(value: datetime | None) -> sa.BindParameter[Any]:
+def dt(value: datetime | sa.BindParameter[Any] | None) -> sa.BindParameter[Any]:
+    """A bound instant; a named parameter (a statement built once, its values given per execution) as is."""
+    if isinstance(value, sa.BindParameter):
+        return value
     return sa.bindparam(None, value, type_=UtcDateTime)
 
 

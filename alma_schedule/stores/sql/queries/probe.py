@@ -9,12 +9,17 @@ that is not there. Ordered by the column of the step's partial index, with ``LIM
 is an index probe whatever the statistics: ``ix_routines_due``, ``ix_backfills_pending``,
 ``ix_runs_resend``, ``ix_runs_expires`` and ``uq_runs_one_buffered`` (one arm each),
 ``ix_runs_poll``, ``ix_runs_erase``, ``ix_routines_deleted``, ``ix_runs_active_since`` (one arm per
-way of being blocked) and ``ix_routines_erroring``. An idle tick costs this read and its two writes
-(heartbeat, tick log), nothing else.
+way of being blocked) and ``ix_routines_erroring``. An idle tick costs this read and its one write
+(the heartbeat with the tick log, :func:`~.ticklog.record_tick`), nothing else.
+
+The statement is built ONCE per process (:func:`tick_probe_statement`, its instants named parameters
+given per execution by :func:`tick_probe_params`): building its twelve arms anew took longer than
+PostgreSQL takes to answer it.
 """
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime
 from typing import Any
 
@@ -23,10 +28,11 @@ import sqlalchemy as sa
 from alma_schedule.model import RunState
 from alma_schedule.stores.sql.queries.buffered import expirable_arms
 from alma_schedule.stores.sql.queries.maintenance import erasable, purgeable
-from alma_schedule.stores.sql.queries.reads import blocked_arms
+from alma_schedule.stores.sql.queries.reads import blocked, blocked_arms
 from alma_schedule.stores.sql.queries.tick import due_routine, takeable
-from alma_schedule.stores.sql.queries.wake import erroring_routine
+from alma_schedule.stores.sql.queries.wake import erroring, erroring_routine
 from alma_schedule.stores.sql.schema import BACKFILL_PENDING_SQL, backfills, routines, runs
+from alma_schedule.stores.sql.types import UtcDateTime
 
 #: The probe's columns, in order: the fields of :class:`~alma_schedule.model.TickProbe`.
 FLAGS = ("due", "backfills", "resends", "expiries", "polls", "expired_results", "purge", "blocked", "erroring")
@@ -38,8 +44,9 @@ def _any(table: sa.Table, where: Any, *order: Any) -> Any:
     return first.scalar_subquery().is_not(None)
 
 
-def tick_probe(now: datetime, active_before: datetime) -> sa.Select[Any]:
-    """One row of booleans, :data:`FLAGS` (``active_before``: ``now - 2 * run_time_limit``, as ``blocked``)."""
+def tick_probe(now: Any, active_before: Any) -> sa.Select[Any]:
+    """One row of booleans, :data:`FLAGS` (``active_before``: ``now - 2 * run_time_limit``, as
+    ``blocked``); the instants are values or named parameters."""
     claimed_late, buffered_late = expirable_arms(now)
     key = (runs.c.org, runs.c.uid, runs.c.routine_id)
     parts = {
@@ -54,3 +61,31 @@ def tick_probe(now: datetime, active_before: datetime) -> sa.Select[Any]:
         "erroring": _any(routines, erroring_routine(), routines.c.defer_until),
     }
     return sa.select(*(parts[name].label(name) for name in FLAGS))
+
+
+@functools.cache
+def tick_probe_statement() -> sa.Select[Any]:
+    """:func:`tick_probe` over the named parameters ``probe_now`` and ``probe_active_before``, built
+    once (SQLAlchemy then also reuses its cache key and compiled form)."""
+    now = sa.bindparam("probe_now", type_=UtcDateTime)
+    return tick_probe(now, sa.bindparam("probe_active_before", type_=UtcDateTime))
+
+
+def tick_probe_params(now: datetime, active_before: datetime) -> dict[str, datetime]:
+    """The values of :func:`tick_probe_statement`'s parameters."""
+    return {"probe_now": now, "probe_active_before": active_before}
+
+
+@functools.lru_cache(maxsize=8)
+def blocked_statement(limit: int) -> sa.Select[Any]:
+    """:func:`~.reads.blocked` (the tick's report of blocked runs) over the named parameters of
+    :func:`tick_probe_params`, built once per ``limit``."""
+    now: Any = sa.bindparam("probe_now", type_=UtcDateTime)  # where the builder takes an instant
+    active_before: Any = sa.bindparam("probe_active_before", type_=UtcDateTime)
+    return blocked(now, active_before, limit)
+
+
+@functools.lru_cache(maxsize=8)
+def erroring_statement(limit: int) -> sa.Select[Any]:
+    """:func:`~.wake.erroring` built once per ``limit``."""
+    return erroring(limit)

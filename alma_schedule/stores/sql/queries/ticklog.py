@@ -1,9 +1,12 @@
 """SQL statements of the store for the dashboard (issue 17): the tick log (the tick's upsert of its
 minute, the prune of minutes older than the log keeps, the overview's read of the newest minutes)
-and the capped counts of routines by state."""
+and the capped counts of routines by state; and the end of a tick, :func:`record_tick`: the
+heartbeat (with its wake-up hint, :func:`~.wake.record_heartbeat`) and the tick's minute in ONE
+statement on PostgreSQL, built once per process (its values named parameters)."""
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -11,7 +14,9 @@ import sqlalchemy as sa
 
 from alma_schedule.model.tick import TICK_LOG_KEEP_DAYS
 from alma_schedule.stores.sql.queries.common import _insert, dt
+from alma_schedule.stores.sql.queries.wake import record_heartbeat
 from alma_schedule.stores.sql.schema import tick_log
+from alma_schedule.stores.sql.types import UtcDateTime
 
 
 def _larger(stored: sa.Column[Any], given: Any) -> Any:
@@ -24,13 +29,8 @@ def _larger(stored: sa.Column[Any], given: Any) -> Any:
     )
 
 
-def upsert_tick_minute(dialect: str, now: datetime, claimed: int, p50: float | None, p95: float | None) -> Any:
-    """Insert ``now``'s minute, or merge into it: ticks + 1, claimed added, the larger lags."""
-    minute = now.replace(second=0, microsecond=0)
-    ins = _insert(dialect, tick_log).values(
-        minute=dt(minute), ticks=1, claimed=claimed,
-        lag_p50=sa.bindparam(None, p50, type_=sa.Float), lag_p95=sa.bindparam(None, p95, type_=sa.Float),
-    )
+def _upsert_minute(dialect: str, minute: Any, claimed: Any, p50: Any, p95: Any) -> Any:
+    ins = _insert(dialect, tick_log).values(minute=minute, ticks=1, claimed=claimed, lag_p50=p50, lag_p95=p95)
     return ins.on_conflict_do_update(
         index_elements=[tick_log.c.minute],
         set_={
@@ -42,10 +42,24 @@ def upsert_tick_minute(dialect: str, now: datetime, claimed: int, p50: float | N
     )
 
 
+def _minute(now: datetime) -> datetime:
+    return now.replace(second=0, microsecond=0)
+
+
+def _oldest(now: datetime) -> datetime:
+    """The first minute the log keeps at ``now``."""
+    return _minute(now) - timedelta(days=TICK_LOG_KEEP_DAYS)
+
+
+def upsert_tick_minute(dialect: str, now: datetime, claimed: int, p50: float | None, p95: float | None) -> Any:
+    """Insert ``now``'s minute, or merge into it: ticks + 1, claimed added, the larger lags."""
+    lag = functools.partial(sa.bindparam, None, type_=sa.Float)
+    return _upsert_minute(dialect, dt(_minute(now)), claimed, lag(value=p50), lag(value=p95))
+
+
 def prune_tick_log(now: datetime) -> Any:
     """Delete the minutes older than the log keeps (through the primary key)."""
-    oldest = now.replace(second=0, microsecond=0) - timedelta(days=TICK_LOG_KEEP_DAYS)
-    return sa.delete(tick_log).where(tick_log.c.minute < dt(oldest))
+    return sa.delete(tick_log).where(tick_log.c.minute < dt(_oldest(now)))
 
 
 def log_tick_minute(dialect: str, now: datetime, claimed: int, p50: float | None, p95: float | None) -> list[Any]:
@@ -56,6 +70,35 @@ def log_tick_minute(dialect: str, now: datetime, claimed: int, p50: float | None
     if dialect == "postgresql":
         return [prune.add_cte(upsert.cte("minute"))]
     return [upsert, prune]
+
+
+@functools.cache
+def record_tick(dialect: str) -> tuple[Any, ...]:
+    """The end of a tick over named parameters (:func:`record_tick_params`), built once per dialect:
+    the heartbeat upsert returning the wake-up hint, the upsert of the tick's minute, the prune.
+    On PostgreSQL ONE statement: the minute's upsert and the prune are data-modifying CTEs of the
+    heartbeat's upsert (three tables' rows that no part reads: ``heartbeat``, the new minute, minutes 7
+    days older); SQLite has no DML in a CTE: the three in order (in one transaction). The first
+    statement returns the hint."""
+    now: Any = sa.bindparam("tick_now", type_=UtcDateTime)  # where the builders take an instant
+    minute = sa.bindparam("tick_minute", type_=UtcDateTime)
+    upsert = _upsert_minute(
+        dialect, minute, sa.bindparam("tick_claimed", type_=sa.Integer),
+        sa.bindparam("tick_lag_p50", type_=sa.Float), sa.bindparam("tick_lag_p95", type_=sa.Float),
+    )  # fmt: skip
+    prune = sa.delete(tick_log).where(tick_log.c.minute < sa.bindparam("tick_oldest", type_=UtcDateTime))
+    beat = record_heartbeat(dialect, now)
+    if dialect == "postgresql":
+        return (beat.add_cte(upsert.cte("minute"), prune.cte("pruned")),)
+    return beat, upsert, prune
+
+
+def record_tick_params(now: datetime, claimed: int, p50: float | None, p95: float | None) -> dict[str, Any]:
+    """The values of :func:`record_tick`'s parameters."""
+    return {
+        "tick_now": now, "tick_minute": _minute(now), "tick_claimed": claimed,
+        "tick_lag_p50": p50, "tick_lag_p95": p95, "tick_oldest": _oldest(now),
+    }  # fmt: skip
 
 
 def select_tick_log(limit: int) -> sa.Select[Any]:
