@@ -168,6 +168,10 @@ class Bench:
                     break
                 time.sleep(0.1)
             states = dict(conn.execute("SELECT state, count(*) FROM runs GROUP BY state").fetchall())
+            first, last_start = conn.execute("SELECT min(started_at), max(started_at) FROM runs").fetchone()  # type: ignore[misc]
+        if check:  # where the time went: the tick (to the first start), the runs (to the last terminal)
+            print(json.dumps({"first_start": round(first.timestamp() - t0, 2),
+                              "last_start": round(last_start.timestamp() - t0, 2)}), flush=True)  # fmt: skip
         effects = [int(v) for v in self.r.hvals("bench:effects")]
         dup = sum(v - 1 for v in effects if v > 1)
         if check and (report["claimed"] != self.fires or dup or states != {"completed": self.fires}):

@@ -66,7 +66,7 @@ def _captured(store: SqlStore) -> Iterator[list[tuple[str, Any]]]:
 def _generic_plan(
     conninfo: str,
     statement: str,
-    params: dict[str, Any],
+    params: dict[str, Any] | list[Any],
     *,
     without: tuple[str, ...] = (),
     mode: str = "force_generic_plan",
@@ -81,15 +81,19 @@ def _generic_plan(
             names.append(m.group(1))
         return f"${names.index(m.group(1)) + 1}"
 
-    server_side = re.sub(r"%\((\w+)\)s", placeholder, statement).replace("%%", "%")
+    if isinstance(params, list):  # a statement of stores/sql/hot.py: already $n, positional
+        server_side, values = statement, params
+    else:
+        server_side = re.sub(r"%\((\w+)\)s", placeholder, statement).replace("%%", "%")
+        values = [params[n] for n in names]
     with psycopg.connect(conninfo) as conn:
         for index in without:
             conn.execute(f"DROP INDEX {index}")  # type: ignore[arg-type]
         conn.execute(f"SET LOCAL plan_cache_mode = {mode}")  # type: ignore[arg-type]
         conn.execute(f"PREPARE probe AS {server_side}")  # type: ignore[arg-type]
         cur = psycopg.ClientCursor(conn)
-        args = ", ".join(["%s"] * len(names))
-        cur.execute(f"EXPLAIN (FORMAT JSON) EXECUTE probe({args})", [params[n] for n in names])  # type: ignore[arg-type]
+        args = ", ".join(["%s"] * len(values))
+        cur.execute(f"EXPLAIN (FORMAT JSON) EXECUTE probe({args})", values)  # type: ignore[arg-type]
         row = cur.fetchone()
         assert row is not None
         plan = row[0] if isinstance(row[0], list) else json.loads(row[0])

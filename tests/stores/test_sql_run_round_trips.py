@@ -4,7 +4,8 @@ A won ``start(in_window=True)`` is ONE round trip (the CAS returns the routine: 
 after it, no BEGIN/COMMIT); a ``finish`` with no buffered fire to release is ONE round trip (one
 data-modifying statement) whatever it moves: the streak (+1, the latch, a reset) and a held
 reservation (spend rows settled). Round trips are libpq's trace (``PQtrace``): each frontend
-``Query`` or ``Sync`` is one. Nothing here is timed.
+``Query`` or ``Sync`` is one, counted once each statement has run on the connection (its first
+execution there also sends its Parse: once per connection). Nothing here is timed.
 """
 
 from __future__ import annotations
@@ -62,7 +63,14 @@ class Trips:
 
 @pytest.fixture(scope="module")
 def pg() -> Iterator[SqlStore]:
-    with pg_database() as url, opened(url) as store:
+    """One connection, on which each shape of the start and the finish has run once: their first
+    execution on a connection also sends their Parse (:mod:`alma_schedule.stores.sql.hot`)."""
+    with pg_database() as url, opened(url, pool_size=1, max_overflow=0) as store:
+        for i, result in enumerate((RunResult.completed(), RunResult.completed("sent"), FAILED)):
+            register(store, f"warm-{i}")
+            key = claim(store, f"warm-{i}").key
+            assert store.start(key, now=T0 + SECOND, owner="req-0", in_window=True).won
+            assert store.finish(key, result, now=T0 + 2 * SECOND, timers=with_threshold(2)).won
         yield store
 
 

@@ -3,7 +3,8 @@
 PostgreSQL (``postgresql+psycopg://``; a bare ``postgresql://`` is given the psycopg driver): READ
 COMMITTED pinned, a SMALL pool per process (prefork workers multiply it against
 ``max_connections``), dead pooled connections discarded on checkout without a round trip
-(:mod:`.liveness`, instead of ``pool_pre_ping``), custom plans only (:data:`PG_PLAN_CACHE`). After a
+(:mod:`.liveness`, instead of ``pool_pre_ping``), every statement planned for its parameters but the
+run side's two prepared ones (:data:`PG_PLAN_CACHE`, :mod:`.hot`). After a
 fork, call ``engine.dispose(close=False)``.
 
 SQLite (``sqlite:///path``): WAL, a busy timeout, and the driver's own transaction handling turned
@@ -38,14 +39,20 @@ READ = {"alma_read": True}
 #: per value), READ COMMITTED also for the statements run in autocommit mode (single CAS, reads), and
 #: :data:`PG_PLAN_CACHE`.
 PG_SESSION = r"-c TimeZone=UTC -c default_transaction_isolation=read\ committed"
-#: The generic-plan trap: psycopg prepares a statement from its 5th execution and PostgreSQL switches
-#: a prepared statement to its cached GENERIC plan after 5 more. A generic plan cannot see the
-#: length of our ``unnest`` key arrays (it assumes 10 rows) nor the runs a batch just claimed, so
-#: the supersede UPDATE of a later batch turned into a nested loop over every claimed run times the
-#: batch's keys (0.3-1.8 s per batch at 1,000 keys; 10.9 s against 81 ms custom with 20,000 claimed
-#: runs, measured). Every plan is made for its parameters instead (planning measured 0.2-1.8 ms a
-#: statement, against seconds); set on our own connections only, never on the database.
-PG_PLAN_CACHE = "-c plan_cache_mode=force_custom_plan"
+#: The generic-plan trap: PostgreSQL switches a NAMED prepared statement to its cached GENERIC plan
+#: after 5 custom ones when it looks no dearer, and psycopg names (prepares) a statement from its
+#: 5th execution by default. A generic plan cannot see the length of our ``unnest`` key arrays (it
+#: assumes 10 rows) nor the runs a batch just claimed, so the supersede UPDATE of a later batch
+#: turned into a nested loop over every claimed run times the batch's keys (0.3-1.8 s per batch at
+#: 1,000 keys; 10.9 s against 81 ms custom with 20,000 claimed runs, measured). So psycopg prepares
+#: nothing on our connections (``prepare_threshold = None``, set on connect): every statement is sent
+#: unnamed and planned for its parameters at each execution, whatever ``plan_cache_mode``. Only the
+#: run side's two per-fire statements are prepared, explicitly (:mod:`.hot`: every row they touch is
+#: found by equality on a full key, so their generic plan is their best plan, and reusing it saves
+#: ~0.4-1 ms of planning per fire). The mode is pinned to PostgreSQL's default, ``auto``, so a
+#: database-level ``force_generic_plan`` cannot reach the unnamed statements either; set on our own
+#: connections only, never on the database.
+PG_PLAN_CACHE = "-c plan_cache_mode=auto"
 
 
 def normalize_url(url: str | URL) -> URL:
@@ -115,6 +122,7 @@ def make_engine(
         from psycopg.types.array import ListBinaryDumper
 
         dbapi_conn.adapters.register_dumper(list, ListBinaryDumper)
+        dbapi_conn.prepare_threshold = None  # nothing named but the hot statements (PG_PLAN_CACHE)
 
     liveness.install(engine)
     return engine

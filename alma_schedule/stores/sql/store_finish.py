@@ -1,7 +1,7 @@
 """The finish's PostgreSQL shortcut and the streak step of :class:`~alma_schedule.stores.sql.SqlStore`.
 
 * :meth:`FinishMixin._finish_at_once`: the whole ``finish`` as ONE data-modifying statement
-  (:mod:`.queries.finish`; autocommit, one round trip), or None when it wrote nothing;
+  (:mod:`.queries.finish`; autocommit, one round trip, prepared: :mod:`.hot`), or None when it wrote nothing;
 * :meth:`FinishMixin._streak`: :func:`alma_schedule.policies.streak.step` on a locked routine row,
   inside the finish transaction (SQLite, and PostgreSQL's fallback).
 """
@@ -17,6 +17,7 @@ from sqlalchemy.engine import Connection
 from alma_schedule.model import ClaimResult, RunKey, RunResult
 from alma_schedule.policies import streak
 from alma_schedule.settings import Timers
+from alma_schedule.stores.sql import hot
 from alma_schedule.stores.sql import queries as q
 from alma_schedule.stores.sql.rows import run_from_row
 from alma_schedule.stores.sql.store_buffered import BufferedMixin
@@ -34,8 +35,10 @@ class FinishMixin(BufferedMixin):
         error_class: str | None,
     ) -> ClaimResult | None:
         """PostgreSQL: the whole finish as ONE statement (:mod:`.queries.finish`, autocommit: one
-        round trip); None when it wrote nothing (a loser, a fire to release, a purged routine):
-        then the transaction below decides."""
+        round trip, prepared on the driver connection: :mod:`.hot`); None when it wrote nothing (a
+        loser, a fire to release, a purged routine): then the transaction below decides."""
+        if not allowed:  # no state the caller owns may end this way: a loser, which the transaction tells
+            return None
         effect = streak.streak_effect(result.outcome, result.reason, counts_refused=timers.streak_counts_refused)
         stmt = q.finish_statement(tuple(sorted(allowed)), str(effect))
         params = q.run_params(
@@ -50,7 +53,7 @@ class FinishMixin(BufferedMixin):
             f_latch=streak.latch_reason(result.outcome, result.reason),
         )
         with self._tx(single=True) as conn:
-            row = conn.execute(stmt, params).first()
+            row = hot.one_row(conn, stmt, self.schema, params)
         return None if row is None else ClaimResult(True, run_from_row(row), "won")
 
     def _streak(

@@ -44,6 +44,7 @@ from alma_schedule.stores.arguments import (
     start_args,
     submit_args,
 )
+from alma_schedule.stores.sql import hot
 from alma_schedule.stores.sql import queries as q
 from alma_schedule.stores.sql.rows import routine_after_run, routine_from_row, run_from_row
 from alma_schedule.stores.sql.store_base import Abort
@@ -92,14 +93,18 @@ class RunsMixin(FinishMixin):
         inside the run's window), returning the routine too (PostgreSQL: one round trip); if that moved nothing,
         a second statement decides: inactive routine -> ``skipped`` with that reason (CAS, in ONE
         transaction with the release of the routine's buffered fire), else the loser's reason with
-        the current record. ``owner`` is written by the CAS."""
+        the current record. ``owner`` is written by the CAS. PostgreSQL sends the CAS prepared, on
+        the driver connection (:mod:`.hot`)."""
         rk, now, owner = start_args(key, now, owner, in_window)
         pg = self.dialect == "postgresql"
         start_cas = q.start_cas(with_routine=pg, in_window=in_window)
         for _attempt in range(3):
             with self._tx(single=True) as conn:
                 params = q.run_params(key, now=now, owner=owner)
-                row = conn.execute(start_cas, params).first()
+                if pg:
+                    row = hot.one_row(conn, start_cas, self.schema, params)
+                else:
+                    row = conn.execute(start_cas, params).first()
                 if row is not None:
                     if pg:
                         routine = routine_after_run(row)

@@ -1,0 +1,136 @@
+"""The run side's two per-fire statements (the start CAS, the one-statement finish) on PostgreSQL,
+sent on the pooled driver connection as NAMED prepared statements.
+
+Why: a packed ``run_many`` message runs each of its fires through these two statements, and through
+SQLAlchemy's execution each paid, per call, in this process: the schema-name translation of its
+text (``schema_translate_map`` rewrites the placeholder in 4-8 kB of SQL with a regex on every
+execution), psycopg's re-parse of a query longer than its 4 kB query cache, the cursor description
+of ~60 returned columns and the result machinery; and on the server a fresh plan for each
+execution. Here each statement (still built by SQLAlchemy Core in :mod:`.queries`) is compiled and
+rendered ONCE per (statement, schema): the namespace written in, ``$n`` placeholders
+(:func:`rendered`); :func:`one_row` binds its parameters through the statement's own bind
+processors (sent as untyped text that the statement's casts type: one prepared statement per
+shape, whatever the values), executes it on the checked-out psycopg connection with a raw cursor, prepared, and
+returns the row as a tuple (positional, as :mod:`.rows` reads it). The engine's
+``before_cursor_execute`` / ``after_cursor_execute`` listeners still see each execution (the
+rendered text and its positional parameters). A statement's first execution on a connection sends
+its Parse first: one more round trip, once per connection and statement shape.
+
+The plans (:data:`.engine.PG_PLAN_CACHE`): every other statement is sent UNNAMED, so PostgreSQL
+plans it for its parameters at every execution (the generic-plan trap of the tick's supersede
+UPDATE cannot return); these two are prepared, so after five custom plans PostgreSQL caches a
+generic one (``plan_cache_mode = auto``). A generic plan is the right plan for them whatever the
+parameters: every row they touch is reached by equality on a full key: the run by the runs
+primary key, its routine by the routines primary key, the routine's buffered row through
+``uq_runs_one_buffered``, the spend rows by the spend primary key (ceiling, day); one row each, no
+array and no range whose size a generic plan would have to guess (``tests/stores/test_sql_hot.py``
+EXPLAINs both generic plans and checks that these, and only these, are prepared).
+
+Errors leave as SQLAlchemy's would (:func:`one_row` wraps a driver error in SQLAlchemy's
+``DBAPIError``, invalidating the connection on a disconnect), so the store's error boundary maps them
+to the same :class:`~alma_schedule.errors.StoreError` subclasses.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.dialects.postgresql.psycopg import PGDialect_psycopg
+from sqlalchemy.engine import Connection
+
+from alma_schedule.stores.sql.namespace import SCHEMA_TOKEN
+
+__all__ = ["Rendered", "one_row", "rendered"]
+
+#: Compiles the hot statements with ``$n`` placeholders (PostgreSQL's own, no client-side rewrite).
+_DIALECT = PGDialect_psycopg(paramstyle="numeric_dollar")  # type: ignore[no-untyped-call]
+
+
+@dataclass(frozen=True, slots=True)
+class Rendered:
+    """One statement as sent: its text (namespace written in), its parameters' names in ``$n``
+    order with their bind processors, and the values SQLAlchemy bound itself (literals)."""
+
+    sql: str
+    names: tuple[str, ...]
+    processors: tuple[Callable[[Any], Any] | None, ...]
+    fixed: Mapping[str, Any]
+
+    def args(self, params: Mapping[str, Any]) -> list[str | None]:
+        """The positional values of ``params`` (plus the fixed ones), each through its processor, as
+        untyped text (see :func:`_text`)."""
+        out: list[str | None] = []
+        for name, proc in zip(self.names, self.processors, strict=True):
+            value = params[name] if name in params else self.fixed[name]
+            if value is not None and proc is not None:
+                value = proc(value)
+            out.append(None if value is None else _text(value))
+        return out
+
+
+def _text(value: object) -> str:
+    """A parameter as text of no declared type: every ``$n`` of a hot statement carries its cast
+    (checked by :func:`rendered`), so PostgreSQL types it, and the statement's parameter types never
+    depend on the values (psycopg would type an int by its size and a None as unknown, and prepare
+    one statement per combination)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"a hot statement takes text, integer, boolean and datetime values, not {type(value).__name__}")
+
+
+@functools.lru_cache(maxsize=64)
+def rendered(stmt: Any, schema: str) -> Rendered:
+    """``stmt`` (a statement built once in :mod:`.queries`) compiled for PostgreSQL in ``schema``."""
+    compiled = stmt.compile(dialect=_DIALECT, schema_translate_map={SCHEMA_TOKEN: schema})
+    sql = _DIALECT.identifier_preparer._render_schema_translates(compiled.string, {SCHEMA_TOKEN: schema})
+    if "__[POSTCOMPILE_" in compiled.string:  # an expanding IN: its text depends on the values
+        raise ValueError("a hot statement cannot take an expanding (list) parameter")
+    names = tuple(compiled.positiontup or ())
+    untyped = [n for i, n in enumerate(names, 1) if not re.search(rf"\${i}::", sql)]
+    if untyped:
+        raise ValueError(f"the parameters {untyped} of a hot statement carry no cast")
+    processors = tuple(compiled.binds[n].type.bind_processor(_DIALECT) for n in names)
+    fixed = {n: compiled.binds[n].effective_value for n in names if compiled.binds[n].value is not None}
+    return Rendered(sql, names, processors, fixed)
+
+
+def one_row(conn: Connection, stmt: Any, schema: str, params: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    """Execute ``stmt`` (prepared: its cached plan) on ``conn``'s driver connection; its first row."""
+    hot = rendered(stmt, schema)
+    args = hot.args(params)
+    driver = conn.connection.driver_connection
+    assert isinstance(driver, psycopg.Connection)
+    cur = psycopg.RawCursor(driver)
+    sql = hot.sql
+    for before in conn.dispatch.before_cursor_execute:  # echo, tracing, tests: as SQLAlchemy would
+        sql, args = before(conn, cur, sql, args, None, False)
+    threshold, driver.prepare_threshold = driver.prepare_threshold, 0  # this one only (PG_PLAN_CACHE)
+    try:
+        cur.execute(sql, args, prepare=True)
+        row = cur.fetchone()
+        for after in conn.dispatch.after_cursor_execute:
+            after(conn, cur, sql, args, None, False)
+    except psycopg.Error as exc:
+        gone = conn.dialect.is_disconnect(exc, driver, cur)  # type: ignore[arg-type]
+        if gone:
+            conn.invalidate(exc)
+        raise sa_exc.DBAPIError.instance(
+            sql, args, exc, psycopg.Error, connection_invalidated=gone, dialect=conn.dialect
+        ) from exc
+    finally:
+        driver.prepare_threshold = threshold
+        cur.close()
+    return row

@@ -1,0 +1,171 @@
+"""PostgreSQL: the run side's two per-fire statements are the only prepared ones, their generic plans
+read by key, and their driver errors map like SQLAlchemy's (:mod:`alma_schedule.stores.sql.hot`).
+
+* A store connection that has registered, claimed, started and finished 20 runs holds exactly two
+  named statements (the start CAS and the finish), each run on its cached generic plan: every other
+  statement was sent unnamed (planned for its parameters at each execution).
+* Over a loaded, ANALYZEd ledger, the generic plan of each (PREPAREd under ``force_generic_plan``,
+  EXPLAINed) is node for node the plan PostgreSQL makes for the parameters of a real run
+  (``force_custom_plan``), and reads ``routines`` and ``runs`` through indexes only.
+* A backend terminated under a checked-out connection: StoreUnavailable, the connection invalidated;
+  a statement error: a plain StoreError.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+import pytest
+import sqlalchemy as sa
+
+from alma_schedule.errors import StoreError, StoreUnavailable
+from alma_schedule.model import RunKey, RunResult
+from alma_schedule.policies.streak import StreakEffect
+from alma_schedule.stores.sql import hot
+from alma_schedule.stores.sql import queries as q
+from alma_schedule.stores.sql.errors import mapped_errors
+from alma_schedule.testing.builders import SECOND, T0, TIMERS, claim, register
+from tests.stores.sql_load import copy_routines, copy_runs, history_rows, open_rows
+from tests.stores.sql_support import libpq_url, opened, pg_admin, pg_database
+
+pytestmark = pytest.mark.postgres
+
+LOADED = 5_000
+
+
+def _key() -> RunKey:
+    return RunKey("org-1", "user-1", "routine-0000001", "2026-03-01T11:00:00Z")
+
+
+@pytest.fixture(scope="module")
+def url() -> Iterator[str]:
+    with pg_database() as url:
+        yield url
+
+
+def _prepared(conn: sa.Connection) -> list[tuple[str, int, int]]:
+    rows = conn.exec_driver_sql(
+        "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements ORDER BY statement"
+    ).all()
+    conn.commit()  # never a ROLLBACK: psycopg deallocates its prepared statements on one
+    return [(str(r[0]), int(r[1]), int(r[2])) for r in rows]
+
+
+def test_only_the_start_and_the_finish_are_prepared_and_they_reuse_a_generic_plan(url: str) -> None:
+    with opened(url, pool_size=1, max_overflow=0) as store:  # one connection: every call on it
+        for i in range(20):
+            rec = register(store, f"hot-{i}")
+            run = claim(store, rec.routine_id)
+            assert store.start(run.key, now=T0 + SECOND, owner=f"req-{i}", in_window=True).won
+            assert store.finish(run.key, RunResult.completed(), now=T0 + 2 * SECOND, timers=TIMERS).won
+        with store.engine.connect() as conn:
+            prepared = _prepared(conn)
+    assert [s.split()[0] for s, _, _ in prepared] == ["UPDATE", "WITH"], prepared  # the start CAS, the finish
+    assert "state='running'" in prepared[0][0] and "RETURNING" in prepared[1][0]
+    for _statement, generic, custom in prepared:
+        assert custom == 5 and generic == 15  # PostgreSQL's five custom plans, then the cached generic one
+
+
+def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield plan
+    for child in plan.get("Plans", ()):
+        yield from _nodes(child)
+
+
+@pytest.fixture(scope="module")
+def loaded(url: str) -> str:
+    conninfo = libpq_url(url)
+    copy_routines(conninfo, LOADED, 0, T0)
+    copy_runs(conninfo, history_rows(LOADED, T0, per_routine=2))
+    copy_runs(conninfo, open_rows(range(0, 300), "claimed", T0, due=True))
+    copy_runs(conninfo, open_rows(range(300, 600), "running", T0, due=True))
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO spend SELECT 'scope:org-' || mod(i, 100) || ':' || (i / 100),"
+            " '2026-03-0' || (1 + mod(i, 9)), i, i FROM generate_series(1, %s) AS i",
+            (LOADED,),
+        )
+        conn.execute("ANALYZE")
+    return conninfo
+
+
+SHAPES = [
+    ("start", q.start_cas(with_routine=True, in_window=True)),
+    *((f"finish {e}", q.finish_statement(("running",), str(e))) for e in StreakEffect),
+    ("finish collecting", q.finish_statement(("collecting",), str(StreakEffect.COUNT))),
+]
+
+
+def _plan(conninfo: str, sql: str, args: list[Any], mode: str) -> dict[str, Any]:
+    """EXPLAIN of ``sql`` PREPAREd and executed with ``args`` under ``plan_cache_mode = mode``."""
+    with psycopg.connect(conninfo) as conn:
+        conn.execute(f"SET LOCAL plan_cache_mode = {mode}")  # type: ignore[arg-type]
+        conn.execute(f"PREPARE probe AS {sql}")  # type: ignore[arg-type]
+        cur = psycopg.ClientCursor(conn)
+        placeholders = ", ".join(["%s"] * len(args))
+        cur.execute(f"EXPLAIN (FORMAT JSON) EXECUTE probe({placeholders})", args)  # type: ignore[arg-type]
+        row = cur.fetchone()
+        conn.rollback()
+    assert row is not None
+    return (row[0] if isinstance(row[0], list) else json.loads(row[0]))[0]["Plan"]  # type: ignore[no-any-return]
+
+
+def _shape(plan: dict[str, Any]) -> tuple[Any, ...]:
+    """The plan's nodes and what each reads (no costs)."""
+    here = (plan["Node Type"], plan.get("Relation Name"), plan.get("Index Name"))
+    return here, tuple(_shape(child) for child in plan.get("Plans", ()))
+
+
+@pytest.mark.parametrize(("name", "stmt"), SHAPES, ids=[n for n, _ in SHAPES])
+def test_their_generic_plan_is_the_plan_made_for_the_parameters(loaded: str, name: str, stmt: Any) -> None:
+    rendered = hot.rendered(stmt, "alma")
+    state = "claimed" if name == "start" else "running"
+    with psycopg.connect(loaded) as conn:
+        found = conn.execute("SELECT org, uid, routine_id, run_id FROM runs WHERE state = %s LIMIT 1", (state,))
+        key = found.fetchone()
+    assert key is not None
+    params = {
+        **q.run_params(RunKey(*key), now=T0, owner="req"),
+        "f_state": "completed", "f_reason": "ok", "f_cost": None, "f_error_class": None,
+        "f_erase_at": T0 + timedelta(days=1), "f_threshold": 3, "f_latch": None,
+    }  # fmt: skip
+    args = rendered.args(params)
+    generic = _plan(loaded, rendered.sql, args, "force_generic_plan")
+    assert _shape(generic) == _shape(_plan(loaded, rendered.sql, args, "force_custom_plan")), name
+    nodes = list(_nodes(generic))
+    seq = [n.get("Relation Name") for n in nodes if n["Node Type"] == "Seq Scan"]
+    assert not {"routines", "runs"} & set(seq), f"{name}: sequential scan of {seq}\n{json.dumps(generic)}"
+    on_runs = {n["Index Name"] for n in nodes if "Index Name" in n and n.get("Relation Name") == "runs"}
+    assert on_runs, name
+
+
+def test_a_backend_terminated_under_the_statement_is_unavailable(url: str) -> None:
+    with opened(url) as store, store.engine.connect() as conn:
+        pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
+        conn.commit()
+        pg_admin(f"SELECT pg_terminate_backend({int(pid or 0)})")
+        with pytest.raises(StoreUnavailable), mapped_errors(url):
+            start = q.start_cas(with_routine=True, in_window=True)
+            hot.one_row(conn, start, "alma", q.run_params(_key(), now=T0, owner=None))
+        assert conn.invalidated
+
+
+def test_a_statement_error_is_a_store_error(url: str) -> None:
+    with opened(url) as store, store.engine.connect() as conn:
+        conn.execution_options(isolation_level="AUTOCOMMIT")
+        with pytest.raises(StoreError) as caught, mapped_errors(url):
+            one_over = sa.select(sa.literal_column("1") / sa.bindparam("zero", type_=sa.Integer))
+            hot.one_row(conn, one_over, "alma", {"zero": 0})
+        assert type(caught.value) is StoreError and "division by zero" in str(caught.value)
+
+
+def test_a_statement_whose_text_or_types_depend_on_the_values_is_refused() -> None:
+    with pytest.raises(ValueError, match="expanding"):
+        hot.rendered(q.finish_statement((), str(StreakEffect.RESET)), "alma")  # an empty IN: postcompiled
+    untyped = sa.select(sa.literal_column("1")).where(sa.literal_column("x") == sa.bindparam("p"))
+    with pytest.raises(ValueError, match="no cast"):
+        hot.rendered(untyped, "alma")
