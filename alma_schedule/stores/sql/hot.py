@@ -40,7 +40,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import psycopg
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects.postgresql.psycopg import PGDialect_psycopg
 from sqlalchemy.engine import Connection
@@ -111,6 +110,8 @@ def one_row(conn: Connection, stmt: Any, schema: str, params: Mapping[str, Any])
     """Execute ``stmt`` (prepared: its cached plan) on ``conn``'s driver connection; its first row."""
     hot = rendered(stmt, schema)
     args = hot.args(params)
+    import psycopg  # here, not at import: a bare (SQLite) install has no driver for PostgreSQL
+
     driver = conn.connection.driver_connection
     assert isinstance(driver, psycopg.Connection)
     cur = psycopg.RawCursor(driver)
