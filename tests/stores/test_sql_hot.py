@@ -1,9 +1,11 @@
-"""PostgreSQL: the run side's two per-fire statements are the only prepared ones, their generic plans
-read by key, and their driver errors map like SQLAlchemy's (:mod:`alma_schedule.stores.sql.hot`).
+"""PostgreSQL: the run side's two per-fire statements and the tick probe are the only prepared ones,
+their generic plans read by key (the probe's: index probes, ``tests/stores/test_sql_explain.py``),
+and their driver errors map like SQLAlchemy's (:mod:`alma_schedule.stores.sql.hot`).
 
-* A store connection that has registered, claimed, started and finished 20 runs holds exactly two
-  named statements (the start CAS and the finish), each run on its cached generic plan: every other
-  statement was sent unnamed (planned for its parameters at each execution).
+* A store connection that has registered, claimed, started and finished 20 runs and probed a tick
+  holds exactly three named statements (the probe, the start CAS and the finish), the two per-fire
+  ones run on their cached generic plan: every other statement was sent unnamed (planned for its
+  parameters at each execution).
 * Over a loaded, ANALYZEd ledger, the generic plan of each (PREPAREd under ``force_generic_plan``,
   EXPLAINed) is node for node the plan PostgreSQL makes for the parameters of a real run
   (``force_custom_plan``), and reads ``routines`` and ``runs`` through indexes only.
@@ -62,11 +64,13 @@ def test_only_the_start_and_the_finish_are_prepared_and_they_reuse_a_generic_pla
             run = claim(store, rec.routine_id)
             assert store.start(run.key, now=T0 + SECOND, owner=f"req-{i}", in_window=True).won
             assert store.finish(run.key, RunResult.completed(), now=T0 + 2 * SECOND, timers=TIMERS).won
+            store.probe_tick(T0 + 3 * SECOND, TIMERS.run_time_limit)
         with store.engine.connect() as conn:
             prepared = _prepared(conn)
-    assert [s.split()[0] for s, _, _ in prepared] == ["UPDATE", "WITH"], prepared  # the start CAS, the finish
-    assert "state='running'" in prepared[0][0] and "RETURNING" in prepared[1][0]
-    for _statement, generic, custom in prepared:
+    # the tick probe, the start CAS, the finish
+    assert [s.split()[0] for s, _, _ in prepared] == ["SELECT", "UPDATE", "WITH"], prepared
+    assert "LIMIT" in prepared[0][0] and "state='running'" in prepared[1][0] and "RETURNING" in prepared[2][0]
+    for _statement, generic, custom in prepared[1:]:
         assert custom == 5 and generic == 15  # PostgreSQL's five custom plans, then the cached generic one
 
 

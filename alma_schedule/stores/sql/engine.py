@@ -47,9 +47,10 @@ PG_SESSION = r"-c TimeZone=UTC -c default_transaction_isolation=read\ committed"
 #: 1,000 keys; 10.9 s against 81 ms custom with 20,000 claimed runs, measured). So psycopg prepares
 #: nothing on our connections (``prepare_threshold = None``, set on connect): every statement is sent
 #: unnamed and planned for its parameters at each execution, whatever ``plan_cache_mode``. Only the
-#: run side's two per-fire statements are prepared, explicitly (:mod:`.hot`: every row they touch is
-#: found by equality on a full key, so their generic plan is their best plan, and reusing it saves
-#: ~0.4-1 ms of planning per fire). The mode is pinned to PostgreSQL's default, ``auto``, so a
+#: run side's two per-fire statements and the tick probe are prepared, explicitly (:mod:`.hot`: every
+#: row the two touch is found by equality on a full key, and each probe arm is an ordered LIMIT 1
+#: index probe, so their generic plan is their best plan; reusing it saves ~0.4-1 ms of planning per
+#: fire and ~1.5 ms per tick). The mode is pinned to PostgreSQL's default, ``auto``, so a
 #: database-level ``force_generic_plan`` cannot reach the unnamed statements either; set on our own
 #: connections only, never on the database.
 PG_PLAN_CACHE = "-c plan_cache_mode=auto"

@@ -1,5 +1,5 @@
-"""The run side's two per-fire statements (the start CAS, the one-statement finish) on PostgreSQL,
-sent on the pooled driver connection as NAMED prepared statements.
+"""The run side's two per-fire statements (the start CAS, the one-statement finish) and the tick probe
+on PostgreSQL, sent on the pooled driver connection as NAMED prepared statements.
 
 Why: a packed ``run_many`` message runs each of its fires through these two statements, and through
 SQLAlchemy's execution each paid, per call, in this process: the schema-name translation of its
@@ -24,7 +24,10 @@ parameters: every row they touch is reached by equality on a full key: the run b
 primary key, its routine by the routines primary key, the routine's buffered row through
 ``uq_runs_one_buffered``, the spend rows by the spend primary key (ceiling, day); one row each, no
 array and no range whose size a generic plan would have to guess (``tests/stores/test_sql_hot.py``
-EXPLAINs both generic plans and checks that these, and only these, are prepared).
+EXPLAINs both generic plans and checks that these, and only these, are prepared). The tick probe
+(``store.probe_tick``, every tick) is prepared too: each of its arms is an ordered ``LIMIT 1``
+probe of a partial index, the plan its generic form is built for whatever the statistics
+(``tests/stores/test_sql_explain.py``); planning it per execution cost more than running it.
 
 Errors leave as SQLAlchemy's would (:func:`one_row` wraps a driver error in SQLAlchemy's
 ``DBAPIError``, invalidating the connection on a disconnect), so the store's error boundary maps them

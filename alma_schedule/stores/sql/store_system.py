@@ -24,6 +24,7 @@ from alma_schedule.model import (
 from alma_schedule.policies.backfill import FIRE_ORIGINS
 from alma_schedule.policies.ownership import owned_by
 from alma_schedule.stores.arguments import age_args, reindex_args, running_of_args
+from alma_schedule.stores.sql import hot
 from alma_schedule.stores.sql import queries as q
 from alma_schedule.stores.sql.queries import probe
 from alma_schedule.stores.sql.rows import routine_from_row, run_from_row
@@ -53,8 +54,12 @@ class SystemMixin(SqlBase):
         """System, ONE read (autocommit on PostgreSQL): per step of the tick, the ``EXISTS`` of its
         own predicate (:mod:`.queries.probe`)."""
         now, cutoff, _ = age_args("run_time_limit", now, run_time_limit, 1, times=2)
+        stmt, params = probe.tick_probe_statement(), probe.tick_probe_params(now, cutoff)
         with self._tx(read=True) as conn:  # the statement built once (queries/probe.py)
-            row = conn.execute(probe.tick_probe_statement(), probe.tick_probe_params(now, cutoff)).one()
+            if self.dialect == "postgresql":  # prepared: its generic plan (index probes) reused (.hot)
+                row: Any = hot.one_row(conn, stmt, self.schema, params)
+            else:
+                row = conn.execute(stmt, params).one()
         return TickProbe(**{name: bool(value) for name, value in zip(q.PROBE_FLAGS, row, strict=True)})
 
     # --- the owner of a run (issue 14) ---
