@@ -8,7 +8,8 @@ kind ``trivial`` (an entry point) does what ``bench.noop`` does: one pipelined `
 duplicate check) and ``SET`` of the instant. Interleaved repetitions (A B C, A B C, ...):
 
 * A ``ours``: from just before ``send_tick`` to the last run terminal in the store (``max(finished_at)``
-  once every fire is terminal); the state is reset (untimed) before each repetition;
+  once every fire is terminal); the state is reset (untimed) before each repetition; each repetition
+  also prints when the first and the last run started (seconds after the send: the tick's share);
 * B ``bare``: the same two run workers consuming ``fires`` plain ``apply_async`` no-op tasks, from
   the first send to the last task's instant;
 * C ``bare_msgs``: the same with as many messages as we published (the tick message plus the run
