@@ -172,33 +172,6 @@ def new_record(
     return _record(v)
 
 
-def new_run(
-    key: tuple[str, str, str],
-    run_id: str,
-    *,
-    state: str,
-    origin: str,
-    config_revision: str,
-    fire_at: datetime,
-    now: datetime,
-    expires_at: datetime,
-    reason: str | None = None,
-    resend_at: datetime | None = None,
-    due_at: datetime | None = None,
-) -> dict[str, Any]:
-    """The column values of a freshly inserted run row: :func:`new_record` as a mapping."""
-    return record_values(
-        new_record(
-            key,
-            run_id,
-            state=state,
-            origin=origin,
-            config_revision=config_revision,
-            fire_at=fire_at,
-            now=now,
-            expires_at=expires_at,
-            reason=reason,
-            resend_at=resend_at,
-            due_at=due_at,
-        )
-    )
+def new_run(key: tuple[str, str, str], run_id: str, **fields: Any) -> dict[str, Any]:
+    """The column values of a freshly inserted run row: :func:`new_record` (same keywords) as a mapping."""
+    return record_values(new_record(key, run_id, **fields))
