@@ -7,7 +7,9 @@ contract asks). SQLite tests copy a migrated template file.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import tempfile
 import uuid
@@ -126,9 +128,7 @@ def index_ddl(url: str, schema: str = "alma") -> dict[str, str]:
                 )
             out = {name: re.sub(r"\s+", " ", ddl or "").replace('"', "") for name, ddl in rows}
             postgres = engine.dialect.name == "postgresql"
-            return {
-                k: v for k, v in out.items() if (postgres or k.startswith(f"{schema}_")) and not k.endswith("_pkc")
-            }
+            return {k: v for k, v in out.items() if (postgres or k.startswith(f"{schema}_")) and not k.endswith("_pkc")}
     finally:
         engine.dispose()
 
@@ -148,3 +148,42 @@ def namespaced_metadata(url: str, schema: str = "alma") -> Any:
             for index in copy.indexes:
                 index.name = f"{schema}_{index.name}"
     return real
+
+
+def explain_plan(
+    conninfo: str,
+    statement: str,
+    params: dict[str, Any] | list[Any],
+    *,
+    without: tuple[str, ...] = (),
+    mode: str = "force_generic_plan",
+) -> dict[str, Any]:
+    """EXPLAIN the generic plan of ``statement`` PREPAREd exactly as it was sent (SQLAlchemy's ``%(name)s``
+    text and its parameters, or a ``$n`` text and a positional list) (``without`` these
+    indexes: dropped in a transaction that is rolled back; ``mode="force_custom_plan"``: the plan
+    for these very parameters, as the store's own connections plan it)."""
+    names: list[str] = []
+
+    def placeholder(m: re.Match[str]) -> str:
+        if m.group(1) not in names:
+            names.append(m.group(1))
+        return f"${names.index(m.group(1)) + 1}"
+
+    if isinstance(params, list):  # a statement of stores/sql/hot.py: already $n, positional
+        server_side, values = statement, params
+    else:
+        server_side = re.sub(r"%\((\w+)\)s", placeholder, statement).replace("%%", "%")
+        values = [params[n] for n in names]
+    with psycopg.connect(conninfo) as conn:
+        for index in without:
+            conn.execute(f"DROP INDEX {index}")  # type: ignore[arg-type]
+        conn.execute(f"SET LOCAL plan_cache_mode = {mode}")  # type: ignore[arg-type]
+        conn.execute(f"PREPARE probe AS {server_side}")  # type: ignore[arg-type]
+        cur = psycopg.ClientCursor(conn)
+        args = ", ".join(["%s"] * len(values))
+        cur.execute(f"EXPLAIN (FORMAT JSON) EXECUTE probe({args})", values)  # type: ignore[arg-type]
+        row = cur.fetchone()
+        assert row is not None
+        plan = row[0] if isinstance(row[0], list) else json.loads(row[0])
+        conn.rollback()
+        return plan[0]["Plan"]  # type: ignore[no-any-return]

@@ -24,7 +24,7 @@ import sqlalchemy as sa
 from alma_schedule.stores.sql import SqlStore
 from alma_schedule.testing.builders import TIMERS, fire_next_due
 from tests.stores.sql_load import copy_routines, copy_runs, history_rows, open_rows
-from tests.stores.sql_support import libpq_url, opened, pg_database
+from tests.stores.sql_support import explain_plan, libpq_url, opened, pg_database
 
 pytestmark = pytest.mark.postgres
 
@@ -63,44 +63,6 @@ def _captured(store: SqlStore) -> Iterator[list[tuple[str, Any]]]:
         sa.event.remove(store.engine, "before_cursor_execute", grab)
 
 
-def _generic_plan(
-    conninfo: str,
-    statement: str,
-    params: dict[str, Any] | list[Any],
-    *,
-    without: tuple[str, ...] = (),
-    mode: str = "force_generic_plan",
-) -> dict[str, Any]:
-    """EXPLAIN the generic plan of ``statement`` exactly as SQLAlchemy sent it (``without`` these
-    indexes: dropped in a transaction that is rolled back; ``mode="force_custom_plan"``: the plan
-    for these very parameters, as the store's own connections plan it)."""
-    names: list[str] = []
-
-    def placeholder(m: re.Match[str]) -> str:
-        if m.group(1) not in names:
-            names.append(m.group(1))
-        return f"${names.index(m.group(1)) + 1}"
-
-    if isinstance(params, list):  # a statement of stores/sql/hot.py: already $n, positional
-        server_side, values = statement, params
-    else:
-        server_side = re.sub(r"%\((\w+)\)s", placeholder, statement).replace("%%", "%")
-        values = [params[n] for n in names]
-    with psycopg.connect(conninfo) as conn:
-        for index in without:
-            conn.execute(f"DROP INDEX {index}")  # type: ignore[arg-type]
-        conn.execute(f"SET LOCAL plan_cache_mode = {mode}")  # type: ignore[arg-type]
-        conn.execute(f"PREPARE probe AS {server_side}")  # type: ignore[arg-type]
-        cur = psycopg.ClientCursor(conn)
-        args = ", ".join(["%s"] * len(values))
-        cur.execute(f"EXPLAIN (FORMAT JSON) EXECUTE probe({args})", values)  # type: ignore[arg-type]
-        row = cur.fetchone()
-        assert row is not None
-        plan = row[0] if isinstance(row[0], list) else json.loads(row[0])
-        conn.rollback()
-        return plan[0]["Plan"]  # type: ignore[no-any-return]
-
-
 def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
     yield plan
     for child in plan.get("Plans", ()):
@@ -111,7 +73,7 @@ def _check(conninfo: str, seen: list[tuple[str, Any]], mode: str = "force_generi
     used: list[str] = []
     assert seen, "no statement was captured"
     for statement, params in seen:
-        plan = _generic_plan(conninfo, statement, params, mode=mode)
+        plan = explain_plan(conninfo, statement, params, mode=mode)
         nodes = list(_nodes(plan))
         seq = [n for n in nodes if n["Node Type"] == "Seq Scan" and n.get("Relation Name") in TABLES]
         assert not seq, f"sequential scan of {seq[0]['Relation Name']} in\n{statement}\n{json.dumps(plan, indent=1)}"
@@ -173,7 +135,7 @@ def test_the_tick_probe_reads_each_step_through_its_index(loaded: tuple[str, Sql
         store.probe_tick(NOW, TIMERS.run_time_limit)
     assert len(seen) == 1
     _check(conninfo, seen)  # no sequential scan of routines or runs
-    used = {n["Index Name"] for n in _nodes(_generic_plan(conninfo, *seen[0])) if "Index Name" in n}
+    used = {n["Index Name"] for n in _nodes(explain_plan(conninfo, *seen[0])) if "Index Name" in n}
     expected = {"ix_routines_due", "ix_runs_resend", "ix_runs_poll", "ix_runs_erase", "ix_routines_deleted",
                 "ix_runs_active_since", "ix_routines_erroring"}  # fmt: skip
     assert expected <= used, used
@@ -198,7 +160,7 @@ def test_without_the_indexes_the_same_statements_scan_the_tables(loaded: tuple[s
         (due_select, ("ix_routines_due",), "routines"),
         (polls, partial, "runs"),
     ):
-        nodes = list(_nodes(_generic_plan(conninfo, statement, params, without=drop)))
+        nodes = list(_nodes(explain_plan(conninfo, statement, params, without=drop)))
         assert any(n["Node Type"] == "Seq Scan" and n.get("Relation Name") == table for n in nodes), nodes
 
 
@@ -226,6 +188,8 @@ def test_overlap_latest_statements_use_indexes(loaded: tuple[str, SqlStore]) -> 
     assert [s[0].lstrip().split()[0] for s in ending] == ["WITH"], [s[0] for s in seen]
     assert len(seen) == 1
     assert "uq_runs_one_buffered" in _check(conninfo, ending)
+
+
 def _backfill_statements(store: SqlStore) -> list[tuple[str, Any]]:
     """The statements of one ``claim_backfills`` whose plan declines every routine (writes nothing)."""
     seen: list[tuple[str, Any]] = []
@@ -256,7 +220,7 @@ def test_claim_backfills_reads_the_pending_index_and_with_none_pending_reads_onc
         conn.execute("ANALYZE backfills")
     try:
         (only,) = _backfill_statements(store)
-        nodes = list(_nodes(_generic_plan(conninfo, *only)))
+        nodes = list(_nodes(explain_plan(conninfo, *only)))
         assert [n.get("Index Name") for n in nodes if n.get("Relation Name") == "backfills"] == ["ix_backfills_pending"]
         with psycopg.connect(conninfo, autocommit=True) as conn:
             conn.execute(
@@ -267,7 +231,7 @@ def test_claim_backfills_reads_the_pending_index_and_with_none_pending_reads_onc
         statements = _backfill_statements(store)
         assert len(statements) == 2  # the check, then the locking read (the plan declined: no write)
         for statement, params in statements:
-            nodes = list(_nodes(_generic_plan(conninfo, statement, params)))
+            nodes = list(_nodes(explain_plan(conninfo, statement, params)))
             tables = {*TABLES, "backfills"}
             scans = [n for n in nodes if n["Node Type"] == "Seq Scan" and n.get("Relation Name") in tables]
             assert not scans, json.dumps(nodes, indent=1)

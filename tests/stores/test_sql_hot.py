@@ -32,7 +32,7 @@ from alma_schedule.stores.sql import queries as q
 from alma_schedule.stores.sql.errors import mapped_errors
 from alma_schedule.testing.builders import SECOND, T0, TIMERS, claim, register
 from tests.stores.sql_load import copy_routines, copy_runs, history_rows, open_rows
-from tests.stores.sql_support import libpq_url, opened, pg_admin, pg_database
+from tests.stores.sql_support import explain_plan, libpq_url, opened, pg_admin, pg_database
 
 pytestmark = pytest.mark.postgres
 
@@ -104,20 +104,6 @@ SHAPES = [
 ]
 
 
-def _plan(conninfo: str, sql: str, args: list[Any], mode: str) -> dict[str, Any]:
-    """EXPLAIN of ``sql`` PREPAREd and executed with ``args`` under ``plan_cache_mode = mode``."""
-    with psycopg.connect(conninfo) as conn:
-        conn.execute(f"SET LOCAL plan_cache_mode = {mode}")  # type: ignore[arg-type]
-        conn.execute(f"PREPARE probe AS {sql}")  # type: ignore[arg-type]
-        cur = psycopg.ClientCursor(conn)
-        placeholders = ", ".join(["%s"] * len(args))
-        cur.execute(f"EXPLAIN (FORMAT JSON) EXECUTE probe({placeholders})", args)  # type: ignore[arg-type]
-        row = cur.fetchone()
-        conn.rollback()
-    assert row is not None
-    return (row[0] if isinstance(row[0], list) else json.loads(row[0]))[0]["Plan"]  # type: ignore[no-any-return]
-
-
 def _shape(plan: dict[str, Any]) -> tuple[Any, ...]:
     """The plan's nodes and what each reads (no costs)."""
     here = (plan["Node Type"], plan.get("Relation Name"), plan.get("Index Name"))
@@ -138,8 +124,8 @@ def test_their_generic_plan_is_the_plan_made_for_the_parameters(loaded: str, nam
         "f_erase_at": T0 + timedelta(days=1), "f_threshold": 3, "f_latch": None,
     }  # fmt: skip
     args = rendered.args(params)
-    generic = _plan(loaded, rendered.sql, args, "force_generic_plan")
-    assert _shape(generic) == _shape(_plan(loaded, rendered.sql, args, "force_custom_plan")), name
+    generic = explain_plan(loaded, rendered.sql, args)
+    assert _shape(generic) == _shape(explain_plan(loaded, rendered.sql, args, mode="force_custom_plan")), name
     nodes = list(_nodes(generic))
     seq = [n.get("Relation Name") for n in nodes if n["Node Type"] == "Seq Scan"]
     assert not {"routines", "runs"} & set(seq), f"{name}: sequential scan of {seq}\n{json.dumps(generic)}"
