@@ -84,6 +84,9 @@ class Settings:
     )
     claim_limit: int = _f(1000, "Fires claimed per claim_due batch (a tick loops over batches).", "int")
     tick_max_batches: int = _f(100, "Upper bound of claim_due batches in one tick.", "int")
+    tick_claim_workers: int = _f(
+        2, "claim_due batches a tick runs at once past a full first batch (PostgreSQL; SQLite: 1).", "int"
+    )
     # --- fire eligibility and re-sends
     one_shot_window: timedelta = _f(
         timedelta(hours=1), "How long an `at` or manual run stays eligible (its messages expire then).", "duration"
@@ -348,7 +351,7 @@ def _check(s: Settings) -> None:
     # tick_period / tick_expires are checked by Settings itself (also when built in code)
     check_database_schema(s.database_schema)
     check_dashboard(s.dashboard_scopes, s.dashboard_user, s.dashboard_password_hash)
-    for name in ("claim_limit", "tick_max_batches", "run_batch_size"):
+    for name in ("claim_limit", "tick_max_batches", "tick_claim_workers", "run_batch_size"):
         if getattr(s, name) < 1:
             raise ConfigurationError(f"{env_name(name)} must be at least 1")
     _check_limits(s)

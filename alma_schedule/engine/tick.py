@@ -12,7 +12,8 @@
    follows an expiry (an expired run may have been a tombstoned routine's last open one);
 1. ``claim_due`` in batches of ``claim_limit`` (each batch ONE store transaction, with the pure
    ``decide``), the claimed fires sent after each batch's commit, until a batch comes back short
-   (at most ``tick_max_batches``); then ``claim_backfills`` (its own transaction: at most one
+   (at most ``tick_max_batches``; past a full first batch up to ``tick_claim_workers`` batches at
+   once where the store claims concurrently: :mod:`.claims`); then ``claim_backfills`` (its own transaction: at most one
    backfill fire per idle routine, live fires first), sent after its commit;
 2. ``take_resends`` (when a re-send or an expiry is due): its expiry sweep always runs; its sends
    pause while the dispatcher reports a run queue deeper than ``resend_pause_depth`` (asked only
@@ -64,6 +65,7 @@ from alma_schedule.policies.blocked import blocked_why
 from alma_schedule.stores.base import Store
 
 from .backfill import BackfillPlanner
+from .claims import Claims, claim_live, send_logged
 from .decide import Planner
 from .runtime import Runtime
 from .zones import reconcile_zones
@@ -76,26 +78,8 @@ PURGE_LIMIT = 100
 #: How many routines that cannot be planned a tick report (and ``plan``) lists; ``erroring_count`` has them all.
 ERRORING_LIMIT = 20
 ERASE_LIMIT = 1000
-DISPATCHER = "<dispatcher>"
 T = TypeVar("T")
 MAINTENANCE = "<maintenance>"
-
-
-def _send(what: str, send: Callable[[Sequence[RunRecord]], None], runs: Sequence[RunRecord]) -> TickError | None:
-    if not runs:
-        return None
-    try:
-        send(runs)
-    except Exception as exc:
-        log.error(
-            "dispatcher failed to send %d %s message(s): %s",
-            len(runs),
-            what,
-            type(exc).__name__,
-            exc_info=exc,
-        )
-        return TickError(DISPATCHER, f"{what}: {type(exc).__name__} ({len(runs)} not sent; re-sends recover them)")
-    return None
 
 
 def _maintain(name: str, step: Callable[[], T], errors: list[TickError]) -> T | None:
@@ -124,7 +108,7 @@ def _claim_backfills(rt: Runtime, at: datetime, claimed: list[RunKey]) -> TickEr
     """After the live claims: at most one backfill fire per idle routine (its own store step)."""
     runs = rt.store.claim_backfills(at, rt.settings.claim_limit, BackfillPlanner(rt, at), rt.timers)
     claimed.extend(r.key for r in runs)
-    return _send("run", rt.dispatcher.send_runs, runs)
+    return send_logged("run", rt.dispatcher.send_runs, runs)
 
 
 def _record_tick(store: Store, at: datetime, lags: Sequence[float]) -> datetime | None:
@@ -154,19 +138,14 @@ def tick(rt: Runtime, now: datetime | None = None) -> TickReport:
     errors: list[TickError] = []
     _maintain("reconcile_zone_data", lambda: reconcile_zones(rt), errors)  # once per process, then no-op
     todo = store.probe_tick(at, s.run_time_limit)  # ONE read: which steps have anything to do
-    deferred = False
-    for _ in range(s.tick_max_batches if todo.due else 0):
-        batch = store.claim_due(at, s.claim_limit, deciding, timers)
+    live = claim_live(rt, at, deciding) if todo.due else Claims()
+    for batch in live.batches:
         claimed.extend(r.key for r in batch.claimed)
         lags.extend((at - r.fire_at).total_seconds() for r in batch.claimed)
         skipped.extend(r.key for r in batch.skipped)
         buffered.extend(r.key for r in batch.buffered)
-        deferred = deferred or bool(batch.deferred)
-        err = _send("run", dispatcher.send_runs, batch.claimed)
-        if err:
-            errors.append(err)
-        if len(batch.claimed) + len(batch.skipped) + len(batch.deferred) + len(batch.buffered) < s.claim_limit:
-            break
+    errors.extend(live.errors)
+    deferred = live.deferred
 
     err = _claim_backfills(rt, at, claimed) if todo.backfills else None
     if err:
@@ -177,12 +156,12 @@ def tick(rt: Runtime, now: datetime | None = None) -> TickReport:
         depth = _queue_depth(rt)
         sends = depth is None or depth <= s.resend_pause_depth
         resends = store.take_resends(at, s.claim_limit, timers, send=sends)
-    err = _send("re-send", dispatcher.send_runs, resends.resend)
+    err = send_logged("re-send", dispatcher.send_runs, resends.resend)
     if err:
         errors.append(err)
 
     polls = store.take_polls(at, s.claim_limit, timers) if todo.polls else []
-    err = _send("collect", dispatcher.send_collects, polls)
+    err = send_logged("collect", dispatcher.send_collects, polls)
     if err:
         errors.append(err)
 

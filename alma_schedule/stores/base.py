@@ -113,6 +113,11 @@ class Store(SystemStore, Protocol):
 
     # ------------------------------------------------------------------ the tick (system)
 
+    #: How many ``claim_due`` calls one process may usefully run at once (each its own transaction,
+    #: each locking routines the others skip): PostgreSQL its pool size, 1 where writers serialize
+    #: anyway (SQLite, memory). The tick runs at most this many batches at once (engine/claims.py).
+    claim_concurrency: int
+
     def claim_due(self, now: datetime, limit: int, decide: Decide, timers: Timers) -> ClaimBatch:
         """System, ONE transaction, a constant number of statements per batch.
 

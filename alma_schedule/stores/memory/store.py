@@ -55,6 +55,9 @@ __all__ = ["MemoryStore"]
 class MemoryStore(TickMixin, ReadsMixin, WakeMixin, RederiveMixin, BackfillsMixin, TickLogMixin, RenamedMethods):
     """The reference backend: thread-safe (one RLock), instance-scoped, exact."""
 
+    #: One lock serializes every transaction: concurrent claims would only queue (``Store.claim_concurrency``).
+    claim_concurrency = 1
+
     def __init__(self) -> None:
         self._lock = threading.RLock()
         # routine rows; schedule/definition are kept as canonical JSON text in _bodies

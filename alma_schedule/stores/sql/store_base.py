@@ -42,6 +42,9 @@ class SqlBase:
         self._url = normalize_url(url)
         self._engine = make_engine(self._url, schema=schema, pool_size=pool_size, max_overflow=max_overflow)
         self.dialect: str = self._engine.dialect.name
+        #: ``Store.claim_concurrency``: PostgreSQL claims run at once on the pool's connections (row
+        #: locks, SKIP LOCKED); SQLite has one writer (``BEGIN IMMEDIATE``).
+        self.claim_concurrency: int = max(1, pool_size) if self.dialect == "postgresql" else 1
         self.namespace = Namespace.of(schema, self.dialect)
         self._schema_ok = False
         self._schema_lock = threading.Lock()

@@ -1,0 +1,149 @@
+"""Step 1 of the tick (:mod:`.tick`): the live claims, ``claim_due`` in batches of ``claim_limit``,
+each batch's claimed fires sent right after its commit.
+
+The first batch runs alone. When it comes back full (more may be due) and the store can claim
+concurrently (``store.claim_concurrency`` above 1: PostgreSQL, whose ``FOR UPDATE SKIP LOCKED`` hands
+concurrent batches disjoint routines), the remaining batches run on up to ``tick_claim_workers``
+threads at once, each batch still ONE store transaction on its own pooled connection: while one
+batch's statements execute in the database, the next batch's rows are decided in Python. Nothing
+of the protocol moves: a batch is the same transaction as when batches run one after another, a
+fire is sent only after the commit of the batch that claimed it, every due fire is claimed by one
+batch (the row locks decide, exactly as between two tick workers), and the whole step stops at
+the first short batch or after ``tick_max_batches`` batches in all. The one difference is order:
+two batches' messages may leave in either order (nothing downstream relies on the order of fires
+of different routines; one routine's fires are never in two batches of one tick at once, as its
+row is locked by one of them). SQLite and the memory store have one writer: their batches run one
+after another (``claim_concurrency`` 1), as with ``tick_claim_workers = 1``.
+
+Sends are serialized (one lock: a broker connection is not thread-safe). A failing send is one
+``<dispatcher>`` entry in the tick's errors (the claimed rows stay claimed; re-sends recover
+them). An exception from the store (it is down) stops the other batches after their current one
+and is raised by :func:`claim_live`, as from the loop it replaces.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from alma_schedule.model import ClaimBatch, Decision, Routine, RunRecord, TickError
+
+from .runtime import Runtime
+
+log = logging.getLogger("alma_schedule.engine")
+
+__all__ = ["DISPATCHER", "Claims", "claim_live", "send_logged"]
+
+DISPATCHER = "<dispatcher>"
+
+
+def send_logged(what: str, send: Callable[[Sequence[RunRecord]], None], runs: Sequence[RunRecord]) -> TickError | None:
+    """``send(runs)``; a failure is logged and returned as the tick's ``<dispatcher>`` error."""
+    if not runs:
+        return None
+    try:
+        send(runs)
+    except Exception as exc:
+        log.error(
+            "dispatcher failed to send %d %s message(s): %s",
+            len(runs),
+            what,
+            type(exc).__name__,
+            exc_info=exc,
+        )
+        return TickError(DISPATCHER, f"{what}: {type(exc).__name__} ({len(runs)} not sent; re-sends recover them)")
+    return None
+
+
+@dataclass
+class Claims:
+    """The batches of one tick's live claims, in the order they were started, and the send errors."""
+
+    batches: list[ClaimBatch] = field(default_factory=list)
+    errors: list[TickError] = field(default_factory=list)
+
+    @property
+    def deferred(self) -> bool:
+        return any(b.deferred for b in self.batches)
+
+
+def _short(batch: ClaimBatch, limit: int) -> bool:
+    """Fewer rows than ``limit`` were due: the last batch."""
+    return len(batch.claimed) + len(batch.skipped) + len(batch.deferred) + len(batch.buffered) < limit
+
+
+def claim_live(rt: Runtime, at: datetime, decide: Callable[[Routine], Decision]) -> Claims:
+    """``claim_due`` batches until one comes back short (at most ``tick_max_batches``), each batch's
+    claims sent after its commit; concurrently past the first batch where the store allows it."""
+    store, s = rt.store, rt.settings
+    out = Claims()
+    sending = threading.Lock()
+
+    def one() -> ClaimBatch:
+        batch = store.claim_due(at, s.claim_limit, decide, rt.timers)
+        with sending:
+            err = send_logged("run", rt.dispatcher.send_runs, batch.claimed)
+            if err:
+                out.errors.append(err)
+        return batch
+
+    first = one()
+    out.batches.append(first)
+    left = s.tick_max_batches - 1
+    workers = min(s.tick_claim_workers, store.claim_concurrency, left)
+    if left <= 0 or _short(first, s.claim_limit):
+        return out
+    if workers <= 1:
+        for _ in range(left):
+            batch = one()
+            out.batches.append(batch)
+            if _short(batch, s.claim_limit):
+                break
+        return out
+    out.batches.extend(_concurrently(one, left, workers, s.claim_limit))
+    return out
+
+
+def _concurrently(one: Callable[[], ClaimBatch], left: int, workers: int, limit: int) -> list[ClaimBatch]:
+    """Up to ``left`` batches on ``workers`` threads; no batch starts after a short one returned or a
+    batch raised. The batches in the order they were started; the first exception raised."""
+    state = threading.Lock()
+    started: list[ClaimBatch | None] = []
+    failures: list[BaseException] = []
+    done = False
+
+    def work() -> None:
+        nonlocal done
+        while True:
+            with state:
+                if done or len(started) >= left:
+                    return
+                slot = len(started)
+                started.append(None)
+            try:
+                batch = one()
+            except BaseException as exc:
+                with state:
+                    failures.append(exc)
+                    done = True
+                return
+            with state:
+                started[slot] = batch
+                done = done or _short(batch, limit)
+
+    threads = [threading.Thread(target=work, name=f"alma-claim-{i}", daemon=True) for i in range(workers)]
+    for t in threads:
+        t.start()
+    try:
+        for t in threads:
+            t.join()
+    except BaseException:  # the task's soft time limit, in this thread: no batch starts after it
+        with state:
+            done = True
+        raise
+    if failures:
+        raise failures[0]
+    return [b for b in started if b is not None]
