@@ -3,10 +3,22 @@
 from __future__ import annotations
 
 import dataclasses
+import threading
 
 import pytest
 
-from alma_schedule.model import ClaimBatch, ClaimResult, Defer, Fire, NotDue, Resends, Routine, RunKey, RunRecord
+from alma_schedule.model import (
+    ClaimBatch,
+    ClaimResult,
+    Decision,
+    Defer,
+    Fire,
+    NotDue,
+    Resends,
+    Routine,
+    RunKey,
+    RunRecord,
+)
 from alma_schedule.settings import Timers
 from alma_schedule.stores.base import Store
 from alma_schedule.testing.builders import (
@@ -37,6 +49,36 @@ def _manual(store: Store, run_id: str = "manual:01", rid: str = "r1") -> ClaimRe
 
 class ClaimContract:
     # ------------------------------------------------------------------ claim_due
+
+    def test_claim_concurrency_claims_run_at_once_on_disjoint_routines(self, store: Store) -> None:
+        """``claim_concurrency`` claims can be open at once: each waits, inside its transaction (in
+        ``decide``), until all are; they lock disjoint routines and each fire is claimed once."""
+        n = store.claim_concurrency
+        assert isinstance(n, int) and n >= 1
+        for i in range(4 * n):
+            register(store, f"r{i}")
+        meet = threading.Barrier(n, timeout=20)
+        waited: set[int] = set()
+
+        def claimer(i: int) -> ClaimBatch:
+            def decide(r: Routine) -> Decision:
+                if i not in waited:
+                    waited.add(i)
+                    meet.wait()
+                decision: Decision = fire_due(r)
+                return decision
+
+            return store.claim_due(T0, 2, decide, TIMERS)
+
+        out: list[ClaimBatch] = []
+        threads = [threading.Thread(target=lambda i=i: out.append(claimer(i))) for i in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        claimed = [r.routine_id for b in out for r in b.claimed]
+        assert len(out) == n and len(claimed) == 2 * n == len(set(claimed))
+
 
     def test_claim_due_claims_and_advances_the_cursor_once(self, store: Store) -> None:
         routine = register(store)

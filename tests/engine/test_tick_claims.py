@@ -70,7 +70,7 @@ def test_two_batches_hold_their_transactions_at_once(make, clock, store) -> None
     """Each claim thread's first batch waits, inside ``claim_due``'s transaction (in ``decide``),
     for the other's: they can only both arrive if two batches are open at once; their routines
     are disjoint (SKIP LOCKED), so neither blocks the other."""
-    sched, disp = _fleet(make, store, clock)
+    sched, _ = _fleet(make, store, clock)
     meet = threading.Barrier(2, timeout=20)
     met: set[str] = set()
     inner = store.claim_due
@@ -94,7 +94,7 @@ def test_two_batches_hold_their_transactions_at_once(make, clock, store) -> None
 
 @every_store
 def test_the_batch_bound_and_one_worker_are_the_sequential_loop(make, clock, store) -> None:
-    sched, disp = _fleet(make, store, clock, tick_max_batches=4)
+    sched, _ = _fleet(make, store, clock, tick_max_batches=4)
     assert len(sched.tick().claimed) == 12  # four batches of three, then the bound, on every backend
     sched2, disp2 = _fleet(make, store, clock, tick_claim_workers=1)
     assert len(sched2.tick().claimed) == N - 12
