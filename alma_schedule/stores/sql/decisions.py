@@ -27,12 +27,23 @@ def _utc(name: str, value: Any, *, optional: bool = False) -> Any:
     return check_utc(name, value, optional=True) if optional else require_utc(name, value)
 
 
+def _is_utc(value: Any) -> bool:
+    return isinstance(value, datetime) and value.tzinfo is UTC
+
+
+def _opt_utc(value: Any) -> bool:
+    return value is None or (isinstance(value, datetime) and value.tzinfo is UTC)
+
+
 def decide_checked(decide: Callable[[Routine], Any], routine: Routine, now: datetime, timers: Timers) -> Decision:
     """``decide``'s answer, validated; anything it raises (or a bad answer) becomes a ``Defer``."""
     try:
         d = decide(routine)
         if isinstance(d, Fire):
             check_id("run_id", d.run_id)
+            if _is_utc(d.fire_at) and _is_utc(d.expires_at) and _opt_utc(d.resend_at) and _opt_utc(d.next_due_at):
+                if _opt_utc(d.due_at):
+                    return d  # already aware UTC (the usual case): no copy, no conversion
             fire_at = _utc("fire_at", d.fire_at)
             expires_at = _utc("expires_at", d.expires_at)
             resend_at = _utc("resend_at", d.resend_at, optional=True)

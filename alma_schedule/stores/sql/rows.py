@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import fields
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from alma_schedule.model import Routine, RoutineVersion, RunRecord, RunState
 from alma_schedule.stores.sql.schema import routine_versions, routines, runs
+from alma_schedule.stores.sql.types import UtcDateTime
 
 _ROUTINE_COLS = tuple(c.name for c in routines.c)
 _RUN_COLS = tuple(c.name for c in runs.c)
@@ -27,6 +28,7 @@ if _RUN_COLS != tuple(f.name for f in fields(RunRecord)):  # pragma: no cover - 
 _N_ROUTINE, _N_RUN = len(_ROUTINE_COLS), len(_RUN_COLS)
 _RUN_LISTS = (_RUN_COLS.index("reserve_ceilings"), _RUN_COLS.index("caps_crossed"))
 _RUN_AT = {name: i for i, name in enumerate(_RUN_COLS)}
+_ROUTINE_INSTANTS = tuple(i for i, c in enumerate(routines.c) if isinstance(c.type, UtcDateTime))
 
 R = TypeVar("R")
 
@@ -77,6 +79,22 @@ def planning_routine(row: Any) -> Routine:
     values[4] = dict(_schedule_items(schedule)) if isinstance(schedule, str) else _json(schedule)
     values[5] = {}
     return _routine(values)
+
+
+def planning_routines(rows: Iterable[Sequence[Any]]) -> list[Routine]:
+    """:func:`planning_routine` of rows as PostgreSQL's driver returns them (plain tuples, no
+    SQLAlchemy result processing): the same routines. Its instants come aware in the session's
+    zone (``TimeZone=UTC``: already UTC, kept as they are; any other zone is converted here)."""
+    out = []
+    for row in rows:
+        values = list(row)
+        values[4], values[5] = dict(_schedule_items(values[4])), {}
+        for i in _ROUTINE_INSTANTS:
+            at = values[i]
+            if at is not None and at.tzinfo is not UTC:
+                values[i] = at.astimezone(UTC)
+        out.append(_routine(values))
+    return out
 
 
 def routine_after_run(row: Any) -> Routine:

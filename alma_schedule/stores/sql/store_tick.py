@@ -71,6 +71,7 @@ from alma_schedule.stores.sql.rows import (
     new_record,
     new_run,
     planning_routine,
+    planning_routines,
     record_with,
     routine_from_row,
     run_from_row,
@@ -90,7 +91,7 @@ class TickMixin(BufferedMixin):
         transaction held them (:meth:`_claim_held`)."""
         now, limit = claim_due_args(now, limit, decide, timers)
         with self._tx() as conn:
-            due = [planning_routine(r) for r in conn.execute(*q.select_due(now, limit, lock=True, planning=True)).all()]
+            due = self._planning(conn, *q.select_due(now, limit, lock=True, planning=True))
             batch = self._claim_locked(conn, due, now, decide, timers)
         if len(due) < limit and self.dialect == "postgresql":
             decided = [(r.org, r.uid, r.routine_id) for r in due]
@@ -120,11 +121,28 @@ class TickMixin(BufferedMixin):
             with self._tx() as conn:
                 conn.execute(q.HELD_LOCK_WAIT)
                 stmt = q.select_due(now, limit, lock=True, wait=True, besides=decided, planning=True)
-                due = [planning_routine(r) for r in conn.execute(*stmt).all()]
+                due = self._planning(conn, *stmt)
                 return self._claim_locked(conn, due, now, decide, timers)
         except StoreConflict as exc:  # lock_timeout (or a deadlock victim): nothing was written
             log.warning("claim of due routines held by another transaction deferred to the next tick: %s", exc)
             return None
+
+    def _planning(self, conn: Any, stmt: Any, params: Any) -> list[Routine]:
+        """The routines of ``select_due(planning=True)`` (:func:`planning_routine`)."""
+        if self.dialect != "postgresql":
+            return [planning_routine(r) for r in conn.execute(stmt, params).all()]
+        return planning_routines(self._driver_rows(conn, stmt, params))
+
+    @staticmethod
+    def _driver_rows(conn: Any, stmt: Any, params: Any) -> Any:
+        """PostgreSQL: the rows of ``stmt`` as the driver's plain tuples. SQLAlchemy executes it (the
+        schema, the listeners, its error mapping); only its result machinery (a ``Row`` per row,
+        result processors) is skipped: thousands of rows per batch, converted by the caller."""
+        result = conn.execute(stmt, params)
+        try:
+            return result.cursor.fetchall()
+        finally:
+            result.close()
 
     def _claim_locked(
         self, conn: Any, due: list[Routine], now: datetime, decide: Callable[[Routine], Any], timers: Timers
@@ -137,6 +155,10 @@ class TickMixin(BufferedMixin):
         deferred: list[Deferral] = []
         for routine in due:
             dec = decide_checked(decide, routine, now, timers)
+            if isinstance(dec, Fire):
+                if routine.last_fire is None or routine.last_fire < dec.fire_at:
+                    fires.append((routine, dec))
+                continue
             rk = {"org": routine.org, "uid": routine.uid, "routine_id": routine.routine_id}
             if isinstance(dec, Defer):
                 error = clean_error(dec.error)
@@ -153,20 +175,8 @@ class TickMixin(BufferedMixin):
                 )
             elif isinstance(dec, NotDue):
                 not_due.append({**rk, "next_due_at": dec.next_due_at})
-            elif routine.last_fire is None or routine.last_fire < dec.fire_at:
-                fires.append((routine, dec))
         if fires:
-            rows = [
-                {
-                    "org": r.org,
-                    "uid": r.uid,
-                    "routine_id": r.routine_id,
-                    "fire": f.fire_at,
-                    "next_due_at": f.next_due_at,
-                }
-                for r, f in fires
-            ]
-            conn.execute(*q.advance_cursors(d, rows, now))
+            conn.execute(*q.advance_cursors(d, fires, now))
         if not_due:
             conn.execute(*q.move_due(d, not_due, now))
         if defers:
@@ -179,9 +189,9 @@ class TickMixin(BufferedMixin):
     ) -> tuple[list[RunRecord], list[RunRecord], list[RunRecord]]:
         """Steps 4-6: make room (supersede; replace buffered rows), insert, record the blocked."""
         d = self.dialect
-        claims = [(r, f) for r, f in fires if not f.missed]
-        live = [(r.org, r.uid, r.routine_id, f.run_id) for r, f in claims]
-        latest = [key for key, (_, f) in zip(live, claims, strict=True) if f.buffer]
+        keys = [(r.org, r.uid, r.routine_id, f.run_id) for r, f in fires]  # each fire's run key
+        live = [key for key, (_, f) in zip(keys, fires, strict=True) if not f.missed]
+        latest = [key for key, (_, f) in zip(keys, fires, strict=True) if f.buffer and not f.missed]
         if latest and d == "postgresql":  # the runs a buffered fire would wait behind: held to the commit
             conn.execute(*q.lock_open_runs([k[:3] for k in latest]))
         replaced = self._replace_buffered(conn, latest, now) if latest else []
@@ -192,35 +202,36 @@ class TickMixin(BufferedMixin):
                 rec = run_from_row(row)
                 superseded[(rec.org, rec.uid, rec.routine_id)] = rec
         missed_state, missed_reason = supersession.MISSED
+        claimed_state, resend_first = RunState.CLAIMED, now + timers.resend_first
         records = [
             new_record(
-                (r.org, r.uid, r.routine_id),
+                key[:3],
                 f.run_id,
-                state=missed_state if f.missed else RunState.CLAIMED,
+                state=missed_state if f.missed else claimed_state,
                 reason=missed_reason if f.missed else None,
                 origin="schedule",
                 config_revision=r.config_revision,
                 fire_at=f.fire_at,
                 now=now,
                 expires_at=f.expires_at,
-                resend_at=None if f.missed else (f.resend_at or now + timers.resend_first),
+                resend_at=None if f.missed else (f.resend_at or resend_first),
                 due_at=f.due_at,
             )
-            for r, f in fires
+            for key, (r, f) in zip(keys, fires, strict=True)
         ]
-        by_key = {(x.org, x.uid, x.routine_id, x.run_id): x for x in records}
+        by_key = dict(zip(keys, records, strict=True))
         inserted = self._insert(conn, records, by_key)
         # A claim not inserted lost to the routine's non-terminal run, or is a duplicate (its run key
         # exists): the blocked one is recorded skipped(overlap), or buffered (overlap latest: it
         # waits, with its claim's resend_at); the duplicate's second insert conflicts on the key too.
         overlap_state, overlap_reason = supersession.OVERLAP
-        buffering = {(r.org, r.uid, r.routine_id, f.run_id) for r, f in fires if f.buffer}
+        buffering = {key for key, (_, f) in zip(keys, fires, strict=True) if f.buffer}
         lost = [
             record_with(rec, state=overlap.BUFFER_STATE)
             if key in buffering
             else record_with(rec, state=overlap_state, reason=overlap_reason, resend_at=None, finished_at=now)
             for key, rec in by_key.items()
-            if key not in inserted and rec.state == RunState.CLAIMED
+            if key not in inserted and rec.state == claimed_state
         ]
         if lost:
             inserted.update(self._insert(conn, lost, {(x.org, x.uid, x.routine_id, x.run_id): x for x in lost}))
@@ -228,24 +239,21 @@ class TickMixin(BufferedMixin):
         claimed: list[RunRecord] = []
         skipped: list[RunRecord] = list(replaced)
         buffered: list[RunRecord] = []
-        for r, f in fires:
-            made = inserted.get((r.org, r.uid, r.routine_id, f.run_id))
+        counted: list[dict[str, Any]] = []
+        for key, (r, f) in zip(keys, fires, strict=True):
+            made = inserted.get(key)
             if made is None:  # a duplicate: no row, and (guarded in SQL) nothing superseded or replaced
                 continue
-            gone = superseded.get((r.org, r.uid, r.routine_id))
-            if gone is not None:
-                skipped.append(gone)
-            if made.state == RunState.BUFFERED:
-                buffered.append(made)
+            if superseded:
+                gone = superseded.get(key[:3])
+                if gone is not None:
+                    skipped.append(gone)
+            if made.state == claimed_state:
+                claimed.append(made)
+                if f.max_runs is not None:
+                    counted.append({"org": r.org, "uid": r.uid, "routine_id": r.routine_id, "max_runs": f.max_runs})
             else:
-                (claimed if made.state == RunState.CLAIMED else skipped).append(made)
-        counted = [
-            {"org": r.org, "uid": r.uid, "routine_id": r.routine_id, "max_runs": f.max_runs}
-            for r, f in fires
-            if f.max_runs is not None
-            and (made := inserted.get((r.org, r.uid, r.routine_id, f.run_id))) is not None
-            and made.state == RunState.CLAIMED
-        ]
+                (buffered if made.state == RunState.BUFFERED else skipped).append(made)
         if counted:  # max_runs: no statement at all for a batch without limited routines
             conn.execute(*q.count_claims(d, counted, now))
         return claimed, skipped, buffered
@@ -254,8 +262,12 @@ class TickMixin(BufferedMixin):
         """Insert these records (``ON CONFLICT DO NOTHING``): the ones inserted, by run key."""
         done: dict[Any, RunRecord] = {}
         for chunk in self._chunks(records):
-            for key in conn.execute(*q.insert_records(self.dialect, chunk)).all():
-                done[tuple(key)] = by_key[tuple(key)]
+            stmt, params = q.insert_records(self.dialect, chunk)
+            if self.dialect == "postgresql":
+                done.update((key, by_key[key]) for key in self._driver_rows(conn, stmt, params))
+            else:
+                for key in conn.execute(stmt, params).all():
+                    done[tuple(key)] = by_key[tuple(key)]
         return done
 
     def _check_duplicates(self, conn: Any, keys: list[tuple[str, str, str, str]]) -> None:

@@ -11,6 +11,7 @@ tick probe reads too.
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -19,7 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql as pg
 from sqlalchemy.sql import ColumnElement
 
-from alma_schedule.model import RunRecord
+from alma_schedule.model import Fire, Routine, RunRecord
 from alma_schedule.policies import backoff, limits, supersession
 from alma_schedule.stores.sql.queries.common import (
     _KEY_COLS,
@@ -183,21 +184,45 @@ def _batch_params(
     return [{**{f"{name}_{f}": r[f] for f in names}, **bound} for r in rows]
 
 
+#: PostgreSQL arrays of instants a claim already checked aware UTC (``decide_checked``, ``claim_due``'s
+#: ``now``): ``timestamptz`` without :class:`UtcDateTime`'s per-element bind check (the same SQL,
+#: the same cast). SQLite keeps :class:`UtcDateTime`: it stores them as naive UTC text.
+_CHECKED_INSTANT = sa.DateTime(timezone=True)
+
+
+def _instant(dialect: str) -> sa.types.TypeEngine[Any]:
+    return _CHECKED_INSTANT if dialect == "postgresql" else UtcDateTime()
+
+
 @functools.lru_cache(maxsize=4)
 def _advance(dialect: str) -> Any:
     return _update_stmt(
         dialect,
         "a",
-        [("fire", UtcDateTime()), ("next_due_at", UtcDateTime())],
+        [("fire", _instant(dialect)), ("next_due_at", _instant(dialect))],
         {"last_fire": "fire", "next_due_at": "next_due_at"},
         {**backoff.CLEAR.fields(), "updated_at": _NOW},
         guard=lambda k: sa.or_(routines.c.last_fire.is_(None), routines.c.last_fire < k["fire"]),
     )
 
 
-def advance_cursors(dialect: str, rows: Sequence[Mapping[str, Any]], now: datetime) -> tuple[Any, Params]:
-    """Move each cursor to its fire (only forward: ``last_fire < fire``) and set ``next_due_at``."""
-    return _advance(dialect), _batch_params(dialect, "a", ("fire", "next_due_at"), rows, now)
+def advance_cursors(dialect: str, fires: Sequence[tuple[Routine, Fire]], now: datetime) -> tuple[Any, Params]:
+    """Move each cursor to its fire (only forward: ``last_fire < fire``) and set ``next_due_at``.
+    PostgreSQL: the arrays read straight from the fires (no mapping per fire)."""
+    if dialect != "postgresql":
+        rows = [
+            {"org": r.org, "uid": r.uid, "routine_id": r.routine_id, "fire": f.fire_at, "next_due_at": f.next_due_at}
+            for r, f in fires
+        ]
+        return _advance(dialect), _batch_params(dialect, "a", ("fire", "next_due_at"), rows, now)
+    return _advance(dialect), {
+        "a_org": [r.org for r, _ in fires],
+        "a_uid": [r.uid for r, _ in fires],
+        "a_routine_id": [r.routine_id for r, _ in fires],
+        "a_fire": [f.fire_at for _, f in fires],
+        "a_next_due_at": [f.next_due_at for _, f in fires],
+        "c_now": now,
+    }
 
 
 @functools.lru_cache(maxsize=4)
@@ -283,15 +308,22 @@ FIRE_VARYING: tuple[tuple[str, sa.types.TypeEngine[Any]], ...] = (
 )
 
 
+_VARYING_NAMES = tuple(name for name, _ in FIRE_VARYING)
+#: A record's :data:`FIRE_VARYING` values, in one call (the columns are then one transposition).
+_varying_of = operator.attrgetter(*_VARYING_NAMES)
+
+
 @functools.lru_cache(maxsize=8)
 def _insert_each(dialect: str) -> Any:
     return _insert(dialect, runs).on_conflict_do_nothing().returning(*_PK)
 
 
 @functools.lru_cache(maxsize=256)
-def _insert_unnest(varying: frozenset[str]) -> Any:
-    """The INSERT ... SELECT FROM unnest of one set of varying columns (the others bound once)."""
-    u = _unnest("i", [(name, typ) for name, typ in FIRE_VARYING if name in varying])
+def _insert_unnest(varying: frozenset[str], checked: bool) -> Any:
+    """The INSERT ... SELECT FROM unnest of one set of varying columns (the others bound once);
+    ``checked``: the arrays of instants hold checked aware UTC values (see :data:`_CHECKED_INSTANT`)."""
+    arrays = [(n, _CHECKED_INSTANT if checked and isinstance(t, UtcDateTime) else t) for n, t in FIRE_VARYING]
+    u = _unnest("i", [(name, typ) for name, typ in arrays if name in varying])
     values = [
         u.c[c.name] if c.name in varying else sa.cast(sa.bindparam(f"i_{c.name}", type_=c.type), c.type) for c in runs.c
     ]
@@ -299,11 +331,13 @@ def _insert_unnest(varying: frozenset[str]) -> Any:
     return stmt.returning(*_PK)
 
 
-def _unnest_insert(columns: Mapping[str, list[Any]], first: Mapping[str, Any]) -> tuple[Any, Params]:
+def _unnest_insert(
+    columns: Mapping[str, Sequence[Any]], first: Mapping[str, Any], checked: bool = False
+) -> tuple[Any, Params]:
     # Columns with one value in every row are bound once; the others travel as arrays.
-    varying = frozenset(n for n, _ in FIRE_VARYING if any(v != columns[n][0] for v in columns[n]))
+    varying = frozenset(n for n, _ in FIRE_VARYING if columns[n].count(columns[n][0]) != len(columns[n]))
     params = {f"i_{c.name}": first[c.name] for c in runs.c if c.name not in varying}
-    return _insert_unnest(varying), {**params, **{f"i_{n}": columns[n] for n in varying}}
+    return _insert_unnest(varying, checked), {**params, **{f"i_{n}": columns[n] for n in varying}}
 
 
 def insert_runs(dialect: str, rows: Sequence[Mapping[str, Any]]) -> tuple[Any, Params]:
@@ -318,11 +352,12 @@ def insert_runs(dialect: str, rows: Sequence[Mapping[str, Any]]) -> tuple[Any, P
 
 
 def insert_records(dialect: str, recs: Sequence[RunRecord]) -> tuple[Any, Params]:
-    """:func:`insert_runs` of run records (read by attribute: no mapping per row)."""
+    """:func:`insert_runs` of the run records ``claim_due`` made (read by attribute: no mapping per
+    row; their instants are checked aware UTC: :data:`_CHECKED_INSTANT`)."""
     if dialect != "postgresql":
         return insert_runs(dialect, [record_values(r) for r in recs])
-    columns = {name: [getattr(r, name) for r in recs] for name, _ in FIRE_VARYING}
-    return _unnest_insert(columns, record_values(recs[0]))
+    columns = dict(zip(_VARYING_NAMES, (list(c) for c in zip(*map(_varying_of, recs), strict=True)), strict=True))
+    return _unnest_insert(columns, record_values(recs[0]), checked=True)
 
 
 def existing_runs(dialect: str, keys: Sequence[tuple[str, str, str, str]]) -> tuple[Any, Params]:
