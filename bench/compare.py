@@ -28,6 +28,11 @@ slow incumbent's cell may show fewer repetitions (said in the cell). What one ti
   ``INSERT`` of the run rows, one ``UPDATE`` of the cursors) on two minimal tables, then one
   pipelined ``LPUSH`` of Celery-shaped messages.
 
+Every system's Celery app publishes a ``task-sent`` event with each task message (Flower sees the
+sends): our default (``task_events``) and ``task_send_sent_event`` on each incumbent's app, so that
+each system does the same broker work; ``--task-events off`` turns it off on every side (the results
+file says which). The floor sends no event.
+
 Then growth in N at fixed due counts (``bench/compare_growth.py``: ours, RedBeat and the floor at
 due 0 / 100 / 1,000 for N 1,000 / 10,000 / 100,000; ``--quick``: due 0 / 10 / 100 for N 1,000 /
 10,000).
@@ -162,6 +167,12 @@ def markdown(result: dict[str, Any]) -> str:
         "Versions: " + ", ".join(f"{k} {val}" for k, val in v.items()) + ".",
         "",
         "Each cell: median (min-max) of interleaved repetitions, ms; ratios pair by pair.",
+        "Task-sent events: "
+        + (
+            "on for every system (our default `task_events`; `task_send_sent_event` on the incumbents' apps)."
+            if result.get("task_events", True)
+            else "off for every system (`--task-events off`)."
+        ),
     ]
     if result["cells"]:
         lines += [
@@ -220,7 +231,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(HERE / "results"))
     ap.add_argument("--scale", default="", help="the scale section's sizes (bench/scale.py), e.g. 100000,1000000")
     ap.add_argument("--scale-only", action="store_true", help="only the scale section")
+    ap.add_argument(
+        "--task-events", choices=("on", "off"), default="on",
+        help="task-sent events with every message, on every system's app (default on: our default)",
+    )  # fmt: skip
     args = ap.parse_args(argv)
+    systems.TASK_EVENTS = args.task_events == "on"
     default = [1_000, 10_000] if args.quick else [1_000, 10_000, 100_000]
     sizes = [int(s) for s in args.sizes.split(",") if s] or default
     reps = args.reps or (3 if args.quick else 7)
@@ -247,10 +263,11 @@ def main(argv: list[str] | None = None) -> int:
     command = "scripts/bench" + (" --quick" if args.quick else "") + (f" --sizes {args.sizes}" if args.sizes else "")
     command += (f" --scale {args.scale}" if args.scale else "") + (" --scale-only" if args.scale_only else "")
     command += f" --reps {args.reps}" if args.reps else ""
+    command += " --task-events off" if not systems.TASK_EVENTS else ""
     result = {
         "date": date, "command": command, "machine": machine(), "versions": versions(), "cells": cells,
         "growth": grown, "round_trips": trips, "idle_worker": idle_worker, "e2e": end_to_end,
-        "seconds": round(time.perf_counter() - started, 1),
+        "seconds": round(time.perf_counter() - started, 1), "task_events": systems.TASK_EVENTS,
     }  # fmt: skip
     if args.scale:
         import scale
@@ -260,6 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = date + ("-quick" if args.quick else "") + ("-scale" if args.scale_only else "")
+    stem += "" if systems.TASK_EVENTS else "-events-off"
     (out / f"{stem}.json").write_text(json.dumps(result, indent=1) + "\n")
     (out / f"{stem}.md").write_text(markdown(result))
     print(markdown(result))

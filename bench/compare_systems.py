@@ -14,6 +14,12 @@ import workload
 
 NOW_WALL = datetime.now(UTC).replace(microsecond=0)
 
+#: Whether every system's Celery app publishes a ``task-sent`` event with each task message (Flower
+#: sees the sends): alma-schedule's default (the ``task_events`` setting) and the same Celery setting,
+#: ``task_send_sent_event``, on every incumbent's app, so that each system does the same broker work.
+#: ``scripts/bench --task-events off`` turns it off on every side (set by ``compare.py``).
+TASK_EVENTS = True
+
 
 def published(r: redis.Redis) -> int:
     """Messages waiting in the bench Redis's Celery queues (each list that is not a kombu binding)."""
@@ -67,7 +73,8 @@ class Alma(System):
         bt.load(self.dsn, self.n, self.due)
         self.policies = workload.apply_policies(self.dsn, bt.T)  # 10 % of the routines
         settings = Settings(
-            clock=lambda: bt.NOW, database_url=url, broker_url=self.redis_url, result_backend=self.redis_url
+            clock=lambda: bt.NOW, database_url=url, broker_url=self.redis_url, result_backend=self.redis_url,
+            task_events=TASK_EVENTS,
         )
         registry = KindRegistry(
             settings, builtins=False, use_entry_points=False,
@@ -193,6 +200,7 @@ def _incumbent_app(redis_url: str) -> Any:
 
     app = Celery("bench", broker=redis_url)
     app.conf.broker_connection_retry_on_startup = True
+    app.conf.task_send_sent_event = TASK_EVENTS  # as ours (see TASK_EVENTS)
     return app
 
 

@@ -21,8 +21,8 @@
 3. ``take_polls`` -> one collect message per submitted run (key = ``collect_run_id``);
 4. maintenance: expired result text erased, a few tombstoned routines purged, then
    ``record_tick``: the heartbeat (with the wake-up hint ``next_wake_at``) and the tick's minute
-   in the tick log (its claims and their lag p50/p95; minutes older than 7 days pruned): the
-   dashboard's clock, ONE statement on PostgreSQL (both or neither: a failure is one
+   in the tick log (its claims and their lag p50/p95; minutes older than 7 days pruned, at most
+   1,000 a tick): the dashboard's clock, ONE statement on PostgreSQL (both or neither: a failure is one
    ``heartbeat`` entry in ``errors``). An idle tick is the probe and that statement: two
    autocommit statements on PostgreSQL, nothing sent to the broker;
 5. ``blocked`` and the routines that cannot be planned (``errors``: at most ``ERRORING_LIMIT`` of

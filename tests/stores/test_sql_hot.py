@@ -1,11 +1,12 @@
-"""PostgreSQL: the run side's two per-fire statements and the tick probe are the only prepared ones,
-their generic plans read by key (the probe's: index probes, ``tests/stores/test_sql_explain.py``),
+"""PostgreSQL: the run side's two per-fire statements, the tick probe and the end of a tick
+(``record_tick``) are the only prepared ones, their generic plans read by key (the probe's: index
+probes, ``tests/stores/test_sql_explain.py``; the end of a tick's: below),
 and their driver errors map like SQLAlchemy's (:mod:`alma_schedule.stores.sql.hot`).
 
 * A store connection that has registered, claimed, started and finished 20 runs and probed a tick
-  holds exactly three named statements (the probe, the start CAS and the finish), the two per-fire
-  ones run on their cached generic plan: every other statement was sent unnamed (planned for its
-  parameters at each execution).
+  holds exactly four named statements (the probe, the start CAS, the finish and the end of a tick),
+  the per-fire ones and the end of a tick run on their cached generic plan: every other statement
+  was sent unnamed (planned for its parameters at each execution).
 * Over a loaded, ANALYZEd ledger, the generic plan of each (PREPAREd under ``force_generic_plan``,
   EXPLAINed) is node for node the plan PostgreSQL makes for the parameters of a real run
   (``force_custom_plan``), and reads ``routines`` and ``runs`` through indexes only.
@@ -30,6 +31,7 @@ from alma_schedule.policies.streak import StreakEffect
 from alma_schedule.stores.sql import hot
 from alma_schedule.stores.sql import queries as q
 from alma_schedule.stores.sql.errors import mapped_errors
+from alma_schedule.stores.sql.queries import ticklog
 from alma_schedule.testing.builders import SECOND, T0, TIMERS, claim, register
 from tests.stores.sql_load import copy_routines, copy_runs, history_rows, open_rows
 from tests.stores.sql_support import explain_plan, libpq_url, opened, pg_admin, pg_database
@@ -65,12 +67,16 @@ def test_only_the_start_and_the_finish_are_prepared_and_they_reuse_a_generic_pla
             assert store.start(run.key, now=T0 + SECOND, owner=f"req-{i}", in_window=True).won
             assert store.finish(run.key, RunResult.completed(), now=T0 + 2 * SECOND, timers=TIMERS).won
             store.probe_tick(T0 + 3 * SECOND, TIMERS.run_time_limit)
+            store.record_tick(T0 + 3 * SECOND, 1, 0.25, 1.5)
         with store.engine.connect() as conn:
             prepared = _prepared(conn)
-    # the tick probe, the start CAS, the finish
-    assert [s.split()[0] for s, _, _ in prepared] == ["SELECT", "UPDATE", "WITH"], prepared
-    assert "LIMIT" in prepared[0][0] and "state='running'" in prepared[1][0] and "RETURNING" in prepared[2][0]
-    for _statement, generic, custom in prepared[1:]:
+    # the tick probe, the start CAS, the finish, the end of a tick (heartbeat and tick log)
+    assert sorted(s.split()[0] for s, _, _ in prepared) == ["SELECT", "UPDATE", "WITH", "WITH"], prepared
+    ends = [p for p in prepared if "INSERT INTO alma.heartbeat" in p[0]]
+    probe, start, finish = (p for p in prepared if p not in ends)
+    assert len(ends) == 1 and "tick_log" in ends[0][0]
+    assert "LIMIT" in probe[0] and "state='running'" in start[0] and "RETURNING" in finish[0]
+    for _statement, generic, custom in (start, finish, ends[0]):
         assert custom == 5 and generic == 15  # PostgreSQL's five custom plans, then the cached generic one
 
 
@@ -131,6 +137,44 @@ def test_their_generic_plan_is_the_plan_made_for_the_parameters(loaded: str, nam
     assert not {"routines", "runs"} & set(seq), f"{name}: sequential scan of {seq}\n{json.dumps(generic)}"
     on_runs = {n["Index Name"] for n in nodes if "Index Name" in n and n.get("Relation Name") == "runs"}
     assert on_runs, name
+
+
+def test_the_end_of_a_tick_reads_by_key_and_index_in_its_generic_plan(loaded: str) -> None:
+    """``record_tick`` over a tick log of more than its 7 days (and the loaded ledger): the generic
+    plan prunes through the log's primary key and computes the hint through indexes, never a
+    sequential scan of ``tick_log``, ``routines`` or ``runs``."""
+    with psycopg.connect(loaded, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO tick_log (minute, ticks, claimed) SELECT %s - i * interval '1 minute', 1, 0"
+            " FROM generate_series(1, 12000) AS i ON CONFLICT DO NOTHING",
+            (T0,),
+        )
+        conn.execute("ANALYZE tick_log")
+    rendered = hot.rendered(ticklog.record_tick("postgresql")[0], "alma")
+    args = rendered.args(ticklog.record_tick_params(T0, 3, 0.5, 2.0))
+    nodes = list(_nodes(explain_plan(loaded, rendered.sql, args)))
+    seq = [n.get("Relation Name") for n in nodes if n["Node Type"] == "Seq Scan"]
+    assert not seq, f"sequential scan of {seq}"
+    used = {n["Index Name"] for n in nodes if "Index Name" in n}
+    assert {"tick_log_pkey", "ix_routines_due", "ix_runs_resend", "ix_runs_poll"} <= used, used
+
+
+def test_the_end_of_a_tick_prunes_at_most_its_limit_a_tick(url: str) -> None:
+    """A log left far behind (its clock stood still): each tick prunes the oldest ``PRUNE_LIMIT``
+    minutes older than 7 days, the newest kept, until none is left."""
+    with opened(url) as store:
+        with store.engine.begin() as conn:
+            conn.exec_driver_sql("DELETE FROM alma.tick_log")
+            conn.exec_driver_sql(
+                "INSERT INTO alma.tick_log (minute, ticks, claimed) SELECT %(t)s - interval '8 days'"
+                " - i * interval '1 minute', 1, 0 FROM generate_series(0, %(n)s - 1) AS i",
+                {"t": T0, "n": ticklog.PRUNE_LIMIT + 5},
+            )
+        store.record_tick(T0, 0, None, None)
+        minutes = [m.minute for m in store.tick_log(limit=ticklog.PRUNE_LIMIT + 10)]
+        assert minutes[0] == T0 and len(minutes) == 1 + 5  # this tick's minute and the 5 newest old ones
+        store.record_tick(T0, 0, None, None)
+        assert [m.minute for m in store.tick_log(limit=10)] == [T0]
 
 
 def test_a_backend_terminated_under_the_statement_is_unavailable(url: str) -> None:

@@ -1,5 +1,6 @@
-"""The run side's two per-fire statements (the start CAS, the one-statement finish) and the tick probe
-on PostgreSQL, sent on the pooled driver connection as NAMED prepared statements.
+"""The run side's two per-fire statements (the start CAS, the one-statement finish), the tick probe and
+the end of a tick (``record_tick``) on PostgreSQL, sent on the pooled driver connection as NAMED
+prepared statements.
 
 Why: a packed ``run_many`` message runs each of its fires through these two statements, and through
 SQLAlchemy's execution each paid, per call, in this process: the schema-name translation of its
@@ -27,7 +28,11 @@ array and no range whose size a generic plan would have to guess (``tests/stores
 EXPLAINs both generic plans and checks that these, and only these, are prepared). The tick probe
 (``store.probe_tick``, every tick) is prepared too: each of its arms is an ordered ``LIMIT 1``
 probe of a partial index, the plan its generic form is built for whatever the statistics
-(``tests/stores/test_sql_explain.py``); planning it per execution cost more than running it.
+(``tests/stores/test_sql_explain.py``); planning it per execution cost more than running it. So is
+the end of a tick (``store.record_tick``, every tick): every row it writes is found by key (the
+heartbeat's, the minute's, the pruned minutes' through an ordered ``LIMIT`` scan of the tick log's
+key) and each part of its wake-up hint is a ``min`` over a partial index
+(``tests/stores/test_sql_hot.py`` EXPLAINs its generic plan).
 
 Errors leave as SQLAlchemy's would (:func:`one_row` wraps a driver error in SQLAlchemy's
 ``DBAPIError``, invalidating the connection on a disconnect), so the store's error boundary maps them
@@ -88,9 +93,13 @@ def _text(value: object) -> str:
         return "true" if value else "false"
     if isinstance(value, int):
         return str(value)
+    if isinstance(value, float):
+        return repr(value)
     if isinstance(value, datetime):
         return value.isoformat()
-    raise TypeError(f"a hot statement takes text, integer, boolean and datetime values, not {type(value).__name__}")
+    raise TypeError(
+        f"a hot statement takes text, integer, float, boolean and datetime values, not {type(value).__name__}"
+    )
 
 
 @functools.lru_cache(maxsize=64)
@@ -101,7 +110,7 @@ def rendered(stmt: Any, schema: str) -> Rendered:
     if "__[POSTCOMPILE_" in compiled.string:  # an expanding IN: its text depends on the values
         raise ValueError("a hot statement cannot take an expanding (list) parameter")
     names = tuple(compiled.positiontup or ())
-    untyped = [n for i, n in enumerate(names, 1) if not re.search(rf"\${i}::", sql)]
+    untyped = [n for i, n in enumerate(names, 1) if not re.search(rf"\${i}::|CAST\(\${i} AS ", sql)]
     if untyped:
         raise ValueError(f"the parameters {untyped} of a hot statement carry no cast")
     processors = tuple(compiled.binds[n].type.bind_processor(_DIALECT) for n in names)

@@ -21,9 +21,10 @@ batch size (cost O(due), never O(routines); statements in :mod:`.queries.claim`,
    claims in ``schedule_claims`` and clearing ``next_due_at`` of the routines it finishes
    (:mod:`alma_schedule.policies.limits`).
 
-On PostgreSQL a SHORT batch is followed by the claim of the due rows it skipped because another
-transaction held them (``_claim_held``): a fire whose only tick in its window met its routine's row
-held for a moment (its previous run finishing) is not lost.
+On PostgreSQL a SHORT batch ends, before its commit, with one unlocked EXISTS of the due rows it
+did not decide; only when there are some, it is followed by the claim of the rows it skipped because
+another transaction held them (``_claim_held``): a fire whose only tick in its window met its
+routine's row held for a moment (its previous run finishing) is not lost.
 
 Only when the batch holds fires of ``latest`` routines, two more statements before step 4: on
 PostgreSQL one locks their open runs (a fire buffered behind a run must not see that run end
@@ -90,11 +91,15 @@ class TickMixin(BufferedMixin):
         PostgreSQL a short batch is followed by the claim of the due rows it skipped while another
         transaction held them (:meth:`_claim_held`)."""
         now, limit = claim_due_args(now, limit, decide, timers)
+        decided: list[RKey] = []
+        held_due = False
         with self._tx() as conn:
             due = self._planning(conn, *q.select_due(now, limit, lock=True, planning=True))
             batch = self._claim_locked(conn, due, now, decide, timers)
-        if len(due) < limit and self.dialect == "postgresql":
-            decided = [(r.org, r.uid, r.routine_id) for r in due]
+            if len(due) < limit and self.dialect == "postgresql":  # the held rows' EXISTS, before the commit
+                decided = [(r.org, r.uid, r.routine_id) for r in due]
+                held_due = bool(conn.execute(*q.due_exists(now, decided)).scalar())
+        if held_due:
             held = self._claim_held(now, limit - len(due), decide, timers, decided)
             if held is not None:
                 batch = ClaimBatch(
@@ -110,13 +115,12 @@ class TickMixin(BufferedMixin):
     ) -> ClaimBatch | None:
         """The due rows a short batch skipped while another transaction held them (a finishing run,
         a registration, another tick), never one it ``decided`` (a catching-up routine may still be
-        due after its fire: the next batch's, as before): one unlocked EXISTS, and only then ONE
-        transaction that WAITS for them (in the due order, at most ``HELD_LOCK_WAIT``) and claims
-        them; a row another tick claimed meanwhile is re-checked and no longer due. A longer hold is
-        left to the next tick (logged)."""
-        with self._tx(read=True) as conn:
-            if not conn.execute(*q.due_exists(now, decided)).scalar():
-                return None
+        due after its fire: the next batch's, as before). Called only when the short batch's own
+        transaction, after its claims and before its commit, found such a row with one unlocked
+        EXISTS (its rows are excluded by key, and the others are read as committed, as after the
+        commit: one statement, no transaction of its own); then ONE transaction that WAITS for them
+        (in the due order, at most ``HELD_LOCK_WAIT``) and claims them; a row another tick claimed
+        meanwhile is re-checked and no longer due. A longer hold is left to the next tick (logged)."""
         try:
             with self._tx() as conn:
                 conn.execute(q.HELD_LOCK_WAIT)

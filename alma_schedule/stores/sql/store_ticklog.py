@@ -5,10 +5,11 @@ hint) and the tick's minute, ONE statement on PostgreSQL (built once, :func:`.qu
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 
 from alma_schedule.model import TickMinute
 from alma_schedule.stores.backfill_args import log_tick_args
+from alma_schedule.stores.sql import hot
 from alma_schedule.stores.sql import queries as q
 from alma_schedule.stores.sql.queries import ticklog
 from alma_schedule.stores.sql.store_base import SqlBase
@@ -26,9 +27,13 @@ class TickLogMixin(SqlBase):
     def record_tick(self, now: datetime, claimed: int, lag_p50: float | None, lag_p95: float | None) -> datetime | None:
         now, claimed, lag_p50, lag_p95 = log_tick_args(now, claimed, lag_p50, lag_p95)
         params = ticklog.record_tick_params(now, claimed, lag_p50, lag_p95)
-        # PostgreSQL: ONE statement (autocommit); SQLite: its three statements in one transaction
+        # PostgreSQL: ONE prepared statement (autocommit, .hot); SQLite: its three in one transaction
         with self._tx(single=self.dialect == "postgresql") as conn:
             first, *rest = ticklog.record_tick(self.dialect)
+            if self.dialect == "postgresql":
+                row = hot.one_row(conn, first, self.schema, params)
+                at: datetime | None = row[0] if row is not None else None
+                return at if at is None or at.tzinfo is UTC else at.astimezone(UTC)
             hint: datetime | None = conn.execute(first, params).scalar()
             for stmt in rest:
                 conn.execute(stmt, params)

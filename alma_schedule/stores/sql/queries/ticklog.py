@@ -72,21 +72,41 @@ def log_tick_minute(dialect: str, now: datetime, claimed: int, p50: float | None
     return [upsert, prune]
 
 
+#: The most minutes older than the log keeps that one tick prunes (:func:`record_tick`): one a
+#: minute in a steady log; a log whose clock stood still for longer catches up over the next ticks.
+PRUNE_LIMIT = 1000
+
+
+def _prune_oldest(dialect: str, oldest: Any) -> Any:
+    """Delete the oldest minutes before ``oldest``, at most :data:`PRUNE_LIMIT`, by primary key: on
+    PostgreSQL ``= ANY(ARRAY(...))`` of an ordered ``LIMIT`` scan of the key, the plan a generic
+    (prepared) plan keeps whatever the log's size (a bare ``minute < $n`` is estimated at a third of
+    the log and may be planned as a sequential scan)."""
+    old = sa.select(tick_log.c.minute).where(tick_log.c.minute < oldest).order_by(tick_log.c.minute)
+    old = old.limit(PRUNE_LIMIT)
+    if dialect == "postgresql":
+        return sa.delete(tick_log).where(tick_log.c.minute == sa.any_(sa.func.array(old.scalar_subquery())))
+    return sa.delete(tick_log).where(tick_log.c.minute.in_(old.scalar_subquery()))
+
+
 @functools.cache
 def record_tick(dialect: str) -> tuple[Any, ...]:
     """The end of a tick over named parameters (:func:`record_tick_params`), built once per dialect:
     the heartbeat upsert returning the wake-up hint, the upsert of the tick's minute, the prune.
     On PostgreSQL ONE statement: the minute's upsert and the prune are data-modifying CTEs of the
     heartbeat's upsert (three tables' rows that no part reads: ``heartbeat``, the new minute, minutes 7
-    days older); SQLite has no DML in a CTE: the three in order (in one transaction). The first
-    statement returns the hint."""
+    days older, at most :data:`PRUNE_LIMIT` of them); SQLite has no DML in a CTE: the three in order
+    (in one transaction). The first statement returns the hint. On PostgreSQL it is a prepared
+    statement (:mod:`alma_schedule.stores.sql.hot`): every row it writes is found by key, and each
+    part of the hint is a ``min`` over its partial index."""
     now: Any = sa.bindparam("tick_now", type_=UtcDateTime)  # where the builders take an instant
     minute = sa.bindparam("tick_minute", type_=UtcDateTime)
+    lag = functools.partial(sa.bindparam, type_=sa.Float)
     upsert = _upsert_minute(
         dialect, minute, sa.bindparam("tick_claimed", type_=sa.Integer),
-        sa.bindparam("tick_lag_p50", type_=sa.Float), sa.bindparam("tick_lag_p95", type_=sa.Float),
+        sa.cast(lag("tick_lag_p50"), sa.Float), sa.cast(lag("tick_lag_p95"), sa.Float),
     )  # fmt: skip
-    prune = sa.delete(tick_log).where(tick_log.c.minute < sa.bindparam("tick_oldest", type_=UtcDateTime))
+    prune = _prune_oldest(dialect, sa.bindparam("tick_oldest", type_=UtcDateTime))
     beat = record_heartbeat(dialect, now)
     if dialect == "postgresql":
         return (beat.add_cte(upsert.cte("minute"), prune.cte("pruned")),)
