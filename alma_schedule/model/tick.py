@@ -226,6 +226,9 @@ class TickProbe(Data):
 # --- the tick log (issue 17: the dashboard's clock health) ---
 #: How long the tick log keeps a minute (older rows are pruned by the tick that logs).
 TICK_LOG_KEEP_DAYS = 7
+#: The most minutes older than that one tick prunes (the oldest first): one a minute in a steady log; a
+#: log whose clock stood still for longer catches up over the next ticks (each prune bounded, by key).
+TICK_LOG_PRUNE_LIMIT = 1000
 
 
 @dataclass(frozen=True, slots=True)

@@ -115,7 +115,7 @@ class SystemStore(Protocol):
         """System, ONE transaction (one statement on PostgreSQL): upsert the row of ``now``'s minute
         in the tick log (``ticks`` + 1, ``claimed`` + ``claimed``, each lag the larger of the stored
         and the given one, None counting as nothing), and delete the rows of minutes older than
-        ``now`` - ``TICK_LOG_KEEP_DAYS``."""
+        ``now`` - ``TICK_LOG_KEEP_DAYS``, the oldest first, at most ``TICK_LOG_PRUNE_LIMIT`` (1,000)."""
         ...
 
     def record_tick(self, now: datetime, claimed: int, lag_p50: float | None, lag_p95: float | None) -> datetime | None:

@@ -10,6 +10,7 @@ import pytest
 
 from alma_schedule.errors import InvalidInput
 from alma_schedule.model import TickMinute
+from alma_schedule.model.tick import TICK_LOG_PRUNE_LIMIT
 from alma_schedule.stores.base import Store
 from alma_schedule.testing.builders import MINUTE, SCOPE, T0, register
 
@@ -48,6 +49,18 @@ class TickLogContract:
         store.log_tick(later, 1, 0.25, 0.75)
         minutes = [m.minute for m in store.tick_log(limit=100)]
         assert minutes == [later.replace(second=0), *(T0 + timedelta(minutes=n) for n in (4, 3, 2))]
+
+    @pytest.mark.parametrize("end", ["log_tick", "record_tick"])
+    def test_a_tick_prunes_at_most_its_limit_of_old_minutes_the_oldest_first(self, store: Store, end: str) -> None:
+        for n in range(TICK_LOG_PRUNE_LIMIT + 5):  # a log whose clock stood still for 8 days
+            store.log_tick(T0 + timedelta(minutes=n), 0, None, None)
+        later = T0 + timedelta(days=8, minutes=TICK_LOG_PRUNE_LIMIT + 5)
+        getattr(store, end)(later, 0, None, None)  # the 1,000 oldest go
+        left = [m.minute for m in store.tick_log(limit=TICK_LOG_PRUNE_LIMIT + 10)]
+        kept = reversed(range(TICK_LOG_PRUNE_LIMIT, TICK_LOG_PRUNE_LIMIT + 5))  # the 5 newest old minutes
+        assert left == [later, *(T0 + timedelta(minutes=n) for n in kept)]
+        getattr(store, end)(later, 0, None, None)
+        assert [m.minute for m in store.tick_log()] == [later]
 
     def test_record_tick_is_the_heartbeat_and_the_minute_of_the_tick_log(self, store: Store) -> None:
         register(store, "later", next_due_at=T0 + 10 * MINUTE)

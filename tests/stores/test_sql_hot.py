@@ -159,24 +159,6 @@ def test_the_end_of_a_tick_reads_by_key_and_index_in_its_generic_plan(loaded: st
     assert {"tick_log_pkey", "ix_routines_due", "ix_runs_resend", "ix_runs_poll"} <= used, used
 
 
-def test_the_end_of_a_tick_prunes_at_most_its_limit_a_tick(url: str) -> None:
-    """A log left far behind (its clock stood still): each tick prunes the oldest ``PRUNE_LIMIT``
-    minutes older than 7 days, the newest kept, until none is left."""
-    with opened(url) as store:
-        with store.engine.begin() as conn:
-            conn.exec_driver_sql("DELETE FROM alma.tick_log")
-            conn.exec_driver_sql(
-                "INSERT INTO alma.tick_log (minute, ticks, claimed) SELECT %(t)s - interval '8 days'"
-                " - i * interval '1 minute', 1, 0 FROM generate_series(0, %(n)s - 1) AS i",
-                {"t": T0, "n": ticklog.PRUNE_LIMIT + 5},
-            )
-        store.record_tick(T0, 0, None, None)
-        minutes = [m.minute for m in store.tick_log(limit=ticklog.PRUNE_LIMIT + 10)]
-        assert minutes[0] == T0 and len(minutes) == 1 + 5  # this tick's minute and the 5 newest old ones
-        store.record_tick(T0, 0, None, None)
-        assert [m.minute for m in store.tick_log(limit=10)] == [T0]
-
-
 def test_a_backend_terminated_under_the_statement_is_unavailable(url: str) -> None:
     with opened(url) as store, store.engine.connect() as conn:
         pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from alma_schedule.model import Routine, TickMinute
-from alma_schedule.model.tick import TICK_LOG_KEEP_DAYS
+from alma_schedule.model.tick import TICK_LOG_KEEP_DAYS, TICK_LOG_PRUNE_LIMIT
 from alma_schedule.stores.backfill_args import log_tick_args
 from alma_schedule.stores.validation import check_limit
 
@@ -38,7 +38,7 @@ class TickLogMixin:
                     _larger(old.lag_p50, lag_p50), _larger(old.lag_p95, lag_p95),
                 )
             oldest = minute - timedelta(days=TICK_LOG_KEEP_DAYS)
-            for gone in [m for m in self._tick_log if m < oldest]:
+            for gone in sorted(m for m in self._tick_log if m < oldest)[:TICK_LOG_PRUNE_LIMIT]:
                 del self._tick_log[gone]
 
     def record_tick(self, now: datetime, claimed: int, lag_p50: float | None, lag_p95: float | None) -> datetime | None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from alma_schedule.model.tick import TICK_LOG_KEEP_DAYS
+from alma_schedule.model.tick import TICK_LOG_KEEP_DAYS, TICK_LOG_PRUNE_LIMIT
 from alma_schedule.stores.sql.queries.common import _insert, dt
 from alma_schedule.stores.sql.queries.wake import record_heartbeat
 from alma_schedule.stores.sql.schema import tick_log
@@ -57,36 +57,31 @@ def upsert_tick_minute(dialect: str, now: datetime, claimed: int, p50: float | N
     return _upsert_minute(dialect, dt(_minute(now)), claimed, lag(value=p50), lag(value=p95))
 
 
-def prune_tick_log(now: datetime) -> Any:
-    """Delete the minutes older than the log keeps (through the primary key)."""
-    return sa.delete(tick_log).where(tick_log.c.minute < dt(_oldest(now)))
+def _prune_oldest(dialect: str, oldest: Any) -> Any:
+    """Delete the oldest minutes before ``oldest``, at most ``TICK_LOG_PRUNE_LIMIT``, by primary key:
+    on PostgreSQL ``= ANY(ARRAY(...))`` of an ordered ``LIMIT`` scan of the key, the plan a generic
+    (prepared) plan keeps whatever the log's size (a bare ``minute < $n`` is estimated at a third of
+    the log and may be planned as a sequential scan)."""
+    old = sa.select(tick_log.c.minute).where(tick_log.c.minute < oldest).order_by(tick_log.c.minute)
+    old = old.limit(TICK_LOG_PRUNE_LIMIT)
+    if dialect == "postgresql":
+        return sa.delete(tick_log).where(tick_log.c.minute == sa.any_(sa.func.array(old.scalar_subquery())))
+    return sa.delete(tick_log).where(tick_log.c.minute.in_(old.scalar_subquery()))
+
+
+def prune_tick_log(dialect: str, now: datetime) -> Any:
+    """Delete the oldest minutes older than the log keeps, at most ``TICK_LOG_PRUNE_LIMIT``."""
+    return _prune_oldest(dialect, dt(_oldest(now)))
 
 
 def log_tick_minute(dialect: str, now: datetime, claimed: int, p50: float | None, p95: float | None) -> list[Any]:
     """The tick's minute: :func:`upsert_tick_minute` and :func:`prune_tick_log`. On PostgreSQL ONE
     statement (the upsert a data-modifying CTE of the prune: the two touch different rows, the new
     minute being 7 days younger than any pruned one); SQLite has no DML in a CTE: both, in order."""
-    upsert, prune = upsert_tick_minute(dialect, now, claimed, p50, p95), prune_tick_log(now)
+    upsert, prune = upsert_tick_minute(dialect, now, claimed, p50, p95), prune_tick_log(dialect, now)
     if dialect == "postgresql":
         return [prune.add_cte(upsert.cte("minute"))]
     return [upsert, prune]
-
-
-#: The most minutes older than the log keeps that one tick prunes (:func:`record_tick`): one a
-#: minute in a steady log; a log whose clock stood still for longer catches up over the next ticks.
-PRUNE_LIMIT = 1000
-
-
-def _prune_oldest(dialect: str, oldest: Any) -> Any:
-    """Delete the oldest minutes before ``oldest``, at most :data:`PRUNE_LIMIT`, by primary key: on
-    PostgreSQL ``= ANY(ARRAY(...))`` of an ordered ``LIMIT`` scan of the key, the plan a generic
-    (prepared) plan keeps whatever the log's size (a bare ``minute < $n`` is estimated at a third of
-    the log and may be planned as a sequential scan)."""
-    old = sa.select(tick_log.c.minute).where(tick_log.c.minute < oldest).order_by(tick_log.c.minute)
-    old = old.limit(PRUNE_LIMIT)
-    if dialect == "postgresql":
-        return sa.delete(tick_log).where(tick_log.c.minute == sa.any_(sa.func.array(old.scalar_subquery())))
-    return sa.delete(tick_log).where(tick_log.c.minute.in_(old.scalar_subquery()))
 
 
 @functools.cache
@@ -95,7 +90,7 @@ def record_tick(dialect: str) -> tuple[Any, ...]:
     the heartbeat upsert returning the wake-up hint, the upsert of the tick's minute, the prune.
     On PostgreSQL ONE statement: the minute's upsert and the prune are data-modifying CTEs of the
     heartbeat's upsert (three tables' rows that no part reads: ``heartbeat``, the new minute, minutes 7
-    days older, at most :data:`PRUNE_LIMIT` of them); SQLite has no DML in a CTE: the three in order
+    days older, at most ``TICK_LOG_PRUNE_LIMIT`` of them); SQLite has no DML in a CTE: the three in order
     (in one transaction). The first statement returns the hint. On PostgreSQL it is a prepared
     statement (:mod:`alma_schedule.stores.sql.hot`): every row it writes is found by key, and each
     part of the hint is a ``min`` over its partial index."""
