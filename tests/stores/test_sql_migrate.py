@@ -157,37 +157,38 @@ def test_postgres_migrations_wait_for_the_advisory_lock() -> None:
     """While another session holds the migration lock, migrate_store waits (polling) and writes nothing."""
     from alma_schedule.stores.sql.queries import MIGRATION_LOCK_KEY
 
+    tries: list[float] = []
+
+    def seen(_c: Any, _cur: Any, statement: str, *_rest: Any) -> None:
+        if "pg_try_advisory_lock" in statement:  # the migrator's thread, in this process
+            tries.append(time.monotonic())
+
     with pg_database(migrated=False) as url, psycopg.connect(libpq_url(url), autocommit=True) as holder:
         holder.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_KEY,))
         done = threading.Event()
         thread = threading.Thread(target=lambda: (migrate_store(url), done.set()))
+        sa.event.listen(sa.engine.Engine, "before_cursor_execute", seen)
         thread.start()
         try:
             # the migrator polls pg_try_advisory_lock (it never waits inside a statement: a waiting
-            # statement holds a snapshot a CREATE INDEX CONCURRENTLY would wait for); its session's
-            # last statement shows it trying, in this test database only
-            trying = (
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-                " AND query LIKE '%pg_try_advisory_lock%' AND pid <> pg_backend_pid()"
-            )
-
-            def migrator_trying() -> bool:
-                row = holder.execute(trying).fetchone()
-                return bool(row and row[0])
-
+            # statement holds a snapshot a CREATE INDEX CONCURRENTLY would wait for); each try is
+            # seen as it is sent (the session's last statement in pg_stat_activity is the COMMIT
+            # after it, so a poll of pg_stat_activity sees the try only by luck)
             deadline = time.monotonic() + 60
-            while not migrator_trying():  # until the migrator has tried the lock
+            while len(tries) < 2:  # until the migrator has tried the lock, been refused and tried again
                 assert not done.is_set(), "migrate_store finished while another session held the lock"
                 assert time.monotonic() < deadline, "the migrator never tried the advisory lock"
                 done.wait(0.05)
+            before = len(tries)
             done.wait(1.0)  # several more tries, all refused
-            assert not done.is_set()
+            assert not done.is_set() and len(tries) > before
             tables = holder.execute("SELECT count(*) FROM pg_tables WHERE tablename = 'routines'").fetchone()
             assert holder.execute("SELECT to_regnamespace('alma')").fetchone() == (None,)
             assert tables == (0,)
         finally:
             holder.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_KEY,))
             thread.join(timeout=60)
+            sa.event.remove(sa.engine.Engine, "before_cursor_execute", seen)
         assert done.is_set()
         assert _diffs(url) == []
 
