@@ -9,7 +9,10 @@ batch's statements execute in the database, the next batch's rows are decided in
 of the protocol moves: a batch is the same transaction as when batches run one after another, a
 fire is sent only after the commit of the batch that claimed it, every due fire is claimed by one
 batch (the row locks decide, exactly as between two tick workers), and the whole step stops at
-the first short batch or after ``tick_max_batches`` batches in all. The one difference is order:
+the first short batch or after ``tick_max_batches`` batches in all. The batches of one tick share
+one :class:`~alma_schedule.model.ClaimScan`: on PostgreSQL a batch starts past the rows the
+batches before it locked (never walking them again) and a short batch's check for held rows leaves
+the rows the tick's other open batches hold to them. The one difference is order:
 two batches' messages may leave in either order (nothing downstream relies on the order of fires
 of different routines; one routine's fires are never in two batches of one tick at once, as its
 row is locked by one of them). SQLite and the memory store have one writer: their batches run one
@@ -29,7 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from alma_schedule.model import ClaimBatch, Decision, Routine, RunRecord, TickError
+from alma_schedule.model import ClaimBatch, ClaimScan, Decision, Routine, RunRecord, TickError
 
 from .runtime import Runtime
 
@@ -81,9 +84,10 @@ def claim_live(rt: Runtime, at: datetime, decide: Callable[[Routine], Decision])
     store, s = rt.store, rt.settings
     out = Claims()
     sending = threading.Lock()
+    scan = ClaimScan()  # this tick's batches: one scan of the due routines (the store may use it)
 
     def one() -> ClaimBatch:
-        batch = store.claim_due(at, s.claim_limit, decide, rt.timers)
+        batch = store.claim_due(at, s.claim_limit, decide, rt.timers, scan)
         with sending:
             err = send_logged("run", rt.dispatcher.send_runs, batch.claimed)
             if err:

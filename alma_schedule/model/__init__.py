@@ -28,6 +28,7 @@ from alma_schedule.model.run import (
     RunRecord,
     RunState,
 )
+from alma_schedule.model.scan import ClaimScan, DueKey
 from alma_schedule.model.tick import (
     ClaimBatch,
     Decision,
@@ -52,8 +53,8 @@ __all__ = [
     "ACTIVE", "ANNOTATABLE", "BACKFILL_ORIGIN", "BLOCKED_WHY", "COLLECT_TASK", "EDGES", "MANUAL_PREFIX",
     "MAX_ID_LENGTH", "NON_TERMINAL", "OUR_TASKS", "REASONS", "ROUTINE_STATES", "RUN_MANY_TASK", "RUN_TASK",
     "TERMINAL", "TICK_TASK", "WAITING",
-    "Backfill", "BackfillStep", "BlockedWhy", "Ceiling", "ClaimBatch", "ClaimResult", "Data", "Decision", "Defer",
-    "Deferral", "Dispatcher", "Erroring", "Fire",
+    "Backfill", "BackfillStep", "BlockedWhy", "Ceiling", "ClaimBatch", "ClaimResult", "ClaimScan", "Data",
+    "Decision", "Defer", "Deferral", "Dispatcher", "DueKey", "Erroring", "Fire",
     "NotDue", "PlannedFire", "PlannedRoutine", "Reason", "Resends", "ReserveResult", "Routine", "RoutineKey",
     "RoutineRunner", "RoutineSpec", "RoutineVersion", "RunHandle", "RunKey", "RunRecord", "RunResult",
     "RunState", "Scope", "SettableTime", "TickError", "TickMinute", "TickPlan", "TickProbe", "TickReport",

@@ -36,6 +36,7 @@ from alma_schedule.model import (
     Ceiling,
     ClaimBatch,
     ClaimResult,
+    ClaimScan,
     Decision,
     Resends,
     ReserveResult,
@@ -118,7 +119,9 @@ class Store(SystemStore, Protocol):
     #: anyway (SQLite, memory). The tick runs at most this many batches at once (engine/claims.py).
     claim_concurrency: int
 
-    def claim_due(self, now: datetime, limit: int, decide: Decide, timers: Timers) -> ClaimBatch:
+    def claim_due(
+        self, now: datetime, limit: int, decide: Decide, timers: Timers, scan: ClaimScan | None = None
+    ) -> ClaimBatch:
         """System, ONE transaction, a constant number of statements per batch.
 
         Locks up to ``limit`` routines with ``next_due_at <= now`` and not deferred
@@ -147,6 +150,12 @@ class Store(SystemStore, Protocol):
         reaches ``max_runs``, sets ``next_due_at`` NULL in the same statement (SQL: one batched
         UPDATE after the insert, none for a batch without such fires). Skipped and buffered rows
         never count.
+
+        ``scan``: the :class:`~alma_schedule.model.ClaimScan` the batches of ONE tick share (the tick
+        passes one; None: a batch on its own). A store may start a batch past the due rows the
+        scan's earlier batches locked, and leave the rows its other open batches hold to them;
+        what is claimed does not change: a due row a batch passed over while another transaction
+        held it is claimed as without a scan (SQL: the claim of held rows after a short batch).
         """
         ...
 

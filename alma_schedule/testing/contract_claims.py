@@ -7,9 +7,11 @@ import threading
 
 import pytest
 
+from alma_schedule.errors import InvalidInput
 from alma_schedule.model import (
     ClaimBatch,
     ClaimResult,
+    ClaimScan,
     Decision,
     Defer,
     Fire,
@@ -115,6 +117,29 @@ class ClaimContract:
         second = store.claim_due(T0, 10, hourly, TIMERS)
         assert sorted(r.routine_id for r in second.claimed) == ["b", "d"]
         assert store.claim_due(T0, 10, hourly, TIMERS).claimed == ()
+
+    def test_batches_sharing_a_claim_scan_claim_every_due_fire_once(self, store: Store) -> None:
+        """One tick's batches share a :class:`ClaimScan` (PostgreSQL starts each batch past the last
+        one's rows): every due fire is claimed once, a routine that comes due BEHIND the rows
+        already locked included (PostgreSQL: the short batch's claim of the rows it passed over)."""
+        for i in range(7):
+            register(store, f"r{i}", next_due_at=T0 - (10 - i) * MINUTE)
+        scan, hourly, got = ClaimScan(), Counting(fire_next_due(step=HOUR)), []
+        first = store.claim_due(T0, 3, hourly, TIMERS, scan)
+        assert [r.routine_id for r in first.claimed] == ["r0", "r1", "r2"]
+        register(store, "early", next_due_at=T0 - 30 * MINUTE)  # behind every row the scan locked
+        for _ in range(3):
+            batch = store.claim_due(T0, 3, hourly, TIMERS, scan)
+            got += [r.routine_id for r in batch.claimed]
+        assert sorted(got) == ["early", "r3", "r4", "r5", "r6"]
+        assert all(n == 1 for n in hourly.calls.values()) and len(hourly.calls) == 8
+        assert store.claim_due(T0, 10, hourly, TIMERS, ClaimScan()).claimed == ()
+
+    def test_claim_due_refuses_a_scan_that_is_not_a_claim_scan(self, store: Store) -> None:
+        register(store)
+        with pytest.raises(InvalidInput, match="scan must be a ClaimScan"):
+            store.claim_due(T0, 10, fire_due, TIMERS, object())  # type: ignore[arg-type]
+        assert store.list_runs(SCOPE) == []
 
     def test_claim_due_ignores_inactive_routines(self, store: Store) -> None:
         for rid in ("paused", "disabled", "deleted"):

@@ -75,7 +75,7 @@ def test_two_batches_hold_their_transactions_at_once(make, clock, store) -> None
     met: set[str] = set()
     inner = store.claim_due
 
-    def claim_due(now: Any, limit: int, decide: Any, timers: Any) -> Any:
+    def claim_due(now: Any, limit: int, decide: Any, timers: Any, scan: Any = None) -> Any:
         name = threading.current_thread().name
 
         def deciding(routine: Any) -> Any:
@@ -84,7 +84,7 @@ def test_two_batches_hold_their_transactions_at_once(make, clock, store) -> None
                 meet.wait()  # BrokenBarrierError (the tick raises) unless the other batch is open too
             return decide(routine)
 
-        return inner(now, limit, deciding, timers)
+        return inner(now, limit, deciding, timers, scan)
 
     store.claim_due = claim_due
     report = sched.tick()

@@ -6,11 +6,13 @@ lost (found by the chaos suite). The holder here is a real second connection to 
 * held for a moment, then released unchanged: the tick waits for it and claims the fire, once;
 * held by "another tick" that claims it (advances the cursor) before releasing: the waiting tick
   finds it no longer due and claims nothing: no fire twice;
-* held past the wait: the tick returns without it and without raising; the next tick claims it.
+* held past the wait: the tick returns without it and without raising; the next tick claims it;
+* held by the same tick's other open batch (one ``ClaimScan``): left to that batch, never waited for.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -18,6 +20,7 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
+from alma_schedule.model import ClaimScan, Decision, Routine
 from alma_schedule.stores.sql import SqlStore
 from alma_schedule.testing.builders import SCOPE, T0, TIMERS, fire_due, register
 from tests.stores.sql_support import opened, pg_database
@@ -86,3 +89,31 @@ def test_a_row_held_past_the_wait_is_left_to_the_next_tick(world: tuple[SqlStore
     assert _claimed_ids(batch) == ["r2"]
     thread.join()
     assert _claimed_ids(store.claim_due(T0, 10, fire_due, TIMERS)) == ["r1"]
+
+
+def test_a_short_batch_leaves_the_rows_its_ticks_other_open_batch_holds_to_it(
+    world: tuple[SqlStore, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two batches of one tick (one ``ClaimScan``) open at once: the first holds r1 (it waits in
+    ``decide`` until the second has returned); the second, short, does not take r1 for a row another
+    transaction holds: no claim of held rows, no wait for r1 (it would time out: the first batch
+    waits for it), and each fire is claimed once, by its own batch."""
+    store, _ = world
+    register(store, "r3", next_due_at=T0)
+    scan, locked, second_done, out = ClaimScan(), threading.Event(), threading.Event(), {}
+
+    def holding(routine: Routine) -> Decision:
+        locked.set()
+        assert second_done.wait(20)
+        return fire_due(routine)
+
+    first = threading.Thread(target=lambda: out.update(first=store.claim_due(T0, 1, holding, TIMERS, scan)))
+    first.start()
+    assert locked.wait(10)
+    with caplog.at_level(logging.WARNING, logger="alma_schedule.stores"):
+        second = store.claim_due(T0, 10, fire_due, TIMERS, scan)
+    second_done.set()
+    first.join(20)
+    assert _claimed_ids(out["first"]) == ["r1"] and _claimed_ids(second) == ["r2", "r3"]
+    assert not [r for r in caplog.records if "held by another transaction" in r.getMessage()]
+    assert store.claim_due(T0, 10, fire_due, TIMERS).claimed == ()

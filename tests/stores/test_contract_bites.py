@@ -52,7 +52,9 @@ class StreakNeverResets(MemoryStore):
 
 
 class NoSupersession(MemoryStore):
-    def claim_due(self, now: datetime, limit: int, decide: Callable[..., Any], timers: Timers) -> Any:
+    def claim_due(
+        self, now: datetime, limit: int, decide: Callable[..., Any], timers: Timers, scan: Any = None
+    ) -> Any:
         with self._lock:
             blockers = {k: r for k, r in self._active.items() if self._runs[k][r].origin == "schedule"}
             for k, rid in blockers.items():  # pretend schedule claims block like manual ones
@@ -60,7 +62,7 @@ class NoSupersession(MemoryStore):
                 if rec.state == "claimed":
                     self._runs[k][rid] = dataclasses.replace(rec, origin="manual")
             try:
-                return super().claim_due(now, limit, decide, timers)
+                return super().claim_due(now, limit, decide, timers, scan)
             finally:
                 for k, rid in blockers.items():
                     rec = self._runs[k][rid]

@@ -21,6 +21,7 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
+from alma_schedule.model import ClaimScan
 from alma_schedule.stores.sql import SqlStore
 from alma_schedule.testing.builders import TIMERS, fire_next_due
 from tests.stores.sql_load import copy_routines, copy_runs, history_rows, open_rows
@@ -239,3 +240,28 @@ def test_claim_backfills_reads_the_pending_index_and_with_none_pending_reads_onc
     finally:
         with psycopg.connect(conninfo, autocommit=True) as conn:
             conn.execute("DELETE FROM backfills")
+
+
+def test_a_batch_of_a_scan_starts_past_the_last_ones_rows_and_excludes_keys_hashed(
+    loaded: tuple[str, SqlStore],
+) -> None:
+    """One tick's batches share a ``ClaimScan``: the second batch's locking read starts the due
+    index scan past the first batch's last due key (an index condition: it never walks those rows
+    again), and its held-rows check (a short batch) excludes the keys it decided through a hashed
+    subplan over the key arrays (a list of row values would be compared with every row scanned)."""
+    conninfo, store = loaded
+    at = NOW + timedelta(seconds=60 + 1_299)  # routines 1,000-1,299 come due, and the first 1,000 again
+    scan, decide = ClaimScan(), fire_next_due(step=timedelta(days=3))
+    first = store.claim_due(at, DUE, decide, TIMERS, scan)
+    assert len(first.claimed) == DUE
+    with _captured(store) as seen:
+        second = store.claim_due(at, DUE, decide, TIMERS, scan)
+    assert 0 < len(second.claimed) < DUE
+    [locking] = [s for s in seen if "FOR UPDATE" in s[0] and "routines.next_due_at <=" in s[0]]
+    [held] = [s for s in seen if "FOR UPDATE" not in s[0] and "routines.next_due_at <=" in s[0]]
+    for mode in ("force_generic_plan", "force_custom_plan"):
+        nodes = _nodes(explain_plan(conninfo, *locking, mode=mode))
+        due_scans = [n for n in nodes if n.get("Index Name") == "ix_routines_due"]
+        assert due_scans and "ROW(" in due_scans[0]["Index Cond"], due_scans
+        assert "hashed SubPlan" in json.dumps(explain_plan(conninfo, *held, mode=mode))
+    assert "ix_routines_due" in _check(conninfo, [locking, held])

@@ -17,6 +17,7 @@ from alma_schedule.errors import InvalidInput
 from alma_schedule.model import (
     ClaimBatch,
     ClaimResult,
+    ClaimScan,
     Defer,
     Deferral,
     Fire,
@@ -56,9 +57,16 @@ class TickMixin(RunsMixin):
         return [k for _, k in due[:limit]]
 
     def claim_due(
-        self, now: datetime, limit: int, decide: Callable[[Routine], Any], timers: Timers
+        self,
+        now: datetime,
+        limit: int,
+        decide: Callable[[Routine], Any],
+        timers: Timers,
+        scan: ClaimScan | None = None,
     ) -> ClaimBatch:
-        now, limit = claim_due_args(now, limit, decide, timers)
+        """Under the one lock (``scan`` is accepted and not needed: one batch at a time, and a
+        batch sorts its due routines in memory)."""
+        now, limit = claim_due_args(now, limit, decide, timers, scan)
         claimed: list[RunRecord] = []
         skipped: list[RunRecord] = []
         deferred: list[Deferral] = []

@@ -26,6 +26,14 @@ did not decide; only when there are some, it is followed by the claim of the row
 another transaction held them (``_claim_held``): a fire whose only tick in its window met its
 routine's row held for a moment (its previous run finishing) is not lost.
 
+The batches of one tick share a :class:`~alma_schedule.model.ClaimScan` (PostgreSQL; SQLite claims
+one batch at a time and ignores it): step 1 starts past the greatest due key an earlier batch of the
+scan locked, an index bound, so a tick of B batches walks its due rows once instead of B/2 times on
+average (the rows behind it are already locked, decided, or were passed over while held, which the
+short batch's EXISTS, reading from the start, catches); and the EXISTS and the held claim leave out
+the rows the scan's other OPEN batches hold (they decide them: waiting for one would only wait for
+that batch's commit).
+
 Only when the batch holds fires of ``latest`` routines, two more statements before step 4: on
 PostgreSQL one locks their open runs (a fire buffered behind a run must not see that run end
 unseen before the claim commits: the expiry sweep skips locked rows, and every transaction that
@@ -46,7 +54,8 @@ locks the routine row first too, so the run a claim found blocking stays open un
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -54,6 +63,7 @@ from alma_schedule.errors import StoreConflict
 from alma_schedule.model import (
     ClaimBatch,
     ClaimResult,
+    ClaimScan,
     Defer,
     Deferral,
     Fire,
@@ -86,21 +96,36 @@ SQLITE_CHUNK = 2000
 
 
 class TickMixin(BufferedMixin):
-    def claim_due(self, now: datetime, limit: int, decide: Callable[[Routine], Any], timers: Timers) -> ClaimBatch:
+    def claim_due(
+        self,
+        now: datetime,
+        limit: int,
+        decide: Callable[[Routine], Any],
+        timers: Timers,
+        scan: ClaimScan | None = None,
+    ) -> ClaimBatch:
         """System, ONE transaction, a constant number of statements (see the module docstring); on
         PostgreSQL a short batch is followed by the claim of the due rows it skipped while another
-        transaction held them (:meth:`_claim_held`)."""
-        now, limit = claim_due_args(now, limit, decide, timers)
+        transaction held them (:meth:`_claim_held`). With a ``scan`` (PostgreSQL) the batch starts
+        past the due key where the scan's earlier batches stopped, and its held-rows check leaves
+        the rows the scan's other open batches hold to them."""
+        now, limit = claim_due_args(now, limit, decide, timers, scan)
+        pg = self.dialect == "postgresql"
+        keyed = scan if pg else None
         decided: list[RKey] = []
         held_due = False
-        with self._tx() as conn:
-            due = self._planning(conn, *q.select_due(now, limit, lock=True, planning=True))
+        with self._tx() as conn, self._scanned(keyed) as token:
+            stmt = q.select_due(now, limit, lock=True, planning=True, after=keyed.after if keyed else None)
+            due = self._planning(conn, *stmt)
+            if keyed is not None:
+                keyed.open(token, [(r.next_due_at, r.org, r.uid, r.routine_id) for r in due if r.next_due_at])
             batch = self._claim_locked(conn, due, now, decide, timers)
-            if len(due) < limit and self.dialect == "postgresql":  # the held rows' EXISTS, before the commit
+            if len(due) < limit and pg:  # the held rows' check, before the commit
                 decided = [(r.org, r.uid, r.routine_id) for r in due]
-                held_due = bool(conn.execute(*q.due_exists(now, decided)).scalar())
+                others = keyed.others(token) if keyed is not None else []
+                held_due = bool(conn.execute(*q.due_exists(now, decided + others)).scalar())
         if held_due:
-            held = self._claim_held(now, limit - len(due), decide, timers, decided)
+            held = self._claim_held(now, limit - len(due), decide, timers, decided, keyed)
             if held is not None:
                 batch = ClaimBatch(
                     batch.claimed + held.claimed,
@@ -110,22 +135,43 @@ class TickMixin(BufferedMixin):
                 )
         return batch
 
+    @staticmethod
+    @contextmanager
+    def _scanned(scan: ClaimScan | None) -> Iterator[int]:
+        """A token of ``scan`` for one transaction, closed when it ends (after its commit or rollback)."""
+        token = scan.token() if scan is not None else -1
+        try:
+            yield token
+        finally:
+            if scan is not None:
+                scan.close(token)
+
     def _claim_held(
-        self, now: datetime, limit: int, decide: Callable[[Routine], Any], timers: Timers, decided: list[RKey]
+        self,
+        now: datetime,
+        limit: int,
+        decide: Callable[[Routine], Any],
+        timers: Timers,
+        decided: list[RKey],
+        scan: ClaimScan | None,
     ) -> ClaimBatch | None:
         """The due rows a short batch skipped while another transaction held them (a finishing run,
         a registration, another tick), never one it ``decided`` (a catching-up routine may still be
-        due after its fire: the next batch's, as before). Called only when the short batch's own
-        transaction, after its claims and before its commit, found such a row with one unlocked
-        EXISTS (its rows are excluded by key, and the others are read as committed, as after the
-        commit: one statement, no transaction of its own); then ONE transaction that WAITS for them
-        (in the due order, at most ``HELD_LOCK_WAIT``) and claims them; a row another tick claimed
-        meanwhile is re-checked and no longer due. A longer hold is left to the next tick (logged)."""
+        due after its fire: the next batch's, as before) nor one the ``scan``'s other open batches
+        hold (they decide it). Called only when the short batch's own transaction, after its claims
+        and before its commit, found such a row with one unlocked read (its rows and the scan's held
+        ones excluded by key, the others read as committed, as after the commit: one statement, no
+        transaction of its own); then ONE transaction that WAITS for them (in the due order, at most
+        ``HELD_LOCK_WAIT``) and claims them; a row another tick claimed meanwhile is re-checked and
+        no longer due. A longer hold is left to the next tick (logged)."""
         try:
-            with self._tx() as conn:
+            with self._tx() as conn, self._scanned(scan) as token:
                 conn.execute(q.HELD_LOCK_WAIT)
-                stmt = q.select_due(now, limit, lock=True, wait=True, besides=decided, planning=True)
+                besides = decided + (scan.others(token) if scan is not None else [])
+                stmt = q.select_due(now, limit, lock=True, wait=True, besides=besides, planning=True)
                 due = self._planning(conn, *stmt)
+                if scan is not None:
+                    scan.open(token, [(r.next_due_at, r.org, r.uid, r.routine_id) for r in due if r.next_due_at])
                 return self._claim_locked(conn, due, now, decide, timers)
         except StoreConflict as exc:  # lock_timeout (or a deadlock victim): nothing was written
             log.warning("claim of due routines held by another transaction deferred to the next tick: %s", exc)

@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql as pg
 from sqlalchemy.sql import ColumnElement
 
-from alma_schedule.model import Fire, Routine, RunRecord
+from alma_schedule.model import DueKey, Fire, Routine, RunRecord
 from alma_schedule.policies import backoff, limits, supersession
 from alma_schedule.stores.sql.queries.common import (
     _KEY_COLS,
@@ -39,7 +39,10 @@ from alma_schedule.stores.sql.types import UtcDateTime
 
 _NOW = sa.bindparam("c_now", type_=UtcDateTime)
 _LIMIT = sa.bindparam("c_limit", type_=sa.Integer)
-_BESIDES: sa.BindParameter[Any] = sa.bindparam("c_besides", expanding=True)
+_AFTER = sa.tuple_(
+    *(sa.bindparam(f"c_after_{c}", type_=t) for c, t in [("next_due_at", UtcDateTime()), *_KEY_COLS])
+)
+_DUE_ORDER = (routines.c.next_due_at, routines.c.org, routines.c.uid, routines.c.routine_id)
 _PK = (runs.c.org, runs.c.uid, runs.c.routine_id, runs.c.run_id)
 
 
@@ -56,13 +59,29 @@ def due_routine(now: Any) -> ColumnElement[bool]:
     )
 
 
-def _due_other_than(besides: bool) -> tuple[ColumnElement[bool], ...]:
-    other = (sa.tuple_(routines.c.org, routines.c.uid, routines.c.routine_id).not_in(_BESIDES),)
-    return (due_routine(_NOW), *(other if besides else ()))
+def _due_other_than(besides: bool, after: bool = False) -> tuple[ColumnElement[bool], ...]:
+    """The due predicate; ``besides`` (PostgreSQL only): not one of the routine keys bound as three
+    arrays ``c_b_*`` (``NOT IN`` a subquery over ``unnest``: hashed, where a list of row values is
+    compared row by row, 1,000 keys times every row scanned); ``after``: past the due key ``c_after_*``
+    in the index order (one bound of the index scan)."""
+    other: tuple[ColumnElement[bool], ...] = ()
+    if besides:
+        keys = sa.select(*_unnest("c_b", _KEY_COLS).c)
+        other += (sa.tuple_(routines.c.org, routines.c.uid, routines.c.routine_id).not_in(keys),)
+    if after:
+        other += (sa.tuple_(*_DUE_ORDER) > _AFTER,)
+    return (due_routine(_NOW), *other)
 
 
-def _params(now: datetime, besides: Sequence[Key3], **more: Any) -> dict[str, Any]:
-    return {"c_now": now, **more, **({"c_besides": [tuple(k) for k in besides]} if besides else {})}
+def _params(now: datetime, besides: Sequence[Key3], after: DueKey | None = None, **more: Any) -> dict[str, Any]:
+    params = {"c_now": now, **more}
+    if besides:
+        org, uid, routine_id = (list(c) for c in zip(*besides, strict=True))
+        params.update(c_b_org=org, c_b_uid=uid, c_b_routine_id=routine_id)
+    if after is not None:
+        at, org_, uid_, rid = after
+        params.update(c_after_next_due_at=at, c_after_org=org_, c_after_uid=uid_, c_after_routine_id=rid)
+    return params
 
 
 def _planning_columns() -> list[Any]:
@@ -78,11 +97,11 @@ def _planning_columns() -> list[Any]:
 
 
 @functools.lru_cache(maxsize=32)
-def _select_due(lock: bool, wait: bool, besides: bool, planning: bool) -> sa.Select[Any]:
+def _select_due(lock: bool, wait: bool, besides: bool, planning: bool, after: bool) -> sa.Select[Any]:
     stmt = (
         sa.select(*(_planning_columns() if planning else [routines]))
-        .where(*_due_other_than(besides))
-        .order_by(routines.c.next_due_at, routines.c.org, routines.c.uid, routines.c.routine_id)
+        .where(*_due_other_than(besides, after))
+        .order_by(*_DUE_ORDER)
         .limit(_LIMIT)
     )
     return stmt.with_for_update(skip_locked=not wait, of=routines) if lock else stmt
@@ -96,13 +115,16 @@ def select_due(
     wait: bool = False,
     besides: Sequence[Key3] = (),
     planning: bool = False,
+    after: DueKey | None = None,
 ) -> tuple[sa.Select[Any], dict[str, Any]]:
-    """Due routines, oldest ``next_due_at`` first, other than ``besides`` (those this claim already
-    decided); skip rows a concurrent transaction holds, or (``wait``) wait for them, locking in this
-    same order (two waiting claimers cannot deadlock). ``planning``: the columns of
+    """Due routines, oldest ``next_due_at`` first, other than ``besides`` (PostgreSQL: those this
+    claim already decided or its tick's other batches hold); skip rows a concurrent transaction
+    holds, or (``wait``) wait for them, locking in this same order (two waiting claimers cannot
+    deadlock); ``after`` (PostgreSQL): only those past this due key (where an earlier batch of the
+    same tick stopped). ``planning``: the columns of
     :func:`~alma_schedule.stores.sql.rows.planning_routine` (no definition, the schedule as text)."""
-    stmt = _select_due(lock, wait, bool(besides), planning)
-    return stmt, _params(now, besides, c_limit=limit)
+    stmt = _select_due(lock, wait, bool(besides), planning, after is not None)
+    return stmt, _params(now, besides, after, c_limit=limit)
 
 
 @functools.lru_cache(maxsize=4)
