@@ -114,7 +114,7 @@ class TickMixin(BufferedMixin):
         keyed = scan if pg else None
         decided: list[RKey] = []
         held_due = False
-        with self._tx() as conn, self._scanned(keyed) as token:
+        with self._scanned(keyed) as token, self._tx() as conn:  # the token closes after the commit
             stmt = q.select_due(now, limit, lock=True, planning=True, after=keyed.after if keyed else None)
             due = self._planning(conn, *stmt)
             if keyed is not None:
@@ -165,7 +165,7 @@ class TickMixin(BufferedMixin):
         ``HELD_LOCK_WAIT``) and claims them; a row another tick claimed meanwhile is re-checked and
         no longer due. A longer hold is left to the next tick (logged)."""
         try:
-            with self._tx() as conn, self._scanned(scan) as token:
+            with self._scanned(scan) as token, self._tx() as conn:
                 conn.execute(q.HELD_LOCK_WAIT)
                 besides = decided + (scan.others(token) if scan is not None else [])
                 stmt = q.select_due(now, limit, lock=True, wait=True, besides=besides, planning=True)
