@@ -16,8 +16,10 @@ preparation is restored on the connection; with the store's setting the statemen
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from typing import Any
 
 import psycopg
 import pytest
@@ -26,7 +28,7 @@ import sqlalchemy as sa
 from alma_schedule.stores.sql import SqlStore
 from alma_schedule.stores.sql import queries as q
 from tests.stores.sql_load import copy_runs, history_rows, open_rows, routine_id
-from tests.stores.sql_support import libpq_url, opened, pg_database
+from tests.stores.sql_support import explain_plan, libpq_url, opened, pg_database
 
 pytestmark = pytest.mark.postgres
 
@@ -59,7 +61,7 @@ def _plans(conn: sa.Connection) -> list[tuple[int, int]]:
     """(generic, custom) plan counts of this session's prepared supersede statement, if prepared."""
     rows = conn.exec_driver_sql(
         "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
-        " WHERE statement LIKE 'UPDATE %%runs SET state%%'"
+        " WHERE statement LIKE '%%s_ending%%UPDATE %%runs SET state%%'"
     ).all()
     conn.commit()  # never a ROLLBACK: psycopg deallocates its prepared statements on one
     return [(int(r[0]), int(r[1])) for r in rows]
@@ -78,3 +80,45 @@ def test_the_supersede_statement_is_never_prepared_so_never_takes_a_generic_plan
             assert _supersede(conn, batch) == KEYS
         assert _plans(conn)[0][0] > 0
         conn.invalidate()  # never hand the changed session back to the pool
+
+
+def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield plan
+    for child in plan.get("Plans", ()):
+        yield from _nodes(child)
+
+
+def _reads_runs(node: dict[str, Any]) -> bool:
+    return any(n.get("Relation Name") == "runs" for n in _nodes(node))
+
+
+@pytest.mark.parametrize("mode", ["force_custom_plan", "force_generic_plan"])
+@pytest.mark.parametrize("statement", ["supersede", "replace_buffered", "lock_open_runs"])
+def test_the_claims_open_run_statements_probe_each_routine_never_every_open_run(
+    stale: SqlStore, statement: str, mode: str
+) -> None:
+    """The statements a claim batch runs over its fires' open runs, planned while the statistics
+    know no open run (3,000 exist): each routine's run is reached through an index probe on its
+    key, never by hashing (or merging) every open run of the table, which costs O(open runs) per
+    batch (a big tick's claimed runs pile up batch after batch)."""
+    keys = [(f"org-{i % 100}", "user-1", routine_id(i), "new-fire") for i in range(KEYS)]
+    stmt, params = {
+        "supersede": lambda: q.supersede("postgresql", keys, NOW),
+        "replace_buffered": lambda: q.replace_buffered("postgresql", keys, NOW),
+        "lock_open_runs": lambda: q.lock_open_runs([k[:3] for k in keys]),
+    }[statement]()
+    seen: list[tuple[str, Any]] = []
+
+    def grab(conn: Any, cursor: Any, text: str, parameters: Any, context: Any, executemany: bool) -> None:
+        seen.append((text, parameters))
+
+    with stale.engine.connect() as conn:
+        sa.event.listen(conn, "before_cursor_execute", grab)
+        conn.execute(stmt, params)  # as issued (the schema translated), then rolled back
+        conn.rollback()
+    [(text, issued)] = seen
+    plan = explain_plan(libpq_url(stale.url), text, issued, mode=mode)
+    whole = [n for n in _nodes(plan) if n["Node Type"] in ("Hash", "Sort", "Materialize") and _reads_runs(n)]
+    assert not whole, json.dumps(plan, indent=1)
+    scans = [n for n in _nodes(plan) if n.get("Relation Name") == "runs" and "Scan" in n["Node Type"]]
+    assert scans and all("routine_id" in n.get("Index Cond", "") for n in scans), json.dumps(plan, indent=1)

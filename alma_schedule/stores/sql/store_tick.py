@@ -10,7 +10,9 @@ batch size (cost O(due), never O(routines); statements in :mod:`.queries.claim`,
 3. one batched UPDATE advancing the cursors (``WHERE last_fire IS NULL OR last_fire < fire``), one
    for ``NotDue`` and one for ``Defer`` (only when there are any);
 4. one UPDATE superseding older schedule ``claimed`` runs to ``skipped(missed)`` (CAS, RETURNING),
-   skipping a fire whose own run key exists (a duplicate supersedes nothing);
+   skipping a fire whose own run key exists (a duplicate supersedes nothing); each routine's open run
+   is probed through ``uq_runs_one_active``, never found by hashing every open run of the table
+   (:func:`~alma_schedule.stores.sql.queries.common.end_runs_for_fires`: O(fires) per batch);
 5. one INSERT of the run rows with an UNTARGETED ``ON CONFLICT DO NOTHING RETURNING`` (a targeted
    one raises on the partial unique index); a claim it did not take lost to the routine's
    non-terminal run, or is a duplicate: one more INSERT records the blocked ones

@@ -56,24 +56,29 @@ def replace_buffered(dialect: str, fires: Sequence[Key4], now: datetime) -> tupl
     replaces them; a duplicate fire replaces nothing), returned. One statement whatever the number
     of routines (PostgreSQL: ``unnest``)."""
     state, reason = overlap.REPLACED
-    return end_runs_for_fires(dialect, "b", fires, state, reason, now, _buffered)
+    return end_runs_for_fires(dialect, "b", fires, state, reason, now, _buffered, _buffered)
 
 
-def _buffered() -> ColumnElement[bool]:
-    return runs.c.state == lit(overlap.BUFFER_STATE)
+def _buffered(c: Any) -> ColumnElement[bool]:
+    """A routine's buffered row: the slot of ``uq_runs_one_buffered``, and the CAS of its replacement."""
+    buffered: ColumnElement[bool] = c.state == lit(overlap.BUFFER_STATE)
+    return buffered
 
 
 @functools.lru_cache(maxsize=1)
 def _lock_open_runs() -> Any:
     k = _unnest("o", _KEY_COLS)
-    return (
+    # one probe of uq_runs_one_active per routine, locking what it finds (LATERAL ... LIMIT 1, see
+    # common.end_runs_for_fires): never a hash of every open run of the table
+    one = (
         sa.select(runs.c.run_id)
-        .select_from(
-            runs.join(k, sa.and_(runs.c.org == k.c.org, runs.c.uid == k.c.uid, runs.c.routine_id == k.c.routine_id))
-        )
+        .where(runs.c.org == k.c.org, runs.c.uid == k.c.uid, runs.c.routine_id == k.c.routine_id)
         .where(in_states(*NON_TERMINAL))
-        .with_for_update(of=runs)
+        .limit(sa.literal_column("1"))  # one by the unique index
+        .with_for_update()
+        .lateral("o_open")
     )
+    return sa.select(one.c.run_id).select_from(k.join(one, sa.true()))
 
 
 def lock_open_runs(keys: Sequence[Key3]) -> tuple[Any, Params]:

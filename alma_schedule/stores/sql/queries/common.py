@@ -75,31 +75,70 @@ _KEY_COLS: list[tuple[str, sa.types.TypeEngine[Any]]] = [
 
 
 @functools.lru_cache(maxsize=32)
-def _end_fires(dialect: str, name: str, state: str, reason: str, cas: Callable[[], ColumnElement[bool]]) -> Any:
+def _end_fires(
+    dialect: str,
+    name: str,
+    state: str,
+    reason: str,
+    cas: Callable[[Any], ColumnElement[bool]],
+    slot: Callable[[Any], ColumnElement[bool]],
+) -> Any:
     now = sa.bindparam(f"{name}_now", type_=UtcDateTime)
     values = {"state": lit(state), "reason": lit(reason), "state_at": now, "finished_at": now}
     twin = runs.alias(f"{name}_twin")
     if dialect == "postgresql":
         k = _unnest(name, [*_KEY_COLS, ("run_id", sa.Text())])
-        fresh = ~sa.exists().where(
-            twin.c.org == k.c.org,
-            twin.c.uid == k.c.uid,
-            twin.c.routine_id == k.c.routine_id,
-            twin.c.run_id == k.c.run_id,
+        # Each routine's one run in its slot, probed through the slot's unique partial index
+        # (LATERAL ... LIMIT 1: a subquery the planner keeps, run once per key) and kept only when it
+        # matches ``cas``; then only those are checked for the fire's own key and found by their
+        # primary key, the CAS being the state just read (a join condition: no partial index
+        # matches it). Written so, the statement costs O(fires) whatever the open runs: with the
+        # constant state in the outer WHERE the planner, whose statistics take open runs to be few,
+        # hashes EVERY open run of the table for each batch.
+        r = runs.alias(f"{name}_slot")
+        one = (
+            sa.select(r.c.run_id, r.c.state, r.c.origin)
+            .where(r.c.org == k.c.org, r.c.uid == k.c.uid, r.c.routine_id == k.c.routine_id, slot(r.c))
+            .limit(sa.literal_column("1"))  # one by the unique index
+            .lateral(f"{name}_one")
         )
-        at_key = sa.and_(runs.c.org == k.c.org, runs.c.uid == k.c.uid, runs.c.routine_id == k.c.routine_id)
-    else:
-        fresh = ~sa.exists().where(
-            twin.c.org == runs.c.org,
-            twin.c.uid == runs.c.uid,
-            twin.c.routine_id == runs.c.routine_id,
-            sa.tuple_(twin.c.org, twin.c.uid, twin.c.routine_id, twin.c.run_id).in_(
-                sa.bindparam(f"{name}_fires", expanding=True)
-            ),
+        found = (
+            sa.select(k.c.org, k.c.uid, k.c.routine_id, k.c.run_id.label("fire_run_id"), one.c.run_id, one.c.state)
+            .select_from(k.join(one, sa.true()))
+            .where(cas(one.c))
+            .cte(f"{name}_ending")
+            .prefix_with("MATERIALIZED")
         )
-        keys: sa.BindParameter[Any] = sa.bindparam(f"{name}_routines", expanding=True)
-        at_key = sa.tuple_(runs.c.org, runs.c.uid, runs.c.routine_id).in_(keys)
-    return sa.update(runs).values(values).where(at_key, cas(), fresh).returning(*runs.c)
+        fresh = ~sa.exists().where(
+            twin.c.org == found.c.org,
+            twin.c.uid == found.c.uid,
+            twin.c.routine_id == found.c.routine_id,
+            twin.c.run_id == found.c.fire_run_id,
+        )
+        return (
+            sa.update(runs)
+            .values(values)
+            .where(
+                runs.c.org == found.c.org,
+                runs.c.uid == found.c.uid,
+                runs.c.routine_id == found.c.routine_id,
+                runs.c.run_id == found.c.run_id,
+                runs.c.state == found.c.state,
+                fresh,
+            )
+            .returning(*runs.c)
+        )
+    fresh = ~sa.exists().where(
+        twin.c.org == runs.c.org,
+        twin.c.uid == runs.c.uid,
+        twin.c.routine_id == runs.c.routine_id,
+        sa.tuple_(twin.c.org, twin.c.uid, twin.c.routine_id, twin.c.run_id).in_(
+            sa.bindparam(f"{name}_fires", expanding=True)
+        ),
+    )
+    keys: sa.BindParameter[Any] = sa.bindparam(f"{name}_routines", expanding=True)
+    at_key = sa.tuple_(runs.c.org, runs.c.uid, runs.c.routine_id).in_(keys)
+    return sa.update(runs).values(values).where(at_key, cas(runs.c), fresh).returning(*runs.c)
 
 
 def end_runs_for_fires(
@@ -109,14 +148,16 @@ def end_runs_for_fires(
     state: str,
     reason: str,
     now: datetime,
-    cas: Callable[[], ColumnElement[bool]],
+    cas: Callable[[Any], ColumnElement[bool]],
+    slot: Callable[[Any], ColumnElement[bool]],
 ) -> tuple[Any, Params]:
-    """The runs of the routines of these fires ``(org, uid, routine_id, run_id)`` that match
-    ``cas()`` -> terminal ``state(reason)`` at ``now``, returned, each only while the fire's own
-    run key does not exist (a duplicate fire ends nothing). ONE statement whatever the number of
-    fires (PostgreSQL: ``unnest`` of key arrays named ``name``; SQLite: row-value ``IN`` lists),
-    built once per shape."""
-    stmt = _end_fires(dialect, name, state, reason, cas)
+    """The runs of the routines of these fires ``(org, uid, routine_id, run_id)`` in their ``slot``
+    (the predicate of a unique partial index: at most one such run per routine, given the columns
+    of a table) that match ``cas`` (given the same) -> terminal ``state(reason)`` at ``now``,
+    returned, each only while the fire's own run key does not exist (a duplicate fire ends
+    nothing). ONE statement whatever the number of fires (PostgreSQL: ``unnest`` of key arrays
+    named ``name``, each routine probed once; SQLite: row-value ``IN`` lists), built once per shape."""
+    stmt = _end_fires(dialect, name, state, reason, cas, slot)
     if dialect == "postgresql":
         cols = ("org", "uid", "routine_id", "run_id")
         return stmt, {f"{name}_now": now, **{f"{name}_{c}": [f[i] for f in fires] for i, c in enumerate(cols)}}
