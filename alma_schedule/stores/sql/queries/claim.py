@@ -24,7 +24,6 @@ from alma_schedule.model import DueKey, Fire, Routine, RunRecord
 from alma_schedule.policies import backoff, limits, supersession
 from alma_schedule.stores.sql.queries.common import (
     _KEY_COLS,
-    NON_TERMINAL,
     Key3,
     Key4,
     Params,
@@ -33,6 +32,7 @@ from alma_schedule.stores.sql.queries.common import (
     _unnest,
     end_runs_for_fires,
     lit,
+    open_slot,
 )
 from alma_schedule.stores.sql.rows import record_values
 from alma_schedule.stores.sql.schema import routines, runs
@@ -302,19 +302,13 @@ def _supersedable(c: Any) -> ColumnElement[bool]:
     return sa.and_(c.state == lit(supersession.SUPERSEDABLE_STATE), c.origin == lit(supersession.SUPERSEDABLE_ORIGIN))
 
 
-def _open(c: Any) -> ColumnElement[bool]:
-    """The slot of ``uq_runs_one_active``: a routine's one non-terminal run."""
-    slot: ColumnElement[bool] = c.state.in_([lit(s) for s in NON_TERMINAL])
-    return slot
-
-
 def supersede(dialect: str, fires: Sequence[Key4], now: datetime) -> tuple[Any, Params]:
     """Older schedule ``claimed`` runs of the routines of these fires -> ``skipped(missed)`` (CAS),
     returned, unless the fire's own run key exists (a duplicate supersedes nothing): the
     ``SUPERSEDE`` placement of :func:`alma_schedule.policies.supersession.place`, set-based; each
     routine's open run is probed through ``uq_runs_one_active`` (:func:`.common.end_runs_for_fires`)."""
     state, reason = supersession.SUPERSEDED
-    return end_runs_for_fires(dialect, "s", fires, state, reason, now, _supersedable, _open)
+    return end_runs_for_fires(dialect, "s", fires, state, reason, now, _supersedable, open_slot)
 
 
 #: Run columns that differ between the rows one ``claim_due`` inserts; every other column has the

@@ -168,6 +168,12 @@ def end_runs_for_fires(
     }
 
 
+def open_slot(c: Any) -> ColumnElement[bool]:
+    """The slot of ``uq_runs_one_active`` (given a table's columns): a routine's one non-terminal run."""
+    slot: ColumnElement[bool] = c.state.in_([lit(s) for s in NON_TERMINAL])
+    return slot
+
+
 def open_run_of_routine() -> ColumnElement[bool]:
     """``EXISTS`` a non-terminal run of the outer query's routine row (correlated on its key)."""
     return (
