@@ -150,6 +150,13 @@ def namespaced_metadata(url: str, schema: str = "alma") -> Any:
     return real
 
 
+def plan_nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every node of an EXPLAIN (FORMAT JSON) plan, depth first."""
+    yield plan
+    for child in plan.get("Plans", ()):
+        yield from plan_nodes(child)
+
+
 def explain_plan(
     conninfo: str,
     statement: str,

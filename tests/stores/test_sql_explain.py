@@ -25,7 +25,7 @@ from alma_schedule.model import ClaimScan
 from alma_schedule.stores.sql import SqlStore
 from alma_schedule.testing.builders import TIMERS, fire_next_due
 from tests.stores.sql_load import copy_routines, copy_runs, history_rows, open_rows
-from tests.stores.sql_support import explain_plan, libpq_url, opened, pg_database
+from tests.stores.sql_support import explain_plan, libpq_url, opened, pg_database, plan_nodes
 
 pytestmark = pytest.mark.postgres
 
@@ -64,18 +64,12 @@ def _captured(store: SqlStore) -> Iterator[list[tuple[str, Any]]]:
         sa.event.remove(store.engine, "before_cursor_execute", grab)
 
 
-def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    yield plan
-    for child in plan.get("Plans", ()):
-        yield from _nodes(child)
-
-
 def _check(conninfo: str, seen: list[tuple[str, Any]], mode: str = "force_generic_plan") -> list[str]:
     used: list[str] = []
     assert seen, "no statement was captured"
     for statement, params in seen:
         plan = explain_plan(conninfo, statement, params, mode=mode)
-        nodes = list(_nodes(plan))
+        nodes = list(plan_nodes(plan))
         seq = [n for n in nodes if n["Node Type"] == "Seq Scan" and n.get("Relation Name") in TABLES]
         assert not seq, f"sequential scan of {seq[0]['Relation Name']} in\n{statement}\n{json.dumps(plan, indent=1)}"
         indexes = [n["Index Name"] for n in nodes if "Index Name" in n and n.get("Relation Name") in TABLES]
@@ -136,7 +130,7 @@ def test_the_tick_probe_reads_each_step_through_its_index(loaded: tuple[str, Sql
         store.probe_tick(NOW, TIMERS.run_time_limit)
     assert len(seen) == 1
     _check(conninfo, seen)  # no sequential scan of routines or runs
-    used = {n["Index Name"] for n in _nodes(explain_plan(conninfo, *seen[0])) if "Index Name" in n}
+    used = {n["Index Name"] for n in plan_nodes(explain_plan(conninfo, *seen[0])) if "Index Name" in n}
     expected = {"ix_routines_due", "ix_runs_resend", "ix_runs_poll", "ix_runs_erase", "ix_routines_deleted",
                 "ix_runs_active_since", "ix_routines_erroring"}  # fmt: skip
     assert expected <= used, used
@@ -161,7 +155,7 @@ def test_without_the_indexes_the_same_statements_scan_the_tables(loaded: tuple[s
         (due_select, ("ix_routines_due",), "routines"),
         (polls, partial, "runs"),
     ):
-        nodes = list(_nodes(explain_plan(conninfo, statement, params, without=drop)))
+        nodes = list(plan_nodes(explain_plan(conninfo, statement, params, without=drop)))
         assert any(n["Node Type"] == "Seq Scan" and n.get("Relation Name") == table for n in nodes), nodes
 
 
@@ -221,7 +215,7 @@ def test_claim_backfills_reads_the_pending_index_and_with_none_pending_reads_onc
         conn.execute("ANALYZE backfills")
     try:
         (only,) = _backfill_statements(store)
-        nodes = list(_nodes(explain_plan(conninfo, *only)))
+        nodes = list(plan_nodes(explain_plan(conninfo, *only)))
         assert [n.get("Index Name") for n in nodes if n.get("Relation Name") == "backfills"] == ["ix_backfills_pending"]
         with psycopg.connect(conninfo, autocommit=True) as conn:
             conn.execute(
@@ -232,7 +226,7 @@ def test_claim_backfills_reads_the_pending_index_and_with_none_pending_reads_onc
         statements = _backfill_statements(store)
         assert len(statements) == 2  # the check, then the locking read (the plan declined: no write)
         for statement, params in statements:
-            nodes = list(_nodes(explain_plan(conninfo, statement, params)))
+            nodes = list(plan_nodes(explain_plan(conninfo, statement, params)))
             tables = {*TABLES, "backfills"}
             scans = [n for n in nodes if n["Node Type"] == "Seq Scan" and n.get("Relation Name") in tables]
             assert not scans, json.dumps(nodes, indent=1)
@@ -260,7 +254,7 @@ def test_a_batch_of_a_scan_starts_past_the_last_ones_rows_and_excludes_keys_hash
     [locking] = [s for s in seen if "FOR UPDATE" in s[0] and "routines.next_due_at <=" in s[0]]
     [held] = [s for s in seen if "FOR UPDATE" not in s[0] and "routines.next_due_at <=" in s[0]]
     for mode in ("force_generic_plan", "force_custom_plan"):
-        nodes = _nodes(explain_plan(conninfo, *locking, mode=mode))
+        nodes = plan_nodes(explain_plan(conninfo, *locking, mode=mode))
         due_scans = [n for n in nodes if n.get("Index Name") == "ix_routines_due"]
         assert due_scans and "ROW(" in due_scans[0]["Index Cond"], due_scans
         assert "hashed SubPlan" in json.dumps(explain_plan(conninfo, *held, mode=mode))

@@ -28,7 +28,7 @@ import sqlalchemy as sa
 from alma_schedule.stores.sql import SqlStore
 from alma_schedule.stores.sql import queries as q
 from tests.stores.sql_load import copy_runs, history_rows, open_rows, routine_id
-from tests.stores.sql_support import explain_plan, libpq_url, opened, pg_database
+from tests.stores.sql_support import explain_plan, libpq_url, opened, pg_database, plan_nodes
 
 pytestmark = pytest.mark.postgres
 
@@ -82,14 +82,8 @@ def test_the_supersede_statement_is_never_prepared_so_never_takes_a_generic_plan
         conn.invalidate()  # never hand the changed session back to the pool
 
 
-def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    yield plan
-    for child in plan.get("Plans", ()):
-        yield from _nodes(child)
-
-
 def _reads_runs(node: dict[str, Any]) -> bool:
-    return any(n.get("Relation Name") == "runs" for n in _nodes(node))
+    return any(n.get("Relation Name") == "runs" for n in plan_nodes(node))
 
 
 @pytest.mark.parametrize("mode", ["force_custom_plan", "force_generic_plan"])
@@ -118,7 +112,7 @@ def test_the_claims_open_run_statements_probe_each_routine_never_every_open_run(
         conn.rollback()
     [(text, issued)] = seen
     plan = explain_plan(libpq_url(stale.url), text, issued, mode=mode)
-    whole = [n for n in _nodes(plan) if n["Node Type"] in ("Hash", "Sort", "Materialize") and _reads_runs(n)]
+    whole = [n for n in plan_nodes(plan) if n["Node Type"] in ("Hash", "Sort", "Materialize") and _reads_runs(n)]
     assert not whole, json.dumps(plan, indent=1)
-    scans = [n for n in _nodes(plan) if n.get("Relation Name") == "runs" and "Scan" in n["Node Type"]]
+    scans = [n for n in plan_nodes(plan) if n.get("Relation Name") == "runs" and "Scan" in n["Node Type"]]
     assert scans and all("routine_id" in n.get("Index Cond", "") for n in scans), json.dumps(plan, indent=1)

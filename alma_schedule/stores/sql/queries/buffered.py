@@ -21,7 +21,6 @@ from alma_schedule.model import RunState
 from alma_schedule.policies import overlap
 from alma_schedule.stores.sql.queries.common import (
     _KEY_COLS,
-    NON_TERMINAL,
     Key3,
     Key4,
     Params,
@@ -29,6 +28,7 @@ from alma_schedule.stores.sql.queries.common import (
     end_runs_for_fires,
     in_states,
     lit,
+    open_slot,
 )
 from alma_schedule.stores.sql.queries.runs import _RUN_KEY, run_params
 from alma_schedule.stores.sql.schema import runs
@@ -73,7 +73,7 @@ def _lock_open_runs() -> Any:
     one = (
         sa.select(runs.c.run_id)
         .where(runs.c.org == k.c.org, runs.c.uid == k.c.uid, runs.c.routine_id == k.c.routine_id)
-        .where(in_states(*NON_TERMINAL))
+        .where(open_slot(runs.c))
         .limit(sa.literal_column("1"))  # one by the unique index
         .with_for_update()
         .lateral("o_open")
