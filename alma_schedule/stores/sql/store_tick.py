@@ -12,11 +12,14 @@ batch size (cost O(due), never O(routines); statements in :mod:`.queries.claim`,
 4. one UPDATE superseding older schedule ``claimed`` runs to ``skipped(missed)`` (CAS, RETURNING),
    skipping a fire whose own run key exists (a duplicate supersedes nothing); each routine's open run
    is probed through ``uq_runs_one_active``, never found by hashing every open run of the table
-   (:func:`~alma_schedule.stores.sql.queries.common.end_runs_for_fires`: O(fires) per batch);
+   (:func:`~alma_schedule.stores.sql.queries.common.end_runs_for_fires`: O(fires) per batch); on
+   PostgreSQL (a data-modifying CTE) it also reports the open runs it did not supersede: the fires
+   they block;
 5. one INSERT of the run rows with an UNTARGETED ``ON CONFLICT DO NOTHING RETURNING`` (a targeted
-   one raises on the partial unique index); a claim it did not take lost to the routine's
-   non-terminal run, or is a duplicate: one more INSERT records the blocked ones
-   ``skipped(overlap)``, or ``buffered`` for an ``overlap: latest`` routine (``Fire.buffer``), and
+   one raises on the partial unique index), a reported blocked fire already ``skipped(overlap)``,
+   or ``buffered`` for an ``overlap: latest`` routine (``Fire.buffer``); a claim it did not take lost
+   to the routine's non-terminal run (SQLite, whose step 4 reports nothing; a run that changed since
+   the probe), or is a duplicate: only then one more INSERT records the blocked ones so, and
    conflicts on the key for a duplicate; a fire left with no row is checked to be a duplicate (one
    read, only then; anything else rolls back);
 6. ``max_runs`` (only when the batch claimed a fire of a limited routine): one UPDATE counting the
@@ -248,11 +251,15 @@ class TickMixin(BufferedMixin):
             conn.execute(*q.lock_open_runs([k[:3] for k in latest]))
         replaced = self._replace_buffered(conn, latest, now) if latest else []
         superseded: dict[RKey, RunRecord] = {}
+        blocked: set[RKey] = set()  # PostgreSQL: routines whose open run the supersede left open
         for chunk in self._chunks(live):
             stmt, params = q.supersede(d, chunk, now)
             for row in conn.execute(stmt, params).all():
-                rec = run_from_row(row)
-                superseded[(rec.org, rec.uid, rec.routine_id)] = rec
+                rk, matched, ended = (row[0], row[1], row[2]), row[3], row[4:]
+                if ended[0] is not None:
+                    superseded[rk] = run_from_row(ended)
+                elif not matched:
+                    blocked.add(rk)
         missed_state, missed_reason = supersession.MISSED
         claimed_state, resend_first = RunState.CLAIMED, now + timers.resend_first
         records = [
@@ -272,19 +279,25 @@ class TickMixin(BufferedMixin):
             for key, (r, f) in zip(keys, fires, strict=True)
         ]
         by_key = dict(zip(keys, records, strict=True))
-        inserted = self._insert(conn, records, by_key)
-        # A claim not inserted lost to the routine's non-terminal run, or is a duplicate (its run key
-        # exists): the blocked one is recorded skipped(overlap), or buffered (overlap latest: it
-        # waits, with its claim's resend_at); the duplicate's second insert conflicts on the key too.
+        # A fire blocked by its routine's non-terminal run is recorded skipped(overlap), or buffered
+        # (overlap latest: it waits, with its claim's resend_at): in the first insert when the
+        # supersede's probe saw the blocking run, else when its claim lost to that run (then a
+        # second insert; a duplicate, whose run key exists, conflicts on the key in both).
         overlap_state, overlap_reason = supersession.OVERLAP
         buffering = {key for key, (_, f) in zip(keys, fires, strict=True) if f.buffer}
-        lost = [
-            record_with(rec, state=overlap.BUFFER_STATE)
-            if key in buffering
-            else record_with(rec, state=overlap_state, reason=overlap_reason, resend_at=None, finished_at=now)
-            for key, rec in by_key.items()
-            if key not in inserted and rec.state == claimed_state
-        ]
+
+        def blocked_record(key: Any, rec: RunRecord) -> RunRecord:
+            if key in buffering:
+                return record_with(rec, state=overlap.BUFFER_STATE)
+            return record_with(rec, state=overlap_state, reason=overlap_reason, resend_at=None, finished_at=now)
+
+        if blocked:
+            for key, rec in by_key.items():
+                if key[:3] in blocked and rec.state == claimed_state:
+                    by_key[key] = blocked_record(key, rec)
+            records = list(by_key.values())
+        inserted = self._insert(conn, records, by_key)
+        lost = [blocked_record(k, rec) for k, rec in by_key.items() if k not in inserted and rec.state == claimed_state]
         if lost:
             inserted.update(self._insert(conn, lost, {(x.org, x.uid, x.routine_id, x.run_id): x for x in lost}))
         self._check_duplicates(conn, [k for k in by_key if k not in inserted])

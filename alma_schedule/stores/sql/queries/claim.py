@@ -304,11 +304,14 @@ def _supersedable(c: Any) -> ColumnElement[bool]:
 
 def supersede(dialect: str, fires: Sequence[Key4], now: datetime) -> tuple[Any, Params]:
     """Older schedule ``claimed`` runs of the routines of these fires -> ``skipped(missed)`` (CAS),
-    returned, unless the fire's own run key exists (a duplicate supersedes nothing): the
-    ``SUPERSEDE`` placement of :func:`alma_schedule.policies.supersession.place`, set-based; each
-    routine's open run is probed through ``uq_runs_one_active`` (:func:`.common.end_runs_for_fires`)."""
+    unless the fire's own run key exists (a duplicate supersedes nothing): the ``SUPERSEDE``
+    placement of :func:`alma_schedule.policies.supersession.place`, set-based; each routine's open
+    run is probed through ``uq_runs_one_active`` (:func:`.common.end_runs_for_fires`, ``report``).
+    Rows ``(org, uid, routine_id, matched, *runs columns)``: PostgreSQL one per routine with an open
+    run, ``matched`` false for a run no fire supersedes (the fire is blocked by it: ``OVERLAP``), the
+    columns the superseded row or NULLs; SQLite only the superseded ones."""
     state, reason = supersession.SUPERSEDED
-    return end_runs_for_fires(dialect, "s", fires, state, reason, now, _supersedable, open_slot)
+    return end_runs_for_fires(dialect, "s", fires, state, reason, now, _supersedable, open_slot, report=True)
 
 
 #: Run columns that differ between the rows one ``claim_due`` inserts; every other column has the
@@ -380,20 +383,3 @@ def insert_records(dialect: str, recs: Sequence[RunRecord]) -> tuple[Any, Params
         return insert_runs(dialect, [record_values(r) for r in recs])
     columns = dict(zip(_VARYING_NAMES, (list(c) for c in zip(*map(_varying_of, recs), strict=True)), strict=True))
     return _unnest_insert(columns, record_values(recs[0]), checked=True)
-
-
-def existing_runs(dialect: str, keys: Sequence[tuple[str, str, str, str]]) -> tuple[Any, Params]:
-    """Which of these run keys exist (a fire claimed before is a duplicate: no row, no supersession)."""
-    if dialect == "postgresql":
-        k = _unnest("e", [*_KEY_COLS, ("run_id", sa.Text())])
-        stmt = sa.select(*_PK).join(
-            k,
-            sa.and_(
-                runs.c.org == k.c.org,
-                runs.c.uid == k.c.uid,
-                runs.c.routine_id == k.c.routine_id,
-                runs.c.run_id == k.c.run_id,
-            ),
-        )
-        return stmt, {f"e_{c}": [key[i] for key in keys] for i, c in enumerate(("org", "uid", "routine_id", "run_id"))}
-    return sa.select(*_PK).where(sa.tuple_(*_PK).in_(list(keys))), {}

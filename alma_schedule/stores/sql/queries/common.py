@@ -82,6 +82,7 @@ def _end_fires(
     reason: str,
     cas: Callable[[Any], ColumnElement[bool]],
     slot: Callable[[Any], ColumnElement[bool]],
+    report: bool,
 ) -> Any:
     now = sa.bindparam(f"{name}_now", type_=UtcDateTime)
     values = {"state": lit(state), "reason": lit(reason), "state_at": now, "finished_at": now}
@@ -102,32 +103,44 @@ def _end_fires(
             .limit(sa.literal_column("1"))  # one by the unique index
             .lateral(f"{name}_one")
         )
-        found = (
-            sa.select(k.c.org, k.c.uid, k.c.routine_id, k.c.run_id.label("fire_run_id"), one.c.run_id, one.c.state)
-            .select_from(k.join(one, sa.true()))
-            .where(cas(one.c))
-            .cte(f"{name}_ending")
-            .prefix_with("MATERIALIZED")
-        )
+        cols = (k.c.org, k.c.uid, k.c.routine_id, k.c.run_id.label("fire_run_id"), one.c.run_id, one.c.state)
+        joined_one = k.join(one, sa.true())
+        if report:  # the CAS computed in the probe: an equality with a constant state in the UPDATE
+            # below would let the planner infer one on ``runs.state`` too, and scan that state's index
+            found_q = sa.select(*cols, cas(one.c).label("matched")).select_from(joined_one)
+        else:
+            found_q = sa.select(*cols).select_from(joined_one).where(cas(one.c))
+        found = found_q.cte(f"{name}_ending").prefix_with("MATERIALIZED")
         fresh = ~sa.exists().where(
             twin.c.org == found.c.org,
             twin.c.uid == found.c.uid,
             twin.c.routine_id == found.c.routine_id,
             twin.c.run_id == found.c.fire_run_id,
         )
-        return (
-            sa.update(runs)
-            .values(values)
-            .where(
-                runs.c.org == found.c.org,
-                runs.c.uid == found.c.uid,
-                runs.c.routine_id == found.c.routine_id,
-                runs.c.run_id == found.c.run_id,
-                runs.c.state == found.c.state,
-                fresh,
-            )
-            .returning(*runs.c)
+        at_found = (
+            runs.c.org == found.c.org,
+            runs.c.uid == found.c.uid,
+            runs.c.routine_id == found.c.routine_id,
+            runs.c.run_id == found.c.run_id,
+            runs.c.state == found.c.state,
         )
+        ending = sa.update(runs).values(values).where(*at_found, fresh)
+        if not report:
+            return ending.returning(*runs.c)
+        # Every routine's open run, reported: its key, whether it matched ``cas``, then the row it
+        # became (NULLs where it was not ended). A data-modifying CTE; the UPDATE reads the same
+        # probe (its CAS a column of the materialized rows, never a predicate on ``runs``).
+        ended = ending.where(found.c.matched).returning(*runs.c).cte(f"{name}_ended")
+        joined = found.outerjoin(
+            ended,
+            sa.and_(
+                ended.c.org == found.c.org,
+                ended.c.uid == found.c.uid,
+                ended.c.routine_id == found.c.routine_id,
+                ended.c.run_id == found.c.run_id,
+            ),
+        )
+        return sa.select(found.c.org, found.c.uid, found.c.routine_id, found.c.matched, *ended.c).select_from(joined)
     fresh = ~sa.exists().where(
         twin.c.org == runs.c.org,
         twin.c.uid == runs.c.uid,
@@ -138,7 +151,12 @@ def _end_fires(
     )
     keys: sa.BindParameter[Any] = sa.bindparam(f"{name}_routines", expanding=True)
     at_key = sa.tuple_(runs.c.org, runs.c.uid, runs.c.routine_id).in_(keys)
-    return sa.update(runs).values(values).where(at_key, cas(runs.c), fresh).returning(*runs.c)
+    stmt = sa.update(runs).values(values).where(at_key, cas(runs.c), fresh)
+    if not report:
+        return stmt.returning(*runs.c)
+    # SQLite has no DML in a CTE: only the runs ended, in the reported shape (a routine whose open
+    # run did not match is not reported: its fire falls to the caller's second insert)
+    return stmt.returning(runs.c.org, runs.c.uid, runs.c.routine_id, sa.true().label("matched"), *runs.c)
 
 
 def end_runs_for_fires(
@@ -150,14 +168,21 @@ def end_runs_for_fires(
     now: datetime,
     cas: Callable[[Any], ColumnElement[bool]],
     slot: Callable[[Any], ColumnElement[bool]],
+    *,
+    report: bool = False,
 ) -> tuple[Any, Params]:
     """The runs of the routines of these fires ``(org, uid, routine_id, run_id)`` in their ``slot``
     (the predicate of a unique partial index: at most one such run per routine, given the columns
     of a table) that match ``cas`` (given the same) -> terminal ``state(reason)`` at ``now``,
     returned, each only while the fire's own run key does not exist (a duplicate fire ends
     nothing). ONE statement whatever the number of fires (PostgreSQL: ``unnest`` of key arrays
-    named ``name``, each routine probed once; SQLite: row-value ``IN`` lists), built once per shape."""
-    stmt = _end_fires(dialect, name, state, reason, cas, slot)
+    named ``name``, each routine probed once; SQLite: row-value ``IN`` lists), built once per shape.
+
+    ``report``: rows ``(org, uid, routine_id, matched, *runs columns)`` instead, one per routine of
+    the fires whose slot holds a run (PostgreSQL): ``matched`` whether that run matched ``cas``,
+    then the row it became, or NULLs where it was not ended (it did not match, the fire is a
+    duplicate, or it changed since the probe read it). SQLite reports only the runs ended."""
+    stmt = _end_fires(dialect, name, state, reason, cas, slot, report)
     if dialect == "postgresql":
         cols = ("org", "uid", "routine_id", "run_id")
         return stmt, {f"{name}_now": now, **{f"{name}_{c}": [f[i] for f in fires] for i, c in enumerate(cols)}}

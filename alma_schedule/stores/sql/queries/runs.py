@@ -9,7 +9,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from alma_schedule.model import RunKey, RunState
-from alma_schedule.stores.sql.queries.common import Params, _insert, in_states, lit
+from alma_schedule.stores.sql.queries.common import _KEY_COLS, Params, _insert, _unnest, in_states, lit
 from alma_schedule.stores.sql.schema import routines, runs
 from alma_schedule.stores.sql.types import UtcDateTime
 
@@ -40,6 +40,7 @@ _ROUTINE_OF_RUN = sa.and_(
     routines.c.org == runs.c.org, routines.c.uid == runs.c.uid, routines.c.routine_id == runs.c.routine_id
 )
 _NOW = sa.bindparam("now", type_=UtcDateTime)
+
 
 @functools.lru_cache(maxsize=4)
 def start_cas(*, with_routine: bool, in_window: bool) -> Any:
@@ -138,4 +139,25 @@ def like_prefix(owner: str) -> str:
     escaped = owner.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return f"{escaped}/%"
 
+
 # --- end the owner of a run ---
+
+
+_PK = (runs.c.org, runs.c.uid, runs.c.routine_id, runs.c.run_id)
+
+
+def existing_runs(dialect: str, keys: Sequence[tuple[str, str, str, str]]) -> tuple[Any, Params]:
+    """Which of these run keys exist (a fire claimed before is a duplicate: no row, no supersession)."""
+    if dialect == "postgresql":
+        k = _unnest("e", [*_KEY_COLS, ("run_id", sa.Text())])
+        stmt = sa.select(*_PK).join(
+            k,
+            sa.and_(
+                runs.c.org == k.c.org,
+                runs.c.uid == k.c.uid,
+                runs.c.routine_id == k.c.routine_id,
+                runs.c.run_id == k.c.run_id,
+            ),
+        )
+        return stmt, {f"e_{c}": [key[i] for key in keys] for i, c in enumerate(("org", "uid", "routine_id", "run_id"))}
+    return sa.select(*_PK).where(sa.tuple_(*_PK).in_(list(keys))), {}
