@@ -87,6 +87,9 @@ class Settings:
     tick_claim_workers: int = _f(
         2, "claim_due batches a tick runs at once past a full first batch (PostgreSQL; SQLite: 1).", "int"
     )
+    tick_gc_pause: bool = _f(
+        True, "Pause Python's cyclic garbage collector while a tick claims and sends (turned back on after).", "bool"
+    )
     # --- fire eligibility and re-sends
     one_shot_window: timedelta = _f(
         timedelta(hours=1), "How long an `at` or manual run stays eligible (its messages expire then).", "duration"

@@ -21,7 +21,9 @@ after another (``claim_concurrency`` 1), as with ``tick_claim_workers = 1``.
 Sends are serialized (one lock: a broker connection is not thread-safe). A failing send is one
 ``<dispatcher>`` entry in the tick's errors (the claimed rows stay claimed; re-sends recover
 them). An exception from the store (it is down) stops the other batches after their current one
-and is raised by :func:`claim_live`, as from the loop it replaces.
+and is raised by :func:`claim_live`, as from the loop it replaces. Python's cyclic garbage
+collector is paused for the whole step (:mod:`.collector`: the batches' objects die by reference
+counting before any collection walks them).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from datetime import datetime
 
 from alma_schedule.model import ClaimBatch, ClaimScan, Decision, Routine, RunRecord, TickError
 
+from . import collector
 from .runtime import Runtime
 
 log = logging.getLogger("alma_schedule.engine")
@@ -80,7 +83,13 @@ def _short(batch: ClaimBatch, limit: int) -> bool:
 
 def claim_live(rt: Runtime, at: datetime, decide: Callable[[Routine], Decision]) -> Claims:
     """``claim_due`` batches until one comes back short (at most ``tick_max_batches``), each batch's
-    claims sent after its commit; concurrently past the first batch where the store allows it."""
+    claims sent after its commit; concurrently past the first batch where the store allows it. The
+    cyclic garbage collector is paused meanwhile (``tick_gc_pause``, :mod:`.collector`)."""
+    with collector.paused(rt.settings.tick_gc_pause):
+        return _claim_live(rt, at, decide)
+
+
+def _claim_live(rt: Runtime, at: datetime, decide: Callable[[Routine], Decision]) -> Claims:
     store, s = rt.store, rt.settings
     out = Claims()
     sending = threading.Lock()
