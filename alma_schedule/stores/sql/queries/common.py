@@ -90,12 +90,13 @@ def _end_fires(
     if dialect == "postgresql":
         k = _unnest(name, [*_KEY_COLS, ("run_id", sa.Text())])
         # Each routine's one run in its slot, probed through the slot's unique partial index
-        # (LATERAL ... LIMIT 1: a subquery the planner keeps, run once per key) and kept only when it
-        # matches ``cas``; then only those are checked for the fire's own key and found by their
-        # primary key, the CAS being the state just read (a join condition: no partial index
-        # matches it). Written so, the statement costs O(fires) whatever the open runs: with the
-        # constant state in the outer WHERE the planner, whose statistics take open runs to be few,
-        # hashes EVERY open run of the table for each batch.
+        # (LATERAL ... LIMIT 1: a subquery the planner keeps, run once per key), with whether it
+        # matches ``cas`` computed there; then only the matching ones are checked for the fire's own
+        # key and found by their primary key, the CAS being the state just read (a join condition:
+        # no partial index matches it). Written so, the statement costs O(fires) whatever the open
+        # runs: with a constant state in the UPDATE's WHERE (on ``runs``, or on the probe's state,
+        # which the planner then infers for ``runs`` too) the planner, whose statistics take open
+        # runs to be few, scans that state's index and hashes EVERY such run of the table per batch.
         r = runs.alias(f"{name}_slot")
         one = (
             sa.select(r.c.run_id, r.c.state, r.c.origin)
@@ -103,14 +104,13 @@ def _end_fires(
             .limit(sa.literal_column("1"))  # one by the unique index
             .lateral(f"{name}_one")
         )
-        cols = (k.c.org, k.c.uid, k.c.routine_id, k.c.run_id.label("fire_run_id"), one.c.run_id, one.c.state)
-        joined_one = k.join(one, sa.true())
-        if report:  # the CAS computed in the probe: an equality with a constant state in the UPDATE
-            # below would let the planner infer one on ``runs.state`` too, and scan that state's index
-            found_q = sa.select(*cols, cas(one.c).label("matched")).select_from(joined_one)
-        else:
-            found_q = sa.select(*cols).select_from(joined_one).where(cas(one.c))
-        found = found_q.cte(f"{name}_ending").prefix_with("MATERIALIZED")
+        probed = (k.c.org, k.c.uid, k.c.routine_id, k.c.run_id.label("fire_run_id"), one.c.run_id, one.c.state)
+        found = (
+            sa.select(*probed, cas(one.c).label("matched"))
+            .select_from(k.join(one, sa.true()))
+            .cte(f"{name}_ending")
+            .prefix_with("MATERIALIZED")
+        )
         fresh = ~sa.exists().where(
             twin.c.org == found.c.org,
             twin.c.uid == found.c.uid,
@@ -124,13 +124,12 @@ def _end_fires(
             runs.c.run_id == found.c.run_id,
             runs.c.state == found.c.state,
         )
-        ending = sa.update(runs).values(values).where(*at_found, fresh)
+        ending = sa.update(runs).values(values).where(*at_found, found.c.matched, fresh).returning(*runs.c)
         if not report:
-            return ending.returning(*runs.c)
-        # Every routine's open run, reported: its key, whether it matched ``cas``, then the row it
-        # became (NULLs where it was not ended). A data-modifying CTE; the UPDATE reads the same
-        # probe (its CAS a column of the materialized rows, never a predicate on ``runs``).
-        ended = ending.where(found.c.matched).returning(*runs.c).cte(f"{name}_ended")
+            return ending
+        # ``report``: every routine's run in its slot, its key, whether it matched, then the row it
+        # became (NULLs where it was not ended): the UPDATE as a data-modifying CTE, joined back.
+        ended = ending.cte(f"{name}_ended")
         joined = found.outerjoin(
             ended,
             sa.and_(
