@@ -84,10 +84,10 @@ def test_claim_due_statements_use_indexes(loaded: tuple[str, SqlStore]) -> None:
     with _captured(store) as seen:
         batch = store.claim_due(NOW, DUE, fire_next_due(window=timedelta(hours=1)), TIMERS)
     assert len(batch.claimed) == DUE
-    assert len(seen) == 4  # lock, advance, supersede, insert: constant per batch
+    assert len(seen) == 3  # lock, supersede (carrying the cursor moves: a CTE), insert: constant per batch
     used = _check(conninfo, seen)
     assert "ix_routines_due" in used
-    assert "routines_pkey" in used  # the batched cursor UPDATE finds each row by key
+    assert "routines_pkey" in used  # the batched cursor UPDATE (the supersede's CTE) finds each row by key
 
 
 def test_a_short_batch_checks_for_held_due_rows_through_the_due_index(loaded: tuple[str, SqlStore]) -> None:
@@ -171,7 +171,7 @@ def test_overlap_latest_statements_use_indexes(loaded: tuple[str, SqlStore]) -> 
     with _captured(store) as seen:
         batch = store.claim_due(at, DUE, buffering(fire_next_due(window=timedelta(hours=1))), TIMERS)
     assert batch.claimed
-    assert len(seen) == 6  # lock, advance, lock their open runs, replace buffered, supersede, insert
+    assert len(seen) == 5  # lock, lock their open runs, replace buffered, supersede (+ the cursor moves), insert
     _check(conninfo, seen)
     started = store.start(batch.claimed[0].key, now=at)
     assert started.won

@@ -108,6 +108,10 @@ def make_engine(
         max_overflow=max_overflow,
         pool_pre_ping=False,  # liveness.install: dead connections are found without a round trip
         pool_timeout=30,
+        # LIFO: a tick's statements, one after the other, reuse the connection the last one returned
+        # (FIFO alternated between the pooled ones: each statement woke a backend idle since the one
+        # before, and after a VACUUM or ANALYZE of `runs` each of them re-planned its cached plans)
+        pool_use_lifo=True,
         connect_args={
             "connect_timeout": 10,
             "application_name": "alma-schedule",

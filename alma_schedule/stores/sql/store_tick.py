@@ -7,8 +7,9 @@ batch size (cost O(due), never O(routines); statements in :mod:`.queries.claim`,
 1. lock up to ``limit`` due routines (``FOR UPDATE SKIP LOCKED``; SQLite: ``BEGIN IMMEDIATE``),
    read without their definition (planning never reads it);
 2. ask ``decide`` for each, in Python (the cron math stays in the core);
-3. one batched UPDATE advancing the cursors (``WHERE last_fire IS NULL OR last_fire < fire``), one
-   for ``NotDue`` and one for ``Defer`` (only when there are any);
+3. one batched UPDATE advancing the cursors (``WHERE last_fire IS NULL OR last_fire < fire``; on
+   PostgreSQL, when some fire is live, a data-modifying CTE of step 4's statement: one round trip
+   less), one for ``NotDue`` and one for ``Defer`` (only when there are any);
 4. one UPDATE superseding older schedule ``claimed`` runs to ``skipped(missed)`` (CAS, RETURNING),
    skipping a fire whose own run key exists (a duplicate supersedes nothing); each routine's open run
    is probed through ``uq_runs_one_active``, never found by hashing every open run of the table
@@ -230,19 +231,22 @@ class TickMixin(BufferedMixin):
                 )
             elif isinstance(dec, NotDue):
                 not_due.append({**rk, "next_due_at": dec.next_due_at})
-        if fires:
+        # PostgreSQL: the cursor moves ride in the supersede's statement when there is one (step 4)
+        carried = d == "postgresql" and any(not f.missed for _, f in fires)
+        if fires and not carried:
             conn.execute(*q.advance_cursors(d, fires, now))
         if not_due:
             conn.execute(*q.move_due(d, not_due, now))
         if defers:
             conn.execute(*q.defer_batch(d, defers, now))
-        claimed, skipped, buffered = self._insert_fires(conn, fires, now, timers) if fires else ([], [], [])
+        claimed, skipped, buffered = self._insert_fires(conn, fires, now, timers, carried) if fires else ([], [], [])
         return ClaimBatch(tuple(claimed), tuple(skipped), tuple(deferred), tuple(buffered))
 
     def _insert_fires(
-        self, conn: Any, fires: list[tuple[Routine, Fire]], now: datetime, timers: Timers
+        self, conn: Any, fires: list[tuple[Routine, Fire]], now: datetime, timers: Timers, advance: bool = False
     ) -> tuple[list[RunRecord], list[RunRecord], list[RunRecord]]:
-        """Steps 4-6: make room (supersede; replace buffered rows), insert, record the blocked."""
+        """Steps 4-6: make room (supersede; replace buffered rows), insert, record the blocked;
+        ``advance`` (PostgreSQL, some fire live): step 3's cursor moves go in the supersede's statement."""
         d = self.dialect
         keys = [(r.org, r.uid, r.routine_id, f.run_id) for r, f in fires]  # each fire's run key
         live = [key for key, (_, f) in zip(keys, fires, strict=True) if not f.missed]
@@ -252,8 +256,10 @@ class TickMixin(BufferedMixin):
         replaced = self._replace_buffered(conn, latest, now) if latest else []
         superseded: dict[RKey, RunRecord] = {}
         blocked: set[RKey] = set()  # PostgreSQL: routines whose open run the supersede left open
-        for chunk in self._chunks(live):
-            stmt, params = q.supersede(d, chunk, now)
+        advancing = fires if advance else []
+        for chunk in self._chunks(live):  # PostgreSQL: one chunk
+            stmt, params = q.supersede(d, chunk, now, advancing)
+            advancing = []
             for row in conn.execute(stmt, params).all():
                 rk, matched, ended = (row[0], row[1], row[2]), row[3], row[4:]
                 if ended[0] is not None:

@@ -302,16 +302,36 @@ def _supersedable(c: Any) -> ColumnElement[bool]:
     return sa.and_(c.state == lit(supersession.SUPERSEDABLE_STATE), c.origin == lit(supersession.SUPERSEDABLE_ORIGIN))
 
 
-def supersede(dialect: str, fires: Sequence[Key4], now: datetime) -> tuple[Any, Params]:
+def supersede(
+    dialect: str, fires: Sequence[Key4], now: datetime, advancing: Sequence[tuple[Routine, Fire]] = ()
+) -> tuple[Any, Params]:
     """Older schedule ``claimed`` runs of the routines of these fires -> ``skipped(missed)`` (CAS),
     unless the fire's own run key exists (a duplicate supersedes nothing): the ``SUPERSEDE``
     placement of :func:`alma_schedule.policies.supersession.place`, set-based; each routine's open
     run is probed through ``uq_runs_one_active`` (:func:`.common.end_runs_for_fires`, ``report``).
     Rows ``(org, uid, routine_id, matched, *runs columns)``: PostgreSQL one per routine with an open
     run, ``matched`` false for a run no fire supersedes (the fire is blocked by it: ``OVERLAP``), the
-    columns the superseded row or NULLs; SQLite only the superseded ones."""
+    columns the superseded row or NULLs; SQLite only the superseded ones.
+
+    ``advancing`` (PostgreSQL only): the cursor moves of :func:`advance_cursors` for these fires,
+    carried in the same statement as a data-modifying CTE (PostgreSQL runs one to completion
+    whether or not the statement reads it): one round trip for both. Neither part reads what the
+    other writes (the UPDATE writes ``routines`` rows this transaction already locked, the rest reads
+    and writes ``runs``), so the statement does what the two did in turn."""
     state, reason = supersession.SUPERSEDED
-    return end_runs_for_fires(dialect, "s", fires, state, reason, now, _supersedable, open_slot, report=True)
+    stmt, params = end_runs_for_fires(dialect, "s", fires, state, reason, now, _supersedable, open_slot, report=True)
+    if not advancing:
+        return stmt, params
+    if dialect != "postgresql":
+        raise ValueError("only PostgreSQL carries the cursor moves in the supersede's statement")
+    moved, moves = advance_cursors(dialect, advancing, now)
+    assert isinstance(params, Mapping) and isinstance(moves, Mapping)  # PostgreSQL binds arrays: one mapping each
+    return _advancing(stmt, moved), {**params, **moves}
+
+
+@functools.lru_cache(maxsize=4)
+def _advancing(stmt: Any, moved: Any) -> Any:
+    return stmt.add_cte(moved.cte("a_advanced"))
 
 
 #: Run columns that differ between the rows one ``claim_due`` inserts; every other column has the

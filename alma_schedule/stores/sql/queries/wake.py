@@ -4,9 +4,14 @@ routines that carry a planning error.
 The hint is the earliest instant strictly after the tick's ``now`` at which a tick has something to
 do: a routine's ``next_due_at`` (also of a routine whose planning back-off ends then:
 ``defer_until``), a claimed run's ``resend_at`` or ``expires_at``, a submitted run's
-``next_poll_at``. Each part is a ``min`` over its own partial index (``ix_routines_due``,
-``ix_routines_erroring``, ``ix_runs_resend``, ``ix_runs_expires``, ``ix_runs_poll``), so the hint
-costs a few index probes inside the heartbeat's statement and no round trip of its own.
+``next_poll_at``. Each part is the first value of an ordered ``LIMIT 1`` scan of its own partial
+index (``ix_routines_due``, ``ix_routines_erroring``, ``ix_runs_resend``, ``ix_runs_expires``,
+``ix_runs_poll``), so the hint costs a few index probes inside the heartbeat's statement and no
+round trip of its own. Not ``min()``: PostgreSQL plans a ``min`` twice (the aggregate, and its rewrite
+as such a scan), and the heartbeat's statement is re-planned whenever a ``VACUUM`` or ``ANALYZE`` of
+``runs`` invalidates its cached plan; measured on a 2-core machine, planning it took 1.3-2.0 ms with
+``min`` and 0.42-0.47 ms with these scans (the same plan shape; the value is the same: NULL when no
+row qualifies, a NULL column never qualifies).
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ from alma_schedule.stores.sql.schema import heartbeat, routines, runs
 
 
 def _earliest(column: sa.Column[Any], now: datetime, *where: Any) -> sa.Select[Any]:
-    return sa.select(sa.func.min(column).label("at")).where(column > dt(now), *where)
+    first = sa.select(column).where(column > dt(now), *where).order_by(column).limit(sa.literal_column("1"))
+    return sa.select(first.scalar_subquery().label("at"))
 
 
 def wake_hint(now: datetime) -> sa.ScalarSelect[Any]:
