@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import psycopg
 import pytest
@@ -117,3 +117,54 @@ def test_a_short_batch_leaves_the_rows_its_ticks_other_open_batch_holds_to_it(
     assert _claimed_ids(out["first"]) == ["r1"] and _claimed_ids(second) == ["r2", "r3"]
     assert not [r for r in caplog.records if "held by another transaction" in r.getMessage()]
     assert store.claim_due(T0, 10, fire_due, TIMERS).claimed == ()
+
+
+
+def _statements(store: SqlStore) -> tuple[list[str], Callable[[], None]]:
+    import sqlalchemy as sa
+
+    seen: list[str] = []
+
+    def grab(conn: object, cursor: object, statement: str, *_: object) -> None:
+        seen.append(statement)
+
+    sa.event.listen(store.engine, "before_cursor_execute", grab)
+    return seen, lambda: sa.event.remove(store.engine, "before_cursor_execute", grab)
+
+
+def _checks(seen: list[str]) -> list[str]:
+    """The held rows' checks of the first transaction (before the held claim's lock_timeout)."""
+    first = seen[: next((i for i, s in enumerate(seen) if "lock_timeout" in s), len(seen))]
+    return [s for s in first if "FOR UPDATE" not in s and "routines.next_due_at <=" in s]
+
+
+def test_the_check_rides_in_the_insert_when_it_returns_a_row(world: tuple[SqlStore, str]) -> None:
+    """The short batch's check for held rows is a last RETURNING column of its INSERT: no statement
+    of its own, and it still finds the held row."""
+    store, libpq = world
+    seen, stop = _statements(store)
+    try:
+        thread, _ = _hold(libpq, 0.5)
+        batch = store.claim_due(T0, 10, fire_due, TIMERS)  # r2 inserted, r1 held
+        thread.join()
+    finally:
+        stop()
+    assert _claimed_ids(batch) == ["r1", "r2"]
+    checks = _checks(seen)
+    assert len(checks) == 1 and checks[0].startswith("INSERT INTO alma.runs"), seen
+
+
+def test_a_batch_with_nothing_to_insert_asks_the_check_with_its_own_statement() -> None:
+    with pg_database() as url, opened(url) as store:
+        register(store, "r1", next_due_at=T0)  # the only due row, held
+        libpq = url.replace("postgresql+psycopg://", "postgresql://", 1)
+        seen, stop = _statements(store)
+        try:
+            thread, _ = _hold(libpq, 0.5)
+            batch = store.claim_due(T0, 10, fire_due, TIMERS)
+            thread.join()
+        finally:
+            stop()
+        assert _claimed_ids(batch) == ["r1"]
+        checks = _checks(seen)
+        assert len(checks) == 1 and checks[0].startswith("SELECT"), seen

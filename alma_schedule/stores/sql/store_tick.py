@@ -28,7 +28,8 @@ batch size (cost O(due), never O(routines); statements in :mod:`.queries.claim`,
    (:mod:`alma_schedule.policies.limits`).
 
 On PostgreSQL a SHORT batch ends, before its commit, with one unlocked EXISTS of the due rows it
-did not decide; only when there are some, it is followed by the claim of the rows it skipped because
+did not decide (a last ``RETURNING`` column of its step-5 INSERT, so no round trip of its own, when that
+INSERT returns a row; else its own statement, :class:`.store_inserts.HeldCheck`); only when there are some, it is followed by the claim of the rows it skipped because
 another transaction held them (``_claim_held``): a fire whose only tick in its window met its
 routine's row held for a moment (its previous run finishing) is not lost.
 
@@ -50,7 +51,9 @@ such a routine issues exactly the statements above.
 Steps 4 and 5 are :func:`alma_schedule.policies.supersession.place` expressed set-based (its
 constants build the statements); step 3's ``Defer`` update is :func:`~alma_schedule.policies.backoff.deferred`.
 
-A single CTE cannot do this: SQLite has no DML in a CTE, and in PostgreSQL all parts of one
+Steps 3 and 4 share one statement on PostgreSQL (when a fire is live): the cursor UPDATE, a CTE,
+writes only ``routines`` rows this transaction locked in step 1, which the rest of that statement
+never reads. The whole claim in a single CTE could not do this: SQLite has no DML in a CTE, and in PostgreSQL all parts of one
 statement share a snapshot, so a racing manual claim could leave an advanced cursor with no row.
 Every insert of a run locks its routine row first (here and in ``claim_manual``), so nothing
 inserts runs of a routine between steps 4 and 5; every transaction that ends a routine's open run
@@ -94,14 +97,11 @@ from alma_schedule.stores.sql.rows import (
     run_from_row,
 )
 from alma_schedule.stores.sql.store_base import RKey
-from alma_schedule.stores.sql.store_buffered import BufferedMixin
+from alma_schedule.stores.sql.store_inserts import HeldCheck, InsertsMixin
 
 log = logging.getLogger("alma_schedule.stores")
 
-SQLITE_CHUNK = 2000
-
-
-class TickMixin(BufferedMixin):
+class TickMixin(InsertsMixin):
     def claim_due(
         self,
         now: datetime,
@@ -125,11 +125,15 @@ class TickMixin(BufferedMixin):
             due = self._planning(conn, *stmt)
             if keyed is not None:
                 keyed.open(token, [(r.next_due_at, r.org, r.uid, r.routine_id) for r in due if r.next_due_at])
-            batch = self._claim_locked(conn, due, now, decide, timers)
-            if len(due) < limit and pg:  # the held rows' check, before the commit
+            check: HeldCheck | None = None
+            if len(due) < limit and pg:  # the held rows' check, before the commit (in the INSERT if any)
                 decided = [(r.org, r.uid, r.routine_id) for r in due]
-                others = keyed.others(token) if keyed is not None else []
-                held_due = bool(conn.execute(*q.due_exists(now, decided + others)).scalar())
+                check = HeldCheck(now, decided + (keyed.others(token) if keyed is not None else []))
+            batch = self._claim_locked(conn, due, now, decide, timers, check)
+            if check is not None:
+                if check.found is None:  # no INSERT returned a row: its own statement
+                    check.found = bool(conn.execute(*q.due_exists(now, check.besides)).scalar())
+                held_due = check.found
         if held_due:
             held = self._claim_held(now, limit - len(due), decide, timers, decided, keyed)
             if held is not None:
@@ -189,21 +193,17 @@ class TickMixin(BufferedMixin):
             return [planning_routine(r) for r in conn.execute(stmt, params).all()]
         return planning_routines(self._driver_rows(conn, stmt, params))
 
-    @staticmethod
-    def _driver_rows(conn: Any, stmt: Any, params: Any) -> Any:
-        """PostgreSQL: the rows of ``stmt`` as the driver's plain tuples. SQLAlchemy executes it (the
-        schema, the listeners, its error mapping); only its result machinery (a ``Row`` per row,
-        result processors) is skipped: thousands of rows per batch, converted by the caller."""
-        result = conn.execute(stmt, params)
-        try:
-            return result.cursor.fetchall()
-        finally:
-            result.close()
-
     def _claim_locked(
-        self, conn: Any, due: list[Routine], now: datetime, decide: Callable[[Routine], Any], timers: Timers
+        self,
+        conn: Any,
+        due: list[Routine],
+        now: datetime,
+        decide: Callable[[Routine], Any],
+        timers: Timers,
+        held: HeldCheck | None = None,
     ) -> ClaimBatch:
-        """Steps 2-7 of the module docstring over the routines this transaction locked."""
+        """Steps 2-7 of the module docstring over the routines this transaction locked; ``held``
+        (PostgreSQL): the short batch's check, answered by its first INSERT when that returns a row."""
         d = self.dialect
         fires: list[tuple[Routine, Fire]] = []
         not_due: list[dict[str, Any]] = []
@@ -239,14 +239,22 @@ class TickMixin(BufferedMixin):
             conn.execute(*q.move_due(d, not_due, now))
         if defers:
             conn.execute(*q.defer_batch(d, defers, now))
-        claimed, skipped, buffered = self._insert_fires(conn, fires, now, timers, carried) if fires else ([], [], [])
+        made = self._insert_fires(conn, fires, now, timers, carried, held) if fires else ([], [], [])
+        claimed, skipped, buffered = made
         return ClaimBatch(tuple(claimed), tuple(skipped), tuple(deferred), tuple(buffered))
 
     def _insert_fires(
-        self, conn: Any, fires: list[tuple[Routine, Fire]], now: datetime, timers: Timers, advance: bool = False
+        self,
+        conn: Any,
+        fires: list[tuple[Routine, Fire]],
+        now: datetime,
+        timers: Timers,
+        advance: bool = False,
+        held: HeldCheck | None = None,
     ) -> tuple[list[RunRecord], list[RunRecord], list[RunRecord]]:
         """Steps 4-6: make room (supersede; replace buffered rows), insert, record the blocked;
-        ``advance`` (PostgreSQL, some fire live): step 3's cursor moves go in the supersede's statement."""
+        ``advance`` (PostgreSQL, some fire live): step 3's cursor moves go in the supersede's
+        statement; ``held``: the short batch's check, in the first INSERT."""
         d = self.dialect
         keys = [(r.org, r.uid, r.routine_id, f.run_id) for r, f in fires]  # each fire's run key
         live = [key for key, (_, f) in zip(keys, fires, strict=True) if not f.missed]
@@ -302,7 +310,7 @@ class TickMixin(BufferedMixin):
                 if key[:3] in blocked and rec.state == claimed_state:
                     by_key[key] = blocked_record(key, rec)
             records = list(by_key.values())
-        inserted = self._insert(conn, records, by_key)
+        inserted = self._insert(conn, records, by_key, held)
         lost = [blocked_record(k, rec) for k, rec in by_key.items() if k not in inserted and rec.state == claimed_state]
         if lost:
             inserted.update(self._insert(conn, lost, {(x.org, x.uid, x.routine_id, x.run_id): x for x in lost}))
@@ -328,37 +336,6 @@ class TickMixin(BufferedMixin):
         if counted:  # max_runs: no statement at all for a batch without limited routines
             conn.execute(*q.count_claims(d, counted, now))
         return claimed, skipped, buffered
-
-    def _insert(self, conn: Any, records: list[RunRecord], by_key: dict[Any, RunRecord]) -> dict[Any, RunRecord]:
-        """Insert these records (``ON CONFLICT DO NOTHING``): the ones inserted, by run key."""
-        done: dict[Any, RunRecord] = {}
-        for chunk in self._chunks(records):
-            stmt, params = q.insert_records(self.dialect, chunk)
-            if self.dialect == "postgresql":
-                done.update((key, by_key[key]) for key in self._driver_rows(conn, stmt, params))
-            else:
-                for key in conn.execute(stmt, params).all():
-                    done[tuple(key)] = by_key[tuple(key)]
-        return done
-
-    def _check_duplicates(self, conn: Any, keys: list[tuple[str, str, str, str]]) -> None:
-        """Fires that got no row must be duplicates (their run key exists): anything else cannot
-        happen while every insert of a run locks its routine first; if it did, roll back, loudly.
-        A statement only when some fire got no row."""
-        existing: set[tuple[Any, ...]] = set()
-        for chunk in self._chunks(keys):
-            stmt, params = q.existing_runs(self.dialect, chunk)
-            existing.update(tuple(row) for row in conn.execute(stmt, params).all())
-        for key in keys:
-            if key not in existing:
-                raise StoreConflict(f"fire {'/'.join(key)} could not be recorded; nothing was claimed")
-
-    def _chunks(self, items: list[Any]) -> list[list[Any]]:
-        """PostgreSQL binds arrays (one statement whatever the size); SQLite binds each value, under
-        its 32,766-variable limit: row-value lists go in chunks of 2,000 rows."""
-        if self.dialect == "postgresql" or len(items) <= SQLITE_CHUNK:
-            return [items] if items else []
-        return [items[i : i + SQLITE_CHUNK] for i in range(0, len(items), SQLITE_CHUNK)]
 
     def claim_manual(
         self,

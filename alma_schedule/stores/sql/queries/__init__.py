@@ -36,14 +36,11 @@ from alma_schedule.stores.sql.queries.buffered import (
     replace_buffered,
 )
 from alma_schedule.stores.sql.queries.claim import (
-    FIRE_VARYING,
     HELD_LOCK_WAIT,
     advance_cursors,
     count_claims,
     defer_batch,
     due_exists,
-    insert_records,
-    insert_runs,
     move_due,
     select_due,
     supersede,
@@ -60,6 +57,7 @@ from alma_schedule.stores.sql.queries.common import (
     routine_pk,
 )
 from alma_schedule.stores.sql.queries.finish import finish_statement
+from alma_schedule.stores.sql.queries.inserts import FIRE_VARYING, insert_records, insert_runs
 from alma_schedule.stores.sql.queries.maintenance import (
     MIGRATION_LOCK_KEY,
     advisory_lock,

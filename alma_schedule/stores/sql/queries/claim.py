@@ -11,16 +11,14 @@ tick probe reads too.
 from __future__ import annotations
 
 import functools
-import operator
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql as pg
 from sqlalchemy.sql import ColumnElement
 
-from alma_schedule.model import DueKey, Fire, Routine, RunRecord
+from alma_schedule.model import DueKey, Fire, Routine
 from alma_schedule.policies import backoff, limits, supersession
 from alma_schedule.stores.sql.queries.common import (
     _KEY_COLS,
@@ -28,13 +26,11 @@ from alma_schedule.stores.sql.queries.common import (
     Key4,
     Params,
     _arrays,
-    _insert,
     _unnest,
     end_runs_for_fires,
     lit,
     open_slot,
 )
-from alma_schedule.stores.sql.rows import record_values
 from alma_schedule.stores.sql.schema import routines, runs
 from alma_schedule.stores.sql.types import UtcDateTime
 
@@ -140,6 +136,17 @@ def _due_exists(besides: bool) -> sa.Select[Any]:
     return sa.select(first.scalar_subquery().is_not(None))
 
 
+def due_exists_column(besides: bool) -> Any:
+    """:func:`due_exists` as a boolean scalar subquery (another statement's column), its parameters
+    :func:`due_params`."""
+    return _due_exists(besides).scalar_subquery().label("held_due")
+
+
+def due_params(now: datetime, besides: Sequence[Key3] = ()) -> dict[str, Any]:
+    """The parameters of :func:`due_exists` and :func:`due_exists_column`."""
+    return _params(now, besides)
+
+
 def due_exists(now: datetime, besides: Sequence[Key3] = ()) -> tuple[sa.Select[Any], dict[str, Any]]:
     """Whether a routine other than ``besides`` is due at ``now`` (no lock: after a short batch, such
     a row is one that a concurrent transaction held while the batch locked). The first such row in
@@ -210,11 +217,11 @@ def _batch_params(
 #: PostgreSQL arrays of instants a claim already checked aware UTC (``decide_checked``, ``claim_due``'s
 #: ``now``): ``timestamptz`` without :class:`UtcDateTime`'s per-element bind check (the same SQL,
 #: the same cast). SQLite keeps :class:`UtcDateTime`: it stores them as naive UTC text.
-_CHECKED_INSTANT = sa.DateTime(timezone=True)
+CHECKED_INSTANT = sa.DateTime(timezone=True)
 
 
 def _instant(dialect: str) -> sa.types.TypeEngine[Any]:
-    return _CHECKED_INSTANT if dialect == "postgresql" else UtcDateTime()
+    return CHECKED_INSTANT if dialect == "postgresql" else UtcDateTime()
 
 
 @functools.lru_cache(maxsize=4)
@@ -332,74 +339,3 @@ def supersede(
 @functools.lru_cache(maxsize=4)
 def _advancing(stmt: Any, moved: Any) -> Any:
     return stmt.add_cte(moved.cte("a_advanced"))
-
-
-#: Run columns that differ between the rows one ``claim_due`` inserts; every other column has the
-#: same value in all of them (``claimed_at = state_at = now``, zeros, empty lists, NULLs).
-FIRE_VARYING: tuple[tuple[str, sa.types.TypeEngine[Any]], ...] = (
-    ("org", sa.Text()),
-    ("uid", sa.Text()),
-    ("routine_id", sa.Text()),
-    ("run_id", sa.Text()),
-    ("state", sa.Text()),
-    ("reason", sa.Text()),
-    ("origin", sa.Text()),
-    ("config_revision", sa.Text()),
-    ("fire_at", UtcDateTime()),
-    ("expires_at", UtcDateTime()),
-    ("resend_at", UtcDateTime()),
-    ("finished_at", UtcDateTime()),
-    ("due_at", UtcDateTime()),  # jitter (issue 15): each fire's own due instant
-)
-
-
-_VARYING_NAMES = tuple(name for name, _ in FIRE_VARYING)
-#: A record's :data:`FIRE_VARYING` values, in one call (the columns are then one transposition).
-_varying_of = operator.attrgetter(*_VARYING_NAMES)
-
-
-@functools.lru_cache(maxsize=8)
-def _insert_each(dialect: str) -> Any:
-    return _insert(dialect, runs).on_conflict_do_nothing().returning(*_PK)
-
-
-@functools.lru_cache(maxsize=256)
-def _insert_unnest(varying: frozenset[str], checked: bool) -> Any:
-    """The INSERT ... SELECT FROM unnest of one set of varying columns (the others bound once);
-    ``checked``: the arrays of instants hold checked aware UTC values (see :data:`_CHECKED_INSTANT`)."""
-    arrays = [(n, _CHECKED_INSTANT if checked and isinstance(t, UtcDateTime) else t) for n, t in FIRE_VARYING]
-    u = _unnest("i", [(name, typ) for name, typ in arrays if name in varying])
-    values = [
-        u.c[c.name] if c.name in varying else sa.cast(sa.bindparam(f"i_{c.name}", type_=c.type), c.type) for c in runs.c
-    ]
-    stmt = pg.insert(runs).from_select([c.name for c in runs.c], sa.select(*values)).on_conflict_do_nothing()
-    return stmt.returning(*_PK)
-
-
-def _unnest_insert(
-    columns: Mapping[str, Sequence[Any]], first: Mapping[str, Any], checked: bool = False
-) -> tuple[Any, Params]:
-    # Columns with one value in every row are bound once; the others travel as arrays.
-    varying = frozenset(n for n, _ in FIRE_VARYING if columns[n].count(columns[n][0]) != len(columns[n]))
-    params = {f"i_{c.name}": first[c.name] for c in runs.c if c.name not in varying}
-    return _insert_unnest(varying, checked), {**params, **{f"i_{n}": columns[n] for n in varying}}
-
-
-def insert_runs(dialect: str, rows: Sequence[Mapping[str, Any]]) -> tuple[Any, Params]:
-    """Insert run rows with an UNTARGETED ``ON CONFLICT DO NOTHING`` (a targeted one would raise on the
-    partial unique index), returning the KEYS of the rows actually inserted. PostgreSQL: ONE
-    ``INSERT ... SELECT FROM unnest(<arrays>)`` whatever the number of rows (columns outside
-    :data:`FIRE_VARYING` are taken from the first row, and so are those equal in every row);
-    SQLite: executemany."""
-    if dialect != "postgresql":
-        return _insert_each(dialect), list(rows)
-    return _unnest_insert({name: [r[name] for r in rows] for name, _ in FIRE_VARYING}, rows[0])
-
-
-def insert_records(dialect: str, recs: Sequence[RunRecord]) -> tuple[Any, Params]:
-    """:func:`insert_runs` of the run records ``claim_due`` made (read by attribute: no mapping per
-    row; their instants are checked aware UTC: :data:`_CHECKED_INSTANT`)."""
-    if dialect != "postgresql":
-        return insert_runs(dialect, [record_values(r) for r in recs])
-    columns = dict(zip(_VARYING_NAMES, (list(c) for c in zip(*map(_varying_of, recs), strict=True)), strict=True))
-    return _unnest_insert(columns, record_values(recs[0]), checked=True)

@@ -1,0 +1,116 @@
+"""SQL statements of the store, the run rows ``claim_due`` (and ``claim_backfills``) insert: ONE
+``INSERT ... SELECT FROM unnest`` per batch on PostgreSQL, executemany on SQLite; on PostgreSQL the
+INSERT of a short batch also carries the batch's check for due rows other transactions held (a
+column of its ``RETURNING``: :func:`insert_records`).
+
+Built once per shape (``functools.lru_cache``), like :mod:`.claim`.
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql as pg
+
+from alma_schedule.model import RunRecord
+from alma_schedule.stores.sql.queries.claim import CHECKED_INSTANT, due_exists_column, due_params
+from alma_schedule.stores.sql.queries.common import Key3, Params, _insert, _unnest
+from alma_schedule.stores.sql.rows import record_values
+from alma_schedule.stores.sql.schema import runs
+from alma_schedule.stores.sql.types import UtcDateTime
+
+_PK = (runs.c.org, runs.c.uid, runs.c.routine_id, runs.c.run_id)
+
+#: Run columns that differ between the rows one ``claim_due`` inserts; every other column has the
+#: same value in all of them (``claimed_at = state_at = now``, zeros, empty lists, NULLs).
+FIRE_VARYING: tuple[tuple[str, sa.types.TypeEngine[Any]], ...] = (
+    ("org", sa.Text()),
+    ("uid", sa.Text()),
+    ("routine_id", sa.Text()),
+    ("run_id", sa.Text()),
+    ("state", sa.Text()),
+    ("reason", sa.Text()),
+    ("origin", sa.Text()),
+    ("config_revision", sa.Text()),
+    ("fire_at", UtcDateTime()),
+    ("expires_at", UtcDateTime()),
+    ("resend_at", UtcDateTime()),
+    ("finished_at", UtcDateTime()),
+    ("due_at", UtcDateTime()),  # jitter (issue 15): each fire's own due instant
+)
+
+
+_VARYING_NAMES = tuple(name for name, _ in FIRE_VARYING)
+#: A record's :data:`FIRE_VARYING` values, in one call (the columns are then one transposition).
+_varying_of = operator.attrgetter(*_VARYING_NAMES)
+
+
+@functools.lru_cache(maxsize=8)
+def _insert_each(dialect: str) -> Any:
+    return _insert(dialect, runs).on_conflict_do_nothing().returning(*_PK)
+
+
+@functools.lru_cache(maxsize=256)
+def _insert_unnest(varying: frozenset[str], checked: bool) -> Any:
+    """The INSERT ... SELECT FROM unnest of one set of varying columns (the others bound once);
+    ``checked``: the arrays of instants hold checked aware UTC values (see :data:`CHECKED_INSTANT`)."""
+    arrays = [(n, CHECKED_INSTANT if checked and isinstance(t, UtcDateTime) else t) for n, t in FIRE_VARYING]
+    u = _unnest("i", [(name, typ) for name, typ in arrays if name in varying])
+    values = [
+        u.c[c.name] if c.name in varying else sa.cast(sa.bindparam(f"i_{c.name}", type_=c.type), c.type) for c in runs.c
+    ]
+    stmt = pg.insert(runs).from_select([c.name for c in runs.c], sa.select(*values)).on_conflict_do_nothing()
+    return stmt.returning(*_PK)
+
+
+def _unnest_insert(
+    columns: Mapping[str, Sequence[Any]], first: Mapping[str, Any], checked: bool = False
+) -> tuple[Any, Params]:
+    # Columns with one value in every row are bound once; the others travel as arrays.
+    varying = frozenset(n for n, _ in FIRE_VARYING if columns[n].count(columns[n][0]) != len(columns[n]))
+    params = {f"i_{c.name}": first[c.name] for c in runs.c if c.name not in varying}
+    return _insert_unnest(varying, checked), {**params, **{f"i_{n}": columns[n] for n in varying}}
+
+
+def insert_runs(dialect: str, rows: Sequence[Mapping[str, Any]]) -> tuple[Any, Params]:
+    """Insert run rows with an UNTARGETED ``ON CONFLICT DO NOTHING`` (a targeted one would raise on the
+    partial unique index), returning the KEYS of the rows actually inserted. PostgreSQL: ONE
+    ``INSERT ... SELECT FROM unnest(<arrays>)`` whatever the number of rows (columns outside
+    :data:`FIRE_VARYING` are taken from the first row, and so are those equal in every row);
+    SQLite: executemany."""
+    if dialect != "postgresql":
+        return _insert_each(dialect), list(rows)
+    return _unnest_insert({name: [r[name] for r in rows] for name, _ in FIRE_VARYING}, rows[0])
+
+
+def insert_records(
+    dialect: str, recs: Sequence[RunRecord], held: tuple[datetime, Sequence[Key3]] | None = None
+) -> tuple[Any, Params]:
+    """:func:`insert_runs` of the run records ``claim_due`` made (read by attribute: no mapping per
+    row; their instants are checked aware UTC: :data:`~.claim.CHECKED_INSTANT`).
+
+    ``held`` (PostgreSQL only): ``(now, besides)`` of a short batch's check for due rows other
+    transactions held (:func:`~.claim.due_exists`), carried as a last ``RETURNING`` column of every
+    row (an uncommitted subquery, evaluated once: one round trip fewer than its own statement). It
+    reads the routines as the INSERT's snapshot sees them, as its own statement just after would."""
+    if dialect != "postgresql":
+        if held is not None:
+            raise ValueError("only PostgreSQL carries the held rows' check in the INSERT")
+        return insert_runs(dialect, [record_values(r) for r in recs])
+    columns = dict(zip(_VARYING_NAMES, (list(c) for c in zip(*map(_varying_of, recs), strict=True)), strict=True))
+    stmt, params = _unnest_insert(columns, record_values(recs[0]), checked=True)
+    if held is None:
+        return stmt, params
+    now, besides = held
+    assert isinstance(params, Mapping)  # PostgreSQL binds arrays: one mapping
+    return _checking(stmt, bool(besides)), {**params, **due_params(now, besides)}
+
+
+@functools.lru_cache(maxsize=512)
+def _checking(stmt: Any, besides: bool) -> Any:
+    return stmt.returning(due_exists_column(besides))
