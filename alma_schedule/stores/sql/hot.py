@@ -54,7 +54,7 @@ from sqlalchemy.engine import Connection
 
 from alma_schedule.stores.sql.namespace import SCHEMA_TOKEN
 
-__all__ = ["Rendered", "one_row", "rendered"]
+__all__ = ["Rendered", "all_rows", "one_row", "rendered"]
 
 #: Compiles the hot statements with ``$n`` placeholders (PostgreSQL's own, no client-side rewrite).
 _DIALECT = PGDialect_psycopg(paramstyle="numeric_dollar")  # type: ignore[no-untyped-call]
@@ -70,16 +70,22 @@ class Rendered:
     processors: tuple[Callable[[Any], Any] | None, ...]
     fixed: Mapping[str, Any]
 
-    def args(self, params: Mapping[str, Any]) -> list[str | None]:
+    def args(self, params: Mapping[str, Any]) -> list[Any]:
         """The positional values of ``params`` (plus the fixed ones), each through its processor, as
-        untyped text (see :func:`_text`)."""
-        out: list[str | None] = []
+        untyped text (see :func:`_text`); an array's as a list."""
+        out: list[Any] = []
         for name, proc in zip(self.names, self.processors, strict=True):
             value = params[name] if name in params else self.fixed[name]
             if value is not None and proc is not None:
                 value = proc(value)
-            out.append(None if value is None else _text(value))
+            out.append(None if value is None else value if _as_is(value) else _text(value))
         return out
+
+
+def _as_is(value: object) -> bool:
+    """An array (a list: the connection's binary list dumper, typed by its cast) or a value the
+    dialect's processor already wrapped for psycopg (JSON): sent as it is."""
+    return isinstance(value, list) or type(value).__module__.startswith("psycopg.")
 
 
 def _text(value: object) -> str:
@@ -102,7 +108,7 @@ def _text(value: object) -> str:
     )
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=512)
 def rendered(stmt: Any, schema: str) -> Rendered:
     """``stmt`` (a statement built once in :mod:`.queries`) compiled for PostgreSQL in ``schema``."""
     compiled = stmt.compile(dialect=_DIALECT, schema_translate_map={SCHEMA_TOKEN: schema})
@@ -113,14 +119,31 @@ def rendered(stmt: Any, schema: str) -> Rendered:
     untyped = [n for i, n in enumerate(names, 1) if not re.search(rf"\${i}::|CAST\(\${i} AS ", sql)]
     if untyped:
         raise ValueError(f"the parameters {untyped} of a hot statement carry no cast")
-    processors = tuple(compiled.binds[n].type.bind_processor(_DIALECT) for n in names)
-    fixed = {n: compiled.binds[n].effective_value for n in names if compiled.binds[n].value is not None}
+    processors = tuple(compiled.binds[n].type.dialect_impl(_DIALECT).bind_processor(_DIALECT) for n in names)
+    fixed = {n: compiled.binds[n].effective_value for n in names if not compiled.binds[n].required}
     return Rendered(sql, names, processors, fixed)
 
 
 def one_row(conn: Connection, stmt: Any, schema: str, params: Mapping[str, Any]) -> tuple[Any, ...] | None:
     """Execute ``stmt`` (prepared: its cached plan) on ``conn``'s driver connection; its first row."""
-    hot = rendered(stmt, schema)
+    rows = _run(conn, rendered(stmt, schema), params, prepare=True, first=True)
+    return rows[0] if rows else None
+
+
+def all_rows(conn: Connection, stmt: Any, schema: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+    """Execute ``stmt`` UNNAMED on ``conn``'s driver connection (planned for its parameters at every
+    execution, as every statement but the prepared ones: :data:`.engine.PG_PLAN_CACHE`); all its
+    rows, as the driver's tuples. The tick's own statements go so (``claim_due``'s, the blocked
+    read): rendered once per (statement, schema) like the prepared ones, so an execution skips
+    SQLAlchemy's per-call work (the statement's cache key, the schema-name rewrite of its text,
+    the result machinery) and psycopg's placeholder conversion, about 0.1 ms a statement. Array
+    parameters travel as lists (the connection's binary list dumper; their casts type them)."""
+    return _run(conn, rendered(stmt, schema), params, prepare=False, first=False)
+
+
+def _run(
+    conn: Connection, hot: Rendered, params: Mapping[str, Any], *, prepare: bool, first: bool
+) -> list[tuple[Any, ...]]:
     args = hot.args(params)
     import psycopg  # here, not at import: a bare (SQLite) install has no driver for PostgreSQL
 
@@ -130,10 +153,18 @@ def one_row(conn: Connection, stmt: Any, schema: str, params: Mapping[str, Any])
     sql = hot.sql
     for before in conn.dispatch.before_cursor_execute:  # echo, tracing, tests: as SQLAlchemy would
         sql, args = before(conn, cur, sql, args, None, False)
-    threshold, driver.prepare_threshold = driver.prepare_threshold, 0  # this one only (PG_PLAN_CACHE)
+    threshold = driver.prepare_threshold
+    if prepare:
+        driver.prepare_threshold = 0  # this one only (PG_PLAN_CACHE)
     try:
-        cur.execute(sql, args, prepare=True)
-        row = cur.fetchone()
+        cur.execute(sql, args, prepare=prepare)
+        if cur.description is None:
+            rows: list[tuple[Any, ...]] = []
+        elif first:
+            row = cur.fetchone()
+            rows = [] if row is None else [row]
+        else:
+            rows = cur.fetchall()
         for after in conn.dispatch.after_cursor_execute:
             after(conn, cur, sql, args, None, False)
     except psycopg.Error as exc:
@@ -146,4 +177,4 @@ def one_row(conn: Connection, stmt: Any, schema: str, params: Mapping[str, Any])
     finally:
         driver.prepare_threshold = threshold
         cur.close()
-    return row
+    return rows

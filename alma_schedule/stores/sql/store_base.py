@@ -18,6 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from alma_schedule.errors import SchemaMismatch
+from alma_schedule.stores.sql import hot
 from alma_schedule.stores.sql import queries as q
 from alma_schedule.stores.sql.engine import READ, make_engine, normalize_url
 from alma_schedule.stores.sql.errors import mapped_errors, safe_url
@@ -85,6 +86,21 @@ class SqlBase:
                 conn.execution_options(**READ)
             with conn.begin():
                 yield conn
+
+    def _rows(self, conn: Connection, stmt: Any, params: Any) -> list[Any]:
+        """The rows of ``stmt`` (a statement built once in :mod:`.queries`): PostgreSQL through
+        :func:`.hot.all_rows` (rendered once, sent unnamed: the driver's tuples), SQLite through
+        SQLAlchemy (its rows: positional access reads both alike)."""
+        if self.dialect == "postgresql":
+            return hot.all_rows(conn, stmt, self.schema, params)
+        return list(conn.execute(stmt, params).all())
+
+    def _exec(self, conn: Connection, stmt: Any, params: Any) -> None:
+        """:meth:`_rows` of a statement whose rows (if any) nobody reads."""
+        if self.dialect == "postgresql":
+            hot.all_rows(conn, stmt, self.schema, params)
+        else:
+            conn.execute(stmt, params)
 
     def _check_schema(self) -> None:
         """Refuse to work on a database that is not at this code's revision (once per instance)."""

@@ -34,7 +34,7 @@ class BufferedMixin(SqlBase):
         out: list[RunRecord] = []
         for chunk in self._key_chunks(fires):
             stmt, params = q.replace_buffered(self.dialect, chunk, now)
-            out.extend(run_from_row(row) for row in conn.execute(stmt, params).all())
+            out.extend(run_from_row(row) for row in self._rows(conn, stmt, params))
         return out
 
     def _key_chunks(self, keys: list[Any]) -> list[list[Any]]:

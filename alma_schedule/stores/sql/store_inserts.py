@@ -32,17 +32,6 @@ class HeldCheck:
 
 
 class InsertsMixin(BufferedMixin):
-    @staticmethod
-    def _driver_rows(conn: Any, stmt: Any, params: Any) -> Any:
-        """PostgreSQL: the rows of ``stmt`` as the driver's plain tuples. SQLAlchemy executes it (the
-        schema, the listeners, its error mapping); only its result machinery (a ``Row`` per row,
-        result processors) is skipped: thousands of rows per batch, converted by the caller."""
-        result = conn.execute(stmt, params)
-        try:
-            return result.cursor.fetchall()
-        finally:
-            result.close()
-
     def _insert(
         self, conn: Any, records: list[RunRecord], by_key: dict[Any, RunRecord], held: HeldCheck | None = None
     ) -> dict[Any, RunRecord]:
@@ -53,7 +42,7 @@ class InsertsMixin(BufferedMixin):
             if self.dialect == "postgresql":
                 check = (held.now, held.besides) if held is not None else None
                 stmt, params = q.insert_records(self.dialect, chunk, check)
-                rows = self._driver_rows(conn, stmt, params)
+                rows = self._rows(conn, stmt, params)
                 if held is not None:
                     if rows:
                         held.found = bool(rows[0][4])

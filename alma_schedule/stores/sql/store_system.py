@@ -47,7 +47,7 @@ class SystemMixin(SqlBase):
         past the deadline."""
         now, cutoff, limit = age_args("run_time_limit", now, run_time_limit, limit, times=2)
         with self._tx(read=True) as conn:  # the statement built once per limit (queries/probe.py)
-            rows = conn.execute(probe.blocked_statement(limit), probe.tick_probe_params(now, cutoff)).all()
+            rows = self._rows(conn, probe.blocked_statement(limit), probe.tick_probe_params(now, cutoff))
             return [run_from_row(r) for r in rows]
 
     def probe_tick(self, now: datetime, run_time_limit: timedelta) -> TickProbe:

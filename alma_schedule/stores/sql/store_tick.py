@@ -28,9 +28,10 @@ batch size (cost O(due), never O(routines); statements in :mod:`.queries.claim`,
    (:mod:`alma_schedule.policies.limits`).
 
 On PostgreSQL a SHORT batch ends, before its commit, with one unlocked EXISTS of the due rows it
-did not decide (a last ``RETURNING`` column of its step-5 INSERT, so no round trip of its own, when that
-INSERT returns a row; else its own statement, :class:`.store_inserts.HeldCheck`); only when there are some, it is followed by the claim of the rows it skipped because
-another transaction held them (``_claim_held``): a fire whose only tick in its window met its
+did not decide (a last ``RETURNING`` column of its step-5 INSERT, so no round trip of its own, when
+that INSERT returns a row; else its own statement: :class:`.store_inserts.HeldCheck`); only when
+there are some, it is followed by the claim of the rows it skipped because another transaction held
+them (``_claim_held``): a fire whose only tick in its window met its
 routine's row held for a moment (its previous run finishing) is not lost.
 
 The batches of one tick share a :class:`~alma_schedule.model.ClaimScan` (PostgreSQL; SQLite claims
@@ -53,8 +54,9 @@ constants build the statements); step 3's ``Defer`` update is :func:`~alma_sched
 
 Steps 3 and 4 share one statement on PostgreSQL (when a fire is live): the cursor UPDATE, a CTE,
 writes only ``routines`` rows this transaction locked in step 1, which the rest of that statement
-never reads. The whole claim in a single CTE could not do this: SQLite has no DML in a CTE, and in PostgreSQL all parts of one
-statement share a snapshot, so a racing manual claim could leave an advanced cursor with no row.
+never reads. The whole claim in a single CTE could not do this: SQLite has no DML in a CTE, and in
+PostgreSQL all parts of one statement share a snapshot, so a racing manual claim could leave an
+advanced cursor with no row.
 Every insert of a run locks its routine row first (here and in ``claim_manual``), so nothing
 inserts runs of a routine between steps 4 and 5; every transaction that ends a routine's open run
 locks the routine row first too, so the run a claim found blocking stays open until it commits.
@@ -132,7 +134,7 @@ class TickMixin(InsertsMixin):
             batch = self._claim_locked(conn, due, now, decide, timers, check)
             if check is not None:
                 if check.found is None:  # no INSERT returned a row: its own statement
-                    check.found = bool(conn.execute(*q.due_exists(now, check.besides)).scalar())
+                    check.found = bool(self._rows(conn, *q.due_exists(now, check.besides))[0][0])
                 held_due = check.found
         if held_due:
             held = self._claim_held(now, limit - len(due), decide, timers, decided, keyed)
@@ -191,7 +193,7 @@ class TickMixin(InsertsMixin):
         """The routines of ``select_due(planning=True)`` (:func:`planning_routine`)."""
         if self.dialect != "postgresql":
             return [planning_routine(r) for r in conn.execute(stmt, params).all()]
-        return planning_routines(self._driver_rows(conn, stmt, params))
+        return planning_routines(self._rows(conn, stmt, params))
 
     def _claim_locked(
         self,
@@ -234,7 +236,7 @@ class TickMixin(InsertsMixin):
         # PostgreSQL: the cursor moves ride in the supersede's statement when there is one (step 4)
         carried = d == "postgresql" and any(not f.missed for _, f in fires)
         if fires and not carried:
-            conn.execute(*q.advance_cursors(d, fires, now))
+            self._exec(conn, *q.advance_cursors(d, fires, now))
         if not_due:
             conn.execute(*q.move_due(d, not_due, now))
         if defers:
@@ -260,7 +262,7 @@ class TickMixin(InsertsMixin):
         live = [key for key, (_, f) in zip(keys, fires, strict=True) if not f.missed]
         latest = [key for key, (_, f) in zip(keys, fires, strict=True) if f.buffer and not f.missed]
         if latest and d == "postgresql":  # the runs a buffered fire would wait behind: held to the commit
-            conn.execute(*q.lock_open_runs([k[:3] for k in latest]))
+            self._exec(conn, *q.lock_open_runs([k[:3] for k in latest]))
         replaced = self._replace_buffered(conn, latest, now) if latest else []
         superseded: dict[RKey, RunRecord] = {}
         blocked: set[RKey] = set()  # PostgreSQL: routines whose open run the supersede left open
@@ -268,7 +270,7 @@ class TickMixin(InsertsMixin):
         for chunk in self._chunks(live):  # PostgreSQL: one chunk
             stmt, params = q.supersede(d, chunk, now, advancing)
             advancing = []
-            for row in conn.execute(stmt, params).all():
+            for row in self._rows(conn, stmt, params):
                 rk, matched, ended = (row[0], row[1], row[2]), row[3], row[4:]
                 if ended[0] is not None:
                     superseded[rk] = run_from_row(ended)
@@ -334,7 +336,7 @@ class TickMixin(InsertsMixin):
             else:
                 (buffered if made.state == RunState.BUFFERED else skipped).append(made)
         if counted:  # max_runs: no statement at all for a batch without limited routines
-            conn.execute(*q.count_claims(d, counted, now))
+            self._exec(conn, *q.count_claims(d, counted, now))
         return claimed, skipped, buffered
 
     def claim_manual(

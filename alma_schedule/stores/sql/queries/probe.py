@@ -40,7 +40,8 @@ FLAGS = ("due", "backfills", "resends", "expiries", "polls", "expired_results", 
 
 def _any(table: sa.Table, where: Any, *order: Any) -> Any:
     """Whether a row of ``table`` satisfies ``where``: its first one in ``order`` (an index's order)."""
-    first: sa.Select[Any] = sa.select(sa.literal_column("1")).select_from(table).where(where).order_by(*order).limit(1)
+    one: Any = sa.literal_column("1")  # a literal LIMIT: a generic plan that knows it reads one row
+    first: sa.Select[Any] = sa.select(one).select_from(table).where(where).order_by(*order).limit(one)
     return first.scalar_subquery().is_not(None)
 
 
