@@ -1,6 +1,7 @@
 """The run side's two per-fire statements (the start CAS, the one-statement finish), the tick probe and
 the end of a tick (``record_tick``) on PostgreSQL, sent on the pooled driver connection as NAMED
-prepared statements.
+prepared statements (:func:`one_row`); and the tick's other statements (``claim_due``'s, the blocked
+read), rendered the same way once and sent UNNAMED, planned for their parameters (:func:`all_rows`).
 
 Why: a packed ``run_many`` message runs each of its fires through these two statements, and through
 SQLAlchemy's execution each paid, per call, in this process: the schema-name translation of its
