@@ -127,7 +127,7 @@ def rendered(stmt: Any, schema: str) -> Rendered:
 
 def one_row(conn: Connection, stmt: Any, schema: str, params: Mapping[str, Any]) -> tuple[Any, ...] | None:
     """Execute ``stmt`` (prepared: its cached plan) on ``conn``'s driver connection; its first row."""
-    rows = _run(conn, rendered(stmt, schema), params, prepare=True, first=True)
+    rows = _run(conn, rendered(stmt, schema), params, prepare=True)
     return rows[0] if rows else None
 
 
@@ -139,12 +139,10 @@ def all_rows(conn: Connection, stmt: Any, schema: str, params: Mapping[str, Any]
     SQLAlchemy's per-call work (the statement's cache key, the schema-name rewrite of its text,
     the result machinery) and psycopg's placeholder conversion, about 0.1 ms a statement. Array
     parameters travel as lists (the connection's binary list dumper; their casts type them)."""
-    return _run(conn, rendered(stmt, schema), params, prepare=False, first=False)
+    return _run(conn, rendered(stmt, schema), params, prepare=False)
 
 
-def _run(
-    conn: Connection, hot: Rendered, params: Mapping[str, Any], *, prepare: bool, first: bool
-) -> list[tuple[Any, ...]]:
+def _run(conn: Connection, hot: Rendered, params: Mapping[str, Any], *, prepare: bool) -> list[tuple[Any, ...]]:
     args = hot.args(params)
     import psycopg  # here, not at import: a bare (SQLite) install has no driver for PostgreSQL
 
@@ -159,13 +157,7 @@ def _run(
         driver.prepare_threshold = 0  # this one only (PG_PLAN_CACHE)
     try:
         cur.execute(sql, args, prepare=prepare)
-        if cur.description is None:
-            rows: list[tuple[Any, ...]] = []
-        elif first:
-            row = cur.fetchone()
-            rows = [] if row is None else [row]
-        else:
-            rows = cur.fetchall()
+        rows: list[tuple[Any, ...]] = [] if cur.description is None else cur.fetchall()
         for after in conn.dispatch.after_cursor_execute:
             after(conn, cur, sql, args, None, False)
     except psycopg.Error as exc:

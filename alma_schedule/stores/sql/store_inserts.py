@@ -38,20 +38,14 @@ class InsertsMixin(BufferedMixin):
         """Insert these records (``ON CONFLICT DO NOTHING``): the ones inserted, by run key; with
         ``held`` (PostgreSQL) its check rides in the INSERT, answered when a row came back."""
         done: dict[Any, RunRecord] = {}
+        check = (held.now, held.besides) if held is not None else None
         for chunk in self._chunks(records):
-            if self.dialect == "postgresql":
-                check = (held.now, held.besides) if held is not None else None
-                stmt, params = q.insert_records(self.dialect, chunk, check)
-                rows = self._rows(conn, stmt, params)
-                if held is not None:
-                    if rows:
-                        held.found = bool(rows[0][4])
-                    rows = [row[:4] for row in rows]
-                done.update((tuple(key), by_key[tuple(key)]) for key in rows)
-            else:
-                stmt, params = q.insert_records(self.dialect, chunk)
-                for key in conn.execute(stmt, params).all():
-                    done[tuple(key)] = by_key[tuple(key)]
+            rows = self._rows(conn, *q.insert_records(self.dialect, chunk, check))
+            if held is not None:
+                if rows:
+                    held.found = bool(rows[0][4])
+                rows = [row[:4] for row in rows]
+            done.update((tuple(key), by_key[tuple(key)]) for key in rows)
         return done
 
     def _check_duplicates(self, conn: Any, keys: list[tuple[str, str, str, str]]) -> None:
