@@ -19,7 +19,7 @@ from alma_schedule.runners.task import TaskRunner, task_id_for
 from alma_schedule.settings import Settings
 from alma_schedule.stores.memory import MemoryStore
 from tests.beat import fleet_app
-from tests.celery.celery_support import inprocess_worker, wait_for
+from tests.celery.celery_support import inprocess_worker, revoke_on_worker, wait_for
 
 # addopts' ``-W error`` outranks the ini filter; a mark outranks both (celery's redis backend
 # calls redis-py's deprecated ``setex`` when it stores a result, in the worker thread).
@@ -141,8 +141,7 @@ def test_tracked_revoked_is_failed_task_revoked(
     from alma_schedule.model import RunKey
 
     tid = task_id_for(RunKey(SCOPE.org, SCOPE.uid, "v", fire.run_id))
-    replies = fleet.control.revoke(tid, reply=True, timeout=5, limit=1)
-    assert replies, "the worker acknowledged the revoke"
+    revoke_on_worker(fleet, tid)
     tick_at(schedule, clock, T0 + MINUTE)
     run = only_run(schedule, "v")
     assert run.target_task_id == tid

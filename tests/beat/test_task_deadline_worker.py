@@ -28,7 +28,7 @@ from alma_schedule.settings import Settings
 from alma_schedule.stores.memory import MemoryStore
 from tests.beat import fleet_app
 from tests.beat.test_beat_runner_worker import ran
-from tests.celery.celery_support import inprocess_worker, wait_for
+from tests.celery.celery_support import inprocess_worker, revoke_on_worker, wait_for
 
 pytestmark = [
     pytest.mark.redis,
@@ -143,7 +143,7 @@ def test_a_message_revoked_at_its_deadline_is_timed_out_not_failed(fleet: Any) -
     schedule.register(spec, now=start)
     fire = schedule.plan(now=start + timedelta(hours=1)).due[0]
     tid = task_id_for(RunKey(SCOPE.org, SCOPE.uid, "expired", fire.run_id))
-    assert fleet.control.revoke(tid, reply=True, timeout=5, limit=1), "the worker acknowledged the revoke"
+    revoke_on_worker(fleet, tid)
     clock.set(start + timedelta(hours=1))
     schedule.tick(now=clock())
     (run,) = schedule.runs(SCOPE, routine_id="expired")

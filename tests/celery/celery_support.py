@@ -44,6 +44,17 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 20.0, interval: floa
         time.sleep(interval)
 
 
+def revoke_on_worker(app: Any, task_id: str, timeout: float = 30.0) -> None:
+    """Revoke ``task_id`` on the running worker, asking until it replies: a broadcast reaches only a
+    worker whose control consumer has subscribed (Redis pub/sub keeps nothing for a late one), which
+    may be just after the worker is ready. A revoke is idempotent."""
+    wait_for(
+        lambda: app.control.revoke(task_id, reply=True, timeout=1, limit=1),
+        timeout,
+        what="the worker acknowledged the revoke",
+    )
+
+
 class Recorder:
     """A runner that records each key it ran (in-process workers only)."""
 
