@@ -135,6 +135,22 @@ def load(dsn: str, size: int, due: int) -> None:
         conn.execute("VACUUM ANALYZE routines")
 
 
+def record_zone_data(dsn: str) -> None:
+    """A long-lived fleet: the store records this process's zone data, so no zone data walk is left
+    to do. (A COPY-loaded table has no ``tzdata_version``: without this row the first ticks would
+    walk it, one ``claim_limit`` page per tick, rewriting every row once: a one-time cost whose dead
+    tuples autovacuum then clears while the timed ticks run.)"""
+    from alma_schedule.core.zones import zone_data
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO zone_state (id, zone_data) VALUES (1, %s) ON CONFLICT (id) DO UPDATE"
+            " SET zone_data = excluded.zone_data, cursor_org = NULL, cursor_uid = NULL,"
+            " cursor_routine_id = NULL",
+            (zone_data(),),
+        )
+
+
 def reset(dsn: str) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("DELETE FROM runs")

@@ -15,7 +15,8 @@ slow incumbent's cell may show fewer repetitions (said in the cell). What one ti
   ``running`` one (overlap); 10 % of all routines carry schedule policies (``bench/workload.py``:
   ``catch_up``, ``overlap: latest``, ``max_runs``, ``jitter``, ``not_before``/``not_after`` and a
   mix, each still firing at the instant; an ``overlap: latest`` routine with a running run buffers
-  its fire). The process has ticked before (warm prepared statements, zone check).
+  its fire). The process has ticked before (warm prepared statements), and the store has
+  recorded its zone data (a long-lived fleet, as ``bench/scale.py``'s: no zone data walk left).
 * RedBeat: one ``RedBeatScheduler.tick()`` over N entries in Redis (it sends every due entry of its
   sorted set in one call), the due ones due at the instant.
 * celery beat: ``PersistentScheduler.tick()`` called until it has sent every due entry (one entry

@@ -52,7 +52,6 @@ class Loaded:
         self.dsn = f"{dsn}?options=-csearch_path%3Dalma"
 
     def load(self) -> None:
-        from alma_schedule.core.zones import zone_data
         from alma_schedule.stores.sql import migrate_store
 
         migrate_store(self.url)
@@ -66,14 +65,8 @@ class Loaded:
                     (*key(i), fire, "completed", "ok", "schedule", "rev", when, when, when,
                      when + timedelta(hours=1), when, 1, 0, 0, "[]", 0, "[]")
                 )  # fmt: skip
+        bt.record_zone_data(self.dsn)  # a long-lived fleet: no zone data walk left to do
         with psycopg.connect(self.dsn, autocommit=True) as conn:
-            # a long-lived fleet: the store records this process's zone data (no walk left to do)
-            conn.execute(
-                "INSERT INTO zone_state (id, zone_data) VALUES (1, %s) ON CONFLICT (id) DO UPDATE"
-                " SET zone_data = excluded.zone_data, cursor_org = NULL, cursor_uid = NULL,"
-                " cursor_routine_id = NULL",
-                (zone_data(),),
-            )
             conn.execute("VACUUM ANALYZE runs")
         self.ids()
 
