@@ -90,6 +90,7 @@ def measure(n: int, dues: list[int], reps: int, redis_url: str, pg_admin: str) -
     try:
         for system in contenders.values():
             system.setup()
+            system.set_due(top)
             system.warm()
             systems.drain(r)
         for due in dues:

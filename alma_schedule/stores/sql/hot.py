@@ -32,7 +32,7 @@ probe of a partial index, the plan its generic form is built for whatever the st
 (``tests/stores/test_sql_explain.py``); planning it per execution cost more than running it. So is
 the end of a tick (``store.record_tick``, every tick): every row it writes is found by key (the
 heartbeat's, the minute's, the pruned minutes' through an ordered ``LIMIT`` scan of the tick log's
-key) and each part of its wake-up hint is a ``min`` over a partial index
+key) and each part of its wake-up hint is an ordered ``LIMIT 1`` probe of a partial index
 (``tests/stores/test_sql_hot.py`` EXPLAINs its generic plan).
 
 Errors leave as SQLAlchemy's would (:func:`one_row` wraps a driver error in SQLAlchemy's
