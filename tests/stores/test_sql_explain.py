@@ -72,7 +72,12 @@ def _check(conninfo: str, seen: list[tuple[str, Any]], mode: str = "force_generi
         nodes = list(plan_nodes(plan))
         seq = [n for n in nodes if n["Node Type"] == "Seq Scan" and n.get("Relation Name") in TABLES]
         assert not seq, f"sequential scan of {seq[0]['Relation Name']} in\n{statement}\n{json.dumps(plan, indent=1)}"
-        indexes = [n["Index Name"] for n in nodes if "Index Name" in n and n.get("Relation Name") in TABLES]
+        # an index scan of a table, or a bitmap index scan (under its table's Bitmap Heap Scan)
+        indexes = [
+            n["Index Name"]
+            for n in nodes
+            if "Index Name" in n and (n.get("Relation Name") in TABLES or n["Node Type"] == "Bitmap Index Scan")
+        ]
         if not statement.startswith("INSERT"):  # an INSERT ... SELECT FROM unnest reads no table
             assert indexes, f"no index read in\n{statement}"
         used += indexes
@@ -88,6 +93,24 @@ def test_claim_due_statements_use_indexes(loaded: tuple[str, SqlStore]) -> None:
     used = _check(conninfo, seen)
     assert "ix_routines_due" in used
     assert "routines_pkey" in used  # the batched cursor UPDATE (the supersede's CTE) finds each row by key
+
+
+def test_the_supersede_reaches_each_run_it_ends_by_its_probed_row(loaded: tuple[str, SqlStore]) -> None:
+    """Joined to the ledger by the primary key alone, the supersede's UPDATE was planned (custom
+    plan, the arrays' real sizes: 1,000 keys, half estimated to match) as a hash of a sequential
+    scan of ``runs``: the whole ledger per batch. It reaches each run by the ``ctid`` its probe
+    read (``ctid = ANY(ARRAY(...))``: a TID scan), whatever the ledger's size or its statistics."""
+    conninfo, store = loaded
+    with _captured(store) as seen:
+        store.claim_due(NOW + timedelta(hours=1), DUE, fire_next_due(window=timedelta(hours=1)), TIMERS)
+    (statement, params) = next((s, p) for s, p in seen if "s_ended AS" in s)
+    for mode in ("force_custom_plan", "force_generic_plan"):
+        nodes = list(plan_nodes(explain_plan(conninfo, statement, params, mode=mode)))
+        updates = [n for n in nodes if n["Node Type"] == "ModifyTable" and n.get("Relation Name") == "runs"]
+        assert len(updates) == 1, mode
+        below = list(plan_nodes(updates[0]))[1:]
+        reached = [n for n in below if n.get("Relation Name") == "runs" and n.get("Alias") == "runs"]
+        assert [n["Node Type"] for n in reached] == ["Tid Scan"], (mode, reached)
 
 
 def test_a_short_batch_checks_for_held_due_rows_through_the_due_index(loaded: tuple[str, SqlStore]) -> None:
@@ -259,3 +282,19 @@ def test_a_batch_of_a_scan_starts_past_the_last_ones_rows_and_excludes_keys_hash
         assert due_scans and "ROW(" in due_scans[0]["Index Cond"], due_scans
         assert "hashed SubPlan" in json.dumps(explain_plan(conninfo, *held, mode=mode))
     assert "ix_routines_due" in _check(conninfo, [locking, held])
+
+
+def test_a_big_sweep_takes_its_rows_at_their_addresses_never_scanning_the_ledger(loaded: tuple[str, SqlStore]) -> None:
+    """(Last: it expires the module's claimed runs.) A sweep that takes ``claim_limit`` rows: its
+    rows, taken as a key ``IN`` its locking subquery, were planned (for these parameters, 500
+    expiring rows of 21,800) as a hash of a sequential scan of ``runs``; they are reached at the
+    ctids the subquery locked (a TID scan)."""
+    conninfo, store = loaded
+    with _captured(store) as seen:
+        got = store.take_resends(NOW + timedelta(hours=3), 1000, TIMERS)
+    assert got.expired
+    for statement, params in seen:
+        _check(conninfo, [(statement, params)], mode="force_custom_plan")
+        plan = explain_plan(conninfo, statement, params, mode="force_custom_plan")
+        reached = [n["Node Type"] for n in plan_nodes(plan) if n.get("Parent Relationship") != "InitPlan"]
+        assert "Tid Scan" in reached, statement

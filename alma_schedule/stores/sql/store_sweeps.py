@@ -42,7 +42,7 @@ class SweepsMixin(BufferedMixin):
         n = limit
         with self._tx() as conn:
             expired = sorted(
-                (run_from_row(r) for r in conn.execute(q.expire_claimed(now, n)).all()),
+                (run_from_row(r) for r in conn.execute(q.expire_claimed(now, n, self.dialect)).all()),
                 key=lambda r: (r.expires_at, *_by_fire(r)),
             )
             for gone in expired:  # a blocking (manual) run expired: release the fire buffered behind it
@@ -51,9 +51,8 @@ class SweepsMixin(BufferedMixin):
             resend: list[RunRecord] = []
             if send:
                 pushes, cap = _pushes(now, timers.resend_first, timers.resend_max)
-                resend = sorted(
-                    (run_from_row(r) for r in conn.execute(q.take_resends(now, n, pushes, cap)).all()), key=_by_fire
-                )
+                taken = conn.execute(q.take_resends(now, n, pushes, cap, self.dialect)).all()
+                resend = sorted((run_from_row(r) for r in taken), key=_by_fire)
         return Resends(tuple(resend), tuple(expired))
 
     def take_polls(self, now: datetime, limit: int, timers: Timers) -> list[RunRecord]:
@@ -63,7 +62,7 @@ class SweepsMixin(BufferedMixin):
         now = require_utc("now", now)
         pushes, cap = _pushes(now, timers.poll_first, timers.poll_max)
         with self._tx() as conn:
-            taken = [run_from_row(r) for r in conn.execute(q.take_polls(now, limit, pushes, cap)).all()]
+            taken = [run_from_row(r) for r in conn.execute(q.take_polls(now, limit, pushes, cap, self.dialect)).all()]
             # a deadline before the pushed poll: poll at deadline + tolerance (one more statement,
             # only when such a row was taken)
             early: dict[RunKey, datetime] = {}

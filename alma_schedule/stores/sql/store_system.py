@@ -178,7 +178,7 @@ class SystemMixin(SqlBase):
         limit = check_limit("limit", limit)
         now = require_utc("now", now)
         with self._tx(single=True) as conn:
-            return int(conn.execute(q.erase_expired(now, limit)).rowcount)
+            return int(conn.execute(q.erase_expired(now, limit, self.dialect)).rowcount)
 
     def reindex(
         self,

@@ -57,7 +57,7 @@ def erasable(now: datetime) -> ColumnElement[bool]:
     return sa.and_(runs.c.erase_at <= now, runs.c.result_text.is_not(None))
 
 
-def erase_expired(now: datetime, limit: int) -> Any:
+def erase_expired(now: datetime, limit: int, dialect: str) -> Any:
     due = (
         sa.select(runs.c.org, runs.c.uid, runs.c.routine_id, runs.c.run_id)
         .where(erasable(now))
@@ -65,7 +65,7 @@ def erase_expired(now: datetime, limit: int) -> Any:
         .limit(limit)
         .with_for_update(skip_locked=True)
     )
-    return sa.update(runs).where(_pk_in(due)).values(result_text=None, erase_at=None)
+    return sa.update(runs).where(_pk_in(due, dialect)).values(result_text=None, erase_at=None)
 
 
 def reindex_batch(dialect: str, rows: Sequence[Mapping[str, Any]], tzdata_version: str | None) -> tuple[Any, Params]:

@@ -13,7 +13,7 @@ from sqlalchemy.sql import ColumnElement
 from alma_schedule.model import Reason, RunState
 from alma_schedule.stores.sql.queries.buffered import EXPIRABLE, expirable
 from alma_schedule.stores.sql.queries.claim import _batch_update_routines, due_routine
-from alma_schedule.stores.sql.queries.common import dt, in_states, lit
+from alma_schedule.stores.sql.queries.common import ctid, dt, in_states, lit, rows_at
 from alma_schedule.stores.sql.schema import runs
 from alma_schedule.stores.sql.types import UtcDateTime
 
@@ -54,7 +54,14 @@ def _take(column: sa.Column[Any], state: str, now: datetime, limit: int, *, live
     return stmt.order_by(column, *ORDER_TAIL).limit(limit).with_for_update(skip_locked=True)
 
 
-def _pk_in(sub: sa.Select[Any]) -> ColumnElement[bool]:
+def _pk_in(sub: sa.Select[Any], dialect: str) -> ColumnElement[bool]:
+    """The ``runs`` rows ``sub`` (a select of their keys, locking them) selects. PostgreSQL: by
+    the ``ctid`` of the rows it locked (``ctid = ANY(ARRAY(...))``, a TID scan: one heap fetch per
+    row taken; :func:`.common.rows_at`). As a key ``IN`` (a semi-join), planned for a take of 1,000
+    rows, it hashed a sequential scan of the whole ledger (measured on 20,800 rows); SQLite: the
+    key ``IN``, through the primary key."""
+    if dialect == "postgresql":
+        return rows_at(runs, sub.with_only_columns(ctid(runs)))
     return sa.tuple_(runs.c.org, runs.c.uid, runs.c.routine_id, runs.c.run_id).in_(sub)
 
 
@@ -68,11 +75,11 @@ def _expiring(now: datetime, limit: int) -> sa.Select[Any]:
     )
 
 
-def expire_claimed(now: datetime, limit: int) -> Any:
+def expire_claimed(now: datetime, limit: int, dialect: str) -> Any:
     """``claimed`` (and ``buffered``) rows past ``expires_at`` -> ``skipped(missed)`` (skip-locked, returned)."""
     return (
         sa.update(runs)
-        .where(_pk_in(_expiring(now, limit)), in_states(*EXPIRABLE))
+        .where(_pk_in(_expiring(now, limit), dialect), in_states(*EXPIRABLE))
         .values(state=lit(RunState.SKIPPED), reason=lit(Reason.MISSED), state_at=dt(now), finished_at=dt(now))
         .returning(*runs.c)
     )
@@ -83,12 +90,12 @@ def peek_expiring(now: datetime, limit: int) -> sa.Select[Any]:
     return sa.select(runs).where(expirable(now)).order_by(runs.c.expires_at, *ORDER_TAIL).limit(limit)
 
 
-def take_resends(now: datetime, limit: int, pushes: Sequence[datetime], cap: datetime) -> Any:
+def take_resends(now: datetime, limit: int, pushes: Sequence[datetime], cap: datetime, dialect: str) -> Any:
     """Take ``claimed`` rows past ``resend_at`` and push ``resend_at`` back in the same statement."""
     return (
         sa.update(runs)
         .where(
-            _pk_in(_take(runs.c.resend_at, RunState.CLAIMED, now, limit, live=True)),
+            _pk_in(_take(runs.c.resend_at, RunState.CLAIMED, now, limit, live=True), dialect),
             runs.c.state == lit(RunState.CLAIMED),
         )
         .values(
@@ -99,12 +106,12 @@ def take_resends(now: datetime, limit: int, pushes: Sequence[datetime], cap: dat
     )
 
 
-def take_polls(now: datetime, limit: int, pushes: Sequence[datetime], cap: datetime) -> Any:
+def take_polls(now: datetime, limit: int, pushes: Sequence[datetime], cap: datetime, dialect: str) -> Any:
     """Take ``submitted`` rows past ``next_poll_at`` and push it back in the same statement."""
     return (
         sa.update(runs)
         .where(
-            _pk_in(_take(runs.c.next_poll_at, RunState.SUBMITTED, now, limit)),
+            _pk_in(_take(runs.c.next_poll_at, RunState.SUBMITTED, now, limit), dialect),
             runs.c.state == lit(RunState.SUBMITTED),
         )
         .values(
