@@ -9,7 +9,9 @@ batch's statements execute in the database, the next batch's rows are decided in
 of the protocol moves: a batch is the same transaction as when batches run one after another, a
 fire is sent only after the commit of the batch that claimed it, every due fire is claimed by one
 batch (the row locks decide, exactly as between two tick workers), and the whole step stops at
-the first short batch or after ``tick_max_batches`` batches in all. The batches of one tick share
+the first short batch (or the first batch after which the store saw nothing else due:
+``ClaimScan.exhaust``, PostgreSQL's full first batch asks in its INSERT) or after
+``tick_max_batches`` batches in all. The batches of one tick share
 one :class:`~alma_schedule.model.ClaimScan`: on PostgreSQL a batch starts past the rows the
 batches before it locked (never walking them again) and a short batch's check for held rows leaves
 the rows the tick's other open batches hold to them. The one difference is order:
@@ -103,26 +105,31 @@ def _claim_live(rt: Runtime, at: datetime, decide: Callable[[Routine], Decision]
                 out.errors.append(err)
         return batch
 
+    def last(batch: ClaimBatch) -> bool:  # short, or the store saw nothing else due
+        return _short(batch, s.claim_limit) or scan.exhausted
+
     first = one()
     out.batches.append(first)
     left = s.tick_max_batches - 1
     workers = min(s.tick_claim_workers, store.claim_concurrency, left)
-    if left <= 0 or _short(first, s.claim_limit):
+    if left <= 0 or last(first):
         return out
     if workers <= 1:
         for _ in range(left):
             batch = one()
             out.batches.append(batch)
-            if _short(batch, s.claim_limit):
+            if last(batch):
                 break
         return out
-    out.batches.extend(_concurrently(one, left, workers, s.claim_limit))
+    out.batches.extend(_concurrently(one, left, workers, last))
     return out
 
 
-def _concurrently(one: Callable[[], ClaimBatch], left: int, workers: int, limit: int) -> list[ClaimBatch]:
-    """Up to ``left`` batches on ``workers`` threads; no batch starts after a short one returned or a
-    batch raised. The batches in the order they were started; the first exception raised."""
+def _concurrently(
+    one: Callable[[], ClaimBatch], left: int, workers: int, last: Callable[[ClaimBatch], bool]
+) -> list[ClaimBatch]:
+    """Up to ``left`` batches on ``workers`` threads; no batch starts after the ``last`` one returned
+    or a batch raised. The batches in the order they were started; the first exception raised."""
     state = threading.Lock()
     started: list[ClaimBatch | None] = []
     failures: list[BaseException] = []
@@ -145,7 +152,7 @@ def _concurrently(one: Callable[[], ClaimBatch], left: int, workers: int, limit:
                 return
             with state:
                 started[slot] = batch
-                done = done or _short(batch, limit)
+                done = done or last(batch)
 
     threads = [threading.Thread(target=work, name=f"alma-claim-{i}", daemon=True) for i in range(workers)]
     for t in threads:

@@ -3,8 +3,10 @@
 The tick (``engine/claims.py``) makes one per tick and passes it to each of its ``claim_due``
 batches, which may run on several threads at once. A store may use it to start each batch where the
 batches before it stopped, and to tell the due rows that a batch of the same tick holds from the ones
-another transaction holds (PostgreSQL does both: ``stores/sql/store_tick.py``); a store that
-claims one batch at a time over its own memory may ignore it. It never changes what is claimed:
+another transaction holds (PostgreSQL does both: ``stores/sql/store_tick.py``), and to say that
+nothing else is due (``exhaust``: the tick then starts no further batch after a full one, where it
+would otherwise learn it only from an empty batch); a store that claims one batch at a time over its
+own memory may ignore it. It never changes what is claimed:
 every due fire is still claimed once, by one batch (docs/architecture.md, "the tick").
 """
 
@@ -26,20 +28,33 @@ class ClaimScan:
     by the OTHER batches still open; ``close(token)`` when its transaction has ended (committed or
     not). ``after``: the greatest last :data:`DueKey` a batch recorded (None before the first),
     compared in Python's order: any batch's last key is a safe start for a later one (every due row
-    before it was locked by a batch or passed over while another transaction held it)."""
+    before it was locked by a batch or passed over while another transaction held it). ``exhausted``:
+    a batch's own transaction, before its commit, found no due routine but those it decided and
+    those the scan's other open batches hold (:meth:`exhaust`): no further batch would find one."""
 
-    __slots__ = ("_after", "_lock", "_next", "_open")
+    __slots__ = ("_after", "_exhausted", "_lock", "_next", "_open")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._after: DueKey | None = None
         self._open: dict[int, Sequence[DueKey]] = {}
         self._next = 0
+        self._exhausted = False
 
     @property
     def after(self) -> DueKey | None:
         with self._lock:
             return self._after
+
+    @property
+    def exhausted(self) -> bool:
+        with self._lock:
+            return self._exhausted
+
+    def exhaust(self) -> None:
+        """Nothing else is due: the tick starts no further batch (those already started still end)."""
+        with self._lock:
+            self._exhausted = True
 
     def token(self) -> int:
         with self._lock:

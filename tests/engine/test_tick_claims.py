@@ -124,3 +124,49 @@ def test_a_store_failure_in_a_batch_is_raised_by_the_tick(make, clock, store) ->
 def test_tick_claim_workers_below_one_is_refused_naming_the_setting() -> None:
     with pytest.raises(ConfigurationError, match="ALMA_TICK_CLAIM_WORKERS must be at least 1"):
         load_settings(environ={"ALMA_TICK_CLAIM_WORKERS": "0"})
+
+
+def _counting(store: Any) -> list[int]:
+    """Wrap ``store.claim_due`` (the real one runs): the size of each batch it returned."""
+    inner, sizes = store.claim_due, []
+
+    def claim_due(*a: Any, **kw: Any) -> Any:
+        batch = inner(*a, **kw)
+        sizes.append(len(batch.claimed) + len(batch.skipped) + len(batch.deferred) + len(batch.buffered))
+        return batch
+
+    store.claim_due = claim_due
+    return sizes
+
+
+@every_store
+def test_exactly_claim_limit_due_is_one_batch_on_postgresql(make, clock, store) -> None:
+    """A full first batch whose INSERT saw nothing else due ends the claims (``ClaimScan.exhaust``,
+    PostgreSQL): no further batch is started only to come back empty. Elsewhere, as before: the
+    empty batch that tells. The same claims on every backend."""
+    disp = ThreadRecordingDispatcher(store)
+    sched = make(dispatcher=disp, claim_limit=3)
+    for i in range(3):
+        sched.register(spec(f"r{i}", {"cron": "0 9 * * *"}))
+    clock.set(T0.replace(hour=9))
+    sizes = _counting(store)
+    report = sched.tick()
+    assert len(report.claimed) == 3 and len(disp.runs) == 3
+    if store.claim_concurrency > 1:
+        assert sizes == [3]
+    else:
+        assert sizes == [3, 0]
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("store", ["pg"], indirect=True)
+def test_a_full_first_batch_with_more_due_goes_on(make, clock, store) -> None:
+    """One more due routine than ``claim_limit``: the first batch's check sees it, the tick goes on
+    and claims it (the scan is not exhausted)."""
+    sched = make(dispatcher=ThreadRecordingDispatcher(store), claim_limit=3)
+    for i in range(4):
+        sched.register(spec(f"r{i}", {"cron": "0 9 * * *"}))
+    clock.set(T0.replace(hour=9))
+    sizes = _counting(store)
+    assert len(sched.tick().claimed) == 4
+    assert sizes[0] == 3 and sum(sizes) == 4

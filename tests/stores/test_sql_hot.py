@@ -32,7 +32,7 @@ from alma_schedule.stores.sql import hot
 from alma_schedule.stores.sql import queries as q
 from alma_schedule.stores.sql.errors import mapped_errors
 from alma_schedule.stores.sql.queries import ticklog
-from alma_schedule.testing.builders import SECOND, T0, TIMERS, claim, register
+from alma_schedule.testing.builders import SECOND, T0, TIMERS, claim, fire_due, register
 from tests.stores.sql_load import copy_routines, copy_runs, history_rows, open_rows
 from tests.stores.sql_support import explain_plan, libpq_url, opened, pg_admin, pg_database
 
@@ -185,3 +185,38 @@ def test_a_statement_whose_text_or_types_depend_on_the_values_is_refused() -> No
     untyped = sa.select(sa.literal_column("1")).where(sa.literal_column("x") == sa.bindparam("p"))
     with pytest.raises(ValueError, match="no cast"):
         hot.rendered(untyped, "alma")
+
+
+AWKWARD = ['q"uote', "back\\slash", "com,ma", "{brace}", "NULL", "sp ace", "ü-ñ-日本", "", "'single'"]
+
+
+def test_an_array_of_plain_strings_travels_as_a_literal_and_any_other_list_as_it_is() -> None:
+    assert hot._array(["a", "b c", "NULL", "{x},y"]) == '{"a","b c","NULL","{x},y"}'
+    for kept in (['q"uote', "a"], ["back\\slash"], ["a", None], [T0], [1, 2], []):
+        assert hot._array(kept) is kept  # the binary list dumper's
+
+
+def test_every_string_reaches_the_database_as_it_was(url: str) -> None:
+    """Each awkward string, as one of a literal's elements or through the list dumper, arrives whole,
+    in order (``unnest($1::TEXT[])`` read back)."""
+    stmt = sa.select(sa.func.unnest(sa.bindparam("a", type_=sa.ARRAY(sa.Text)))).select_from(sa.text("(SELECT 1) x"))
+    with opened(url) as store, store.engine.connect() as conn:
+        for values in (AWKWARD, [v for v in AWKWARD if '"' not in v and "\\" not in v], ["x", "NULL", "y"]):
+            got = [row[0] for row in hot.all_rows(conn, stmt, "alma", {"a": values})]
+            assert got == values
+        conn.commit()
+
+
+def test_a_claim_of_routines_named_with_awkward_characters_records_each_name(url: str) -> None:
+    """First names that travel as literals (no quote, no backslash), then the others (the list dumper)."""
+    plain = [f"r{i}-{s}" for i, s in enumerate(AWKWARD) if '"' not in s and "\\" not in s]
+    other = [f"r{i}-{s}" for i, s in enumerate(AWKWARD) if f"r{i}-{s}" not in plain]
+    with opened(url) as store:
+        for names in (plain, other):
+            for name in names:
+                register(store, name, next_due_at=T0)
+            batch = store.claim_due(T0, 1000, fire_due, TIMERS)
+            assert sorted(r.routine_id for r in batch.claimed) == sorted(names)
+            for r in batch.claimed:
+                got = store.get(r.key)
+                assert got is not None and got.routine_id == r.routine_id and got.state == "claimed"

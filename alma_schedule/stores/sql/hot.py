@@ -79,8 +79,25 @@ class Rendered:
             value = params[name] if name in params else self.fixed[name]
             if value is not None and proc is not None:
                 value = proc(value)
-            out.append(None if value is None else value if _as_is(value) else _text(value))
+            if type(value) is list:
+                out.append(_array(value))
+            else:
+                out.append(None if value is None else value if _as_is(value) else _text(value))
         return out
+
+
+def _array(values: list[Any]) -> Any:
+    """An array parameter: a list of plain strings, none holding a double quote or a backslash and
+    none NULL, as the text of a PostgreSQL array literal (``{"a","b"}``: one C-speed join, where the
+    binary list dumper walks the list in Python, about 0.25 ms per 1,000 strings); its cast types it
+    (``$n::TEXT[]``). Any other list (instants, numbers, a NULL, a string that would need escaping)
+    as it is: the connection's binary list dumper."""
+    if not values or set(map(type, values)) != {str}:
+        return values
+    joined = "".join(values)
+    if '"' in joined or "\\" in joined:
+        return values
+    return '{"' + '","'.join(values) + '"}'
 
 
 def _as_is(value: object) -> bool:

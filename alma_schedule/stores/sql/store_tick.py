@@ -32,7 +32,10 @@ did not decide (a last ``RETURNING`` column of its step-5 INSERT, so no round tr
 that INSERT returns a row; else its own statement: :class:`.store_inserts.HeldCheck`); only when
 there are some, it is followed by the claim of the rows it skipped because another transaction held
 them (``_claim_held``): a fire whose only tick in its window met its
-routine's row held for a moment (its previous run finishing) is not lost.
+routine's row held for a moment (its previous run finishing) is not lost. The FULL first batch of a
+scan carries the same check in its INSERT (never a statement of its own): when it finds no other due
+row, the batch calls ``ClaimScan.exhaust`` and the tick starts no further batch, which would only
+have found none (a tick of exactly ``claim_limit`` due fires: one batch, not three).
 
 The batches of one tick share a :class:`~alma_schedule.model.ClaimScan` (PostgreSQL; SQLite claims
 one batch at a time and ignores it): step 1 starts past the greatest due key an earlier batch of the
@@ -123,19 +126,25 @@ class TickMixin(InsertsMixin):
         decided: list[RKey] = []
         held_due = False
         with self._scanned(keyed) as token, self._tx() as conn:  # the token closes after the commit
-            stmt = q.select_due(now, limit, lock=True, planning=True, after=keyed.after if keyed else None)
+            after = keyed.after if keyed is not None else None
+            stmt = q.select_due(now, limit, lock=True, planning=True, after=after)
             due = self._planning(conn, *stmt)
             if keyed is not None:
                 keyed.open(token, [(r.next_due_at, r.org, r.uid, r.routine_id) for r in due if r.next_due_at])
+            short = len(due) < limit
             check: HeldCheck | None = None
-            if len(due) < limit and pg:  # the held rows' check, before the commit (in the INSERT if any)
+            # the held rows' check, before the commit (in the INSERT if any): a short batch's; and the
+            # scan's FULL first batch's, in its INSERT only, which ends the scan when nothing else is due
+            if pg and (short or (keyed is not None and after is None)):
                 decided = [(r.org, r.uid, r.routine_id) for r in due]
                 check = HeldCheck(now, decided + (keyed.others(token) if keyed is not None else []))
             batch = self._claim_locked(conn, due, now, decide, timers, check)
-            if check is not None:
+            if check is not None and short:
                 if check.found is None:  # no INSERT returned a row: its own statement
                     check.found = bool(self._rows(conn, *q.due_exists(now, check.besides))[0][0])
                 held_due = check.found
+            elif check is not None and check.found is False and keyed is not None:
+                keyed.exhaust()
         if held_due:
             held = self._claim_held(now, limit - len(due), decide, timers, decided, keyed)
             if held is not None:
