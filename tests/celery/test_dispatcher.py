@@ -339,3 +339,20 @@ def test_a_function_router_routes_each_message_by_its_own_arguments(redis_url: s
     CeleryDispatcher(app, settings).send_runs(runs)
     assert [m["decoded"][0][0] for m in messages(r, "alma.vip")] == ["vip"]
     assert [m["decoded"][0][2] for m in messages(r, "alma.run")] == ["r0001", "r0003"]
+
+
+def _reference_argsrepr(args: list[Any]) -> str:
+    text = repr(args)
+    return text if len(text) <= 1024 else text[:1021] + "..."
+
+
+@pytest.mark.parametrize("fires", [0, 1, 5, 6, 7, 8, 20, 200])
+@pytest.mark.parametrize("width", [1, 30, 170, 1500])
+def test_argsrepr_is_the_cut_repr_whatever_the_size(fires: int, width: int) -> None:
+    """The ``argsrepr`` of a ``run_many`` message, written only as far as the bound, is the text the
+    whole ``repr`` cut at Celery's bound gives, character for character (around the cut too)."""
+    fire = ["2026-06-01T12:00:00Z", "2026-06-01T13:00:00+00:00"]
+    packed = [[f"o{i}", "u" * width, f"r{i}", *fire] for i in range(fires)]
+    assert _argsrepr([packed]) == _reference_argsrepr([packed])
+    one = ["org", "u" * width, "r1", "2026-06-01T12:00:00Z"]
+    assert _argsrepr(one) == _reference_argsrepr(one)

@@ -82,6 +82,27 @@ def test_a_row_another_tick_claims_while_holding_it_is_not_claimed_again(world: 
     assert _claimed_ids(batch) == ["r2"]  # r1 re-checked after the wait: no longer due
 
 
+def test_a_row_rewritten_while_held_has_its_cursor_moved_at_its_new_address(world: tuple[SqlStore, str]) -> None:
+    """The holder rewrites r1 (a new row version: a new ctid) without changing what is due; the
+    waiting claim locks that version, and the cursor moves reach it there (a TID scan at the
+    address its lock read): r1 is claimed and its cursor stands at the fire."""
+    store, libpq = world
+    touch = "UPDATE alma.routines SET updated_at = updated_at WHERE org = %s AND uid = %s AND routine_id = 'r1'"
+    with psycopg.connect(libpq) as conn:
+        before = conn.execute("SELECT ctid::text FROM alma.routines WHERE routine_id = 'r1'").fetchone()
+    thread, _ = _hold(libpq, 0.5, then=touch)
+    batch = store.claim_due(T0, 10, fire_due, TIMERS)
+    thread.join()
+    assert _claimed_ids(batch) == ["r1", "r2"]
+    with psycopg.connect(libpq) as conn:
+        after = conn.execute("SELECT ctid::text FROM alma.routines WHERE routine_id = 'r1'").fetchone()
+    assert after != before
+    for rec in batch.claimed:
+        routine = store.get_routine(SCOPE, rec.routine_id)
+        assert routine is not None and routine.last_fire == rec.fire_at, rec.routine_id
+        assert routine.next_due_at is None or routine.next_due_at > T0
+
+
 def test_a_row_held_past_the_wait_is_left_to_the_next_tick(world: tuple[SqlStore, str]) -> None:
     store, libpq = world
     thread, _ = _hold(libpq, 3.5)  # HELD_LOCK_WAIT is 2 s

@@ -127,8 +127,8 @@ class TickMixin(InsertsMixin):
         held_due = False
         with self._scanned(keyed) as token, self._tx() as conn:  # the token closes after the commit
             after = keyed.after if keyed is not None else None
-            stmt = q.select_due(now, limit, lock=True, planning=True, after=after)
-            due = self._planning(conn, *stmt)
+            stmt = q.select_due(now, limit, lock=True, planning=True, after=after, at=pg)
+            due, at = self._planning(conn, *stmt)
             if keyed is not None:
                 keyed.open(token, [(r.next_due_at, r.org, r.uid, r.routine_id) for r in due if r.next_due_at])
             short = len(due) < limit
@@ -138,7 +138,7 @@ class TickMixin(InsertsMixin):
             if pg and (short or (keyed is not None and after is None)):
                 decided = [(r.org, r.uid, r.routine_id) for r in due]
                 check = HeldCheck(now, decided + (keyed.others(token) if keyed is not None else []))
-            batch = self._claim_locked(conn, due, now, decide, timers, check)
+            batch = self._claim_locked(conn, due, now, decide, timers, check, at)
             if check is not None and short:
                 if check.found is None:  # no INSERT returned a row: its own statement
                     check.found = bool(self._rows(conn, *q.due_exists(now, check.besides))[0][0])
@@ -189,20 +189,22 @@ class TickMixin(InsertsMixin):
             with self._scanned(scan) as token, self._tx() as conn:
                 conn.execute(q.HELD_LOCK_WAIT)
                 besides = decided + (scan.others(token) if scan is not None else [])
-                stmt = q.select_due(now, limit, lock=True, wait=True, besides=besides, planning=True)
-                due = self._planning(conn, *stmt)
+                stmt = q.select_due(now, limit, lock=True, wait=True, besides=besides, planning=True, at=True)
+                due, at = self._planning(conn, *stmt)
                 if scan is not None:
                     scan.open(token, [(r.next_due_at, r.org, r.uid, r.routine_id) for r in due if r.next_due_at])
-                return self._claim_locked(conn, due, now, decide, timers)
+                return self._claim_locked(conn, due, now, decide, timers, at=at)
         except StoreConflict as exc:  # lock_timeout (or a deadlock victim): nothing was written
             log.warning("claim of due routines held by another transaction deferred to the next tick: %s", exc)
             return None
 
-    def _planning(self, conn: Any, stmt: Any, params: Any) -> list[Routine]:
-        """The routines of ``select_due(planning=True)`` (:func:`planning_routine`)."""
+    def _planning(self, conn: Any, stmt: Any, params: Any) -> tuple[list[Routine], list[str] | None]:
+        """The routines of ``select_due(planning=True)`` (:func:`planning_routine`); on PostgreSQL
+        (``at=True``) also their rows' addresses, in the same order."""
         if self.dialect != "postgresql":
-            return [planning_routine(r) for r in conn.execute(stmt, params).all()]
-        return planning_routines(self._rows(conn, stmt, params))
+            return [planning_routine(r) for r in conn.execute(stmt, params).all()], None
+        rows = self._rows(conn, stmt, params)
+        return planning_routines(rows), [row[-1] for row in rows]
 
     def _claim_locked(
         self,
@@ -212,19 +214,24 @@ class TickMixin(InsertsMixin):
         decide: Callable[[Routine], Any],
         timers: Timers,
         held: HeldCheck | None = None,
+        at: list[str] | None = None,
     ) -> ClaimBatch:
         """Steps 2-7 of the module docstring over the routines this transaction locked; ``held``
-        (PostgreSQL): the short batch's check, answered by its first INSERT when that returns a row."""
+        (PostgreSQL): the short batch's check, answered by its first INSERT when that returns a row;
+        ``at`` (PostgreSQL): the locked rows' addresses, in ``due`` order (the cursor moves' TID scan)."""
         d = self.dialect
         fires: list[tuple[Routine, Fire]] = []
+        fire_at: list[str] = []  # the address of each fire's routine row (with ``at``)
         not_due: list[dict[str, Any]] = []
         defers: list[dict[str, Any]] = []
         deferred: list[Deferral] = []
-        for routine in due:
+        for i, routine in enumerate(due):
             dec = decide_checked(decide, routine, now, timers)
             if isinstance(dec, Fire):
                 if routine.last_fire is None or routine.last_fire < dec.fire_at:
                     fires.append((routine, dec))
+                    if at is not None:
+                        fire_at.append(at[i])
                 continue
             rk = {"org": routine.org, "uid": routine.uid, "routine_id": routine.routine_id}
             if isinstance(dec, Defer):
@@ -250,7 +257,11 @@ class TickMixin(InsertsMixin):
             conn.execute(*q.move_due(d, not_due, now))
         if defers:
             conn.execute(*q.defer_batch(d, defers, now))
-        made = self._insert_fires(conn, fires, now, timers, carried, held) if fires else ([], [], [])
+        made = (
+            self._insert_fires(conn, fires, now, timers, carried, held, fire_at if at is not None else None)
+            if fires
+            else ([], [], [])
+        )
         claimed, skipped, buffered = made
         return ClaimBatch(tuple(claimed), tuple(skipped), tuple(deferred), tuple(buffered))
 
@@ -262,10 +273,12 @@ class TickMixin(InsertsMixin):
         timers: Timers,
         advance: bool = False,
         held: HeldCheck | None = None,
+        at: list[str] | None = None,
     ) -> tuple[list[RunRecord], list[RunRecord], list[RunRecord]]:
         """Steps 4-6: make room (supersede; replace buffered rows), insert, record the blocked;
         ``advance`` (PostgreSQL, some fire live): step 3's cursor moves go in the supersede's
-        statement; ``held``: the short batch's check, in the first INSERT."""
+        statement (reaching the rows at ``at``, their addresses, when given); ``held``: the short
+        batch's check, in the first INSERT."""
         d = self.dialect
         keys = [(r.org, r.uid, r.routine_id, f.run_id) for r, f in fires]  # each fire's run key
         live = [key for key, (_, f) in zip(keys, fires, strict=True) if not f.missed]
@@ -277,7 +290,7 @@ class TickMixin(InsertsMixin):
         blocked: set[RKey] = set()  # PostgreSQL: routines whose open run the supersede left open
         advancing = fires if advance else []
         for chunk in self._chunks(live):  # PostgreSQL: one chunk
-            stmt, params = q.supersede(d, chunk, now, advancing)
+            stmt, params = q.supersede(d, chunk, now, advancing, at if advancing else None)
             advancing = []
             for row in self._rows(conn, stmt, params):
                 rk, matched, ended = (row[0], row[1], row[2]), row[3], row[4:]

@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql as pg
 from sqlalchemy.sql import ColumnElement
 
 from alma_schedule.model import DueKey, Fire, Routine
@@ -27,9 +28,11 @@ from alma_schedule.stores.sql.queries.common import (
     Params,
     _arrays,
     _unnest,
+    ctid,
     end_runs_for_fires,
     lit,
     open_slot,
+    rows_at,
 )
 from alma_schedule.stores.sql.schema import routines, runs
 from alma_schedule.stores.sql.types import UtcDateTime
@@ -93,10 +96,13 @@ def _planning_columns() -> list[Any]:
     ]
 
 
-@functools.lru_cache(maxsize=32)
-def _select_due(lock: bool, wait: bool, besides: bool, planning: bool, after: bool) -> sa.Select[Any]:
+@functools.lru_cache(maxsize=64)
+def _select_due(lock: bool, wait: bool, besides: bool, planning: bool, after: bool, at: bool) -> sa.Select[Any]:
+    columns = _planning_columns() if planning else [routines]
+    if at:
+        columns = [*columns, sa.cast(ctid(routines), sa.Text).label("row_at")]
     stmt = (
-        sa.select(*(_planning_columns() if planning else [routines]))
+        sa.select(*columns)
         .where(*_due_other_than(besides, after))
         .order_by(*_DUE_ORDER)
         .limit(_LIMIT)
@@ -113,14 +119,17 @@ def select_due(
     besides: Sequence[Key3] = (),
     planning: bool = False,
     after: DueKey | None = None,
+    at: bool = False,
 ) -> tuple[sa.Select[Any], dict[str, Any]]:
     """Due routines, oldest ``next_due_at`` first, other than ``besides`` (PostgreSQL: those this
     claim already decided or its tick's other batches hold); skip rows a concurrent transaction
     holds, or (``wait``) wait for them, locking in this same order (two waiting claimers cannot
     deadlock); ``after`` (PostgreSQL): only those past this due key (where an earlier batch of the
     same tick stopped). ``planning``: the columns of
-    :func:`~alma_schedule.stores.sql.rows.planning_routine` (no definition, the schedule as text)."""
-    stmt = _select_due(lock, wait, bool(besides), planning, after is not None)
+    :func:`~alma_schedule.stores.sql.rows.planning_routine` (no definition, the schedule as text);
+    ``at`` (PostgreSQL): then each row's ``ctid`` as text, a last column (with ``lock``: the address
+    of the row version this transaction locked, which :func:`advance_cursors` updates)."""
+    stmt = _select_due(lock, wait, bool(besides), planning, after is not None, at)
     return stmt, _params(now, besides, after, c_limit=limit)
 
 
@@ -236,16 +245,42 @@ def _advance(dialect: str) -> Any:
     )
 
 
-def advance_cursors(dialect: str, fires: Sequence[tuple[Routine, Fire]], now: datetime) -> tuple[Any, Params]:
+class _Tid(sa.types.UserDefinedType[str]):
+    """PostgreSQL's ``tid`` (a row version's address), only ever a cast target."""
+
+    cache_ok = True
+
+    def get_col_spec(self, **kw: Any) -> str:
+        return "TID"
+
+
+@functools.lru_cache(maxsize=1)
+def _advance_at() -> Any:
+    """:func:`_advance` on PostgreSQL that reaches the rows at their addresses (:func:`.common.rows_at`:
+    a TID scan, one heap fetch per row; the addresses as ``ARRAY(SELECT unnest($n))``, whose size
+    the planner does not see: given 1,000 bound addresses it prices 1,000 random heap fetches and
+    scans every routine instead, under 100,000 of them), the key still matched to each fire's values."""
+    at = sa.cast(sa.bindparam("a_at", type_=pg.ARRAY(sa.Text)), pg.ARRAY(_Tid()))
+    return _advance("postgresql").where(rows_at(routines, sa.select(sa.func.unnest(at))))
+
+
+def advance_cursors(
+    dialect: str, fires: Sequence[tuple[Routine, Fire]], now: datetime, at: Sequence[str] | None = None
+) -> tuple[Any, Params]:
     """Move each cursor to its fire (only forward: ``last_fire < fire``) and set ``next_due_at``.
-    PostgreSQL: the arrays read straight from the fires (no mapping per fire)."""
+    PostgreSQL: the arrays read straight from the fires (no mapping per fire); with ``at``, the
+    ``ctid`` of each fire's routine row as its claim locked it (:func:`select_due` ``at``): the rows
+    are reached by a TID scan, never by a plan the row estimates choose (1,000 primary key probes,
+    or a scan of every routine). A row's address stays valid while this transaction holds its lock
+    and has not updated it: the claim advances a cursor before anything else in its transaction
+    writes that routine row."""
     if dialect != "postgresql":
         rows = [
             {"org": r.org, "uid": r.uid, "routine_id": r.routine_id, "fire": f.fire_at, "next_due_at": f.next_due_at}
             for r, f in fires
         ]
         return _advance(dialect), _batch_params(dialect, "a", ("fire", "next_due_at"), rows, now)
-    return _advance(dialect), {
+    moves = {
         "a_org": [r.org for r, _ in fires],
         "a_uid": [r.uid for r, _ in fires],
         "a_routine_id": [r.routine_id for r, _ in fires],
@@ -253,6 +288,9 @@ def advance_cursors(dialect: str, fires: Sequence[tuple[Routine, Fire]], now: da
         "a_next_due_at": [f.next_due_at for _, f in fires],
         "c_now": now,
     }
+    if at is None:
+        return _advance(dialect), moves
+    return _advance_at(), {**moves, "a_at": list(at)}
 
 
 @functools.lru_cache(maxsize=4)
@@ -310,7 +348,11 @@ def _supersedable(c: Any) -> ColumnElement[bool]:
 
 
 def supersede(
-    dialect: str, fires: Sequence[Key4], now: datetime, advancing: Sequence[tuple[Routine, Fire]] = ()
+    dialect: str,
+    fires: Sequence[Key4],
+    now: datetime,
+    advancing: Sequence[tuple[Routine, Fire]] = (),
+    at: Sequence[str] | None = None,
 ) -> tuple[Any, Params]:
     """Older schedule ``claimed`` runs of the routines of these fires -> ``skipped(missed)`` (CAS),
     unless the fire's own run key exists (a duplicate supersedes nothing): the ``SUPERSEDE``
@@ -324,14 +366,15 @@ def supersede(
     carried in the same statement as a data-modifying CTE (PostgreSQL runs one to completion
     whether or not the statement reads it): one round trip for both. Neither part reads what the
     other writes (the UPDATE writes ``routines`` rows this transaction already locked, the rest reads
-    and writes ``runs``), so the statement does what the two did in turn."""
+    and writes ``runs``), so the statement does what the two did in turn. ``at``: the advancing rows'
+    addresses (:func:`advance_cursors`)."""
     state, reason = supersession.SUPERSEDED
     stmt, params = end_runs_for_fires(dialect, "s", fires, state, reason, now, _supersedable, open_slot, report=True)
     if not advancing:
         return stmt, params
     if dialect != "postgresql":
         raise ValueError("only PostgreSQL carries the cursor moves in the supersede's statement")
-    moved, moves = advance_cursors(dialect, advancing, now)
+    moved, moves = advance_cursors(dialect, advancing, now, at)
     assert isinstance(params, Mapping) and isinstance(moves, Mapping)  # PostgreSQL binds arrays: one mapping each
     return _advancing(stmt, moved), {**params, **moves}
 
