@@ -149,7 +149,8 @@ class SystemStore(Protocol):
         ...
 
     def erase_expired_results(self, now: datetime, limit: int = 1000) -> int:
-        """Erase result text whose ``erase_at <= now`` (system)."""
+        """Erase the result text of runs whose ``erase_at <= now`` and clear that ``erase_at``
+        (system; a run marked with no text has only its mark cleared). Returns how many runs."""
         ...
 
     def reconcile_zone_data(self, derive: Derive, zone_data: str, *, limit: int = 1000) -> ZoneReconciliation:

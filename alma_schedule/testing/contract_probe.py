@@ -96,6 +96,19 @@ class ProbeContract:
         assert store.erase_expired_results(erase_at) == 1
         assert _probe(store, erase_at).expired_results is False
 
+    def test_a_run_marked_for_erasure_without_a_text_has_its_mark_cleared(self, store: Store) -> None:
+        """``erase_at`` alone (annotated with no result text): the probe and the erasure agree on it,
+        and the erasure clears the mark, so it is not found again at every tick."""
+        rec = run_in(store, "running")
+        erase_at = T0 + TIMERS.result_retention
+        store.annotate(rec.key, {"erase_at": erase_at})
+        store.finish(rec.key, RunResult.completed("delivered"), now=T0, timers=TIMERS)
+        assert _probe(store, erase_at).expired_results is True
+        assert store.erase_expired_results(erase_at) == 1
+        got = store.get(rec.key)
+        assert got is not None and got.erase_at is None and got.result_text is None
+        assert _probe(store, erase_at).expired_results is False
+
     def test_purge_is_what_purge_deleted_removes(self, store: Store) -> None:
         busy = run_in(store, "running", "busy")
         store.delete_routine(SCOPE, "busy", now=T0)

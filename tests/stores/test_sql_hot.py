@@ -103,6 +103,19 @@ def loaded(url: str) -> str:
     return conninfo
 
 
+def test_the_tick_probe_keeps_its_generic_plan_over_a_ledger_without_result_texts(url: str, loaded: str) -> None:
+    """A ledger that holds no result text (a fleet of ``task`` routines): the probe's generic plan is
+    index probes priced as such, so PostgreSQL keeps it after its five custom plans instead of
+    planning the probe again at every tick (its ``expired_results`` arm, with a condition on
+    ``result_text`` estimated to match no row, was priced as a read of the whole ledger)."""
+    with opened(url, pool_size=1, max_overflow=0) as store:
+        for i in range(12):
+            store.probe_tick(T0 + i * SECOND, TIMERS.run_time_limit)
+        with store.engine.connect() as conn:
+            (probe,) = [p for p in _prepared(conn) if p[0].startswith("SELECT")]
+    assert probe[2] == 5 and probe[1] == 7, probe  # five custom plans, then the cached generic one
+
+
 SHAPES = [
     ("start", q.start_cas(with_routine=True, in_window=True)),
     *((f"finish {e}", q.finish_statement(("running",), str(e))) for e in StreakEffect),

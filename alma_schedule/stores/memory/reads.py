@@ -149,7 +149,7 @@ class ReadsMixin(RunsMixin):
             rows = [
                 r
                 for r in self._all_runs()
-                if r.result_text is not None and r.erase_at is not None and r.erase_at <= now
+                if r.erase_at is not None and r.erase_at <= now
             ]
             rows.sort(key=lambda r: (r.erase_at, *_order(r)))
             return self._erase(rows[:limit])

@@ -243,7 +243,7 @@ class MemoryStore(TickMixin, ReadsMixin, WakeMixin, RederiveMixin, BackfillsMixi
                 expiries=bool(self._expiring(now, 1)),
                 polls=bool(self._pollable(now, 1)),
                 expired_results=any(
-                    r.result_text is not None and r.erase_at is not None and r.erase_at <= now
+                    r.erase_at is not None and r.erase_at <= now
                     for r in self._all_runs()
                 ),
                 purge=any(r.deleted_at is not None and k not in self._active for k, r in self._routines.items()),
