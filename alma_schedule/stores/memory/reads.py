@@ -142,14 +142,15 @@ class ReadsMixin(RunsMixin):
         with self._lock:
             return self._erase(r for r in self._all_runs(scope) if r.result_text is not None)
 
+    def _erasable(self, now: datetime) -> list[RunRecord]:
+        """The runs whose ``erase_at`` has passed (what ``erase_expired_results`` takes; the probe's
+        ``expired_results``). Under the store's lock."""
+        return [r for r in self._all_runs() if r.erase_at is not None and r.erase_at <= now]
+
     def erase_expired_results(self, now: datetime, limit: int = 1000) -> int:
         limit = check_limit("limit", limit)
         now = require_utc("now", now)
         with self._lock:
-            rows = [
-                r
-                for r in self._all_runs()
-                if r.erase_at is not None and r.erase_at <= now
-            ]
+            rows = self._erasable(now)
             rows.sort(key=lambda r: (r.erase_at, *_order(r)))
             return self._erase(rows[:limit])

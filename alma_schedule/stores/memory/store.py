@@ -242,10 +242,7 @@ class MemoryStore(TickMixin, ReadsMixin, WakeMixin, RederiveMixin, BackfillsMixi
                 resends=bool(self._resendable(now, 1)),
                 expiries=bool(self._expiring(now, 1)),
                 polls=bool(self._pollable(now, 1)),
-                expired_results=any(
-                    r.erase_at is not None and r.erase_at <= now
-                    for r in self._all_runs()
-                ),
+                expired_results=bool(self._erasable(now)),
                 purge=any(r.deleted_at is not None and k not in self._active for k, r in self._routines.items()),
                 blocked=bool(self.blocked(now, run_time_limit, 1)),
                 erroring=self.erroring(1).count > 0,

@@ -79,10 +79,10 @@ class Rendered:
             value = params[name] if name in params else self.fixed[name]
             if value is not None and proc is not None:
                 value = proc(value)
-            if type(value) is list:
-                out.append(_array(value))
+            if value is None or _as_is(value):
+                out.append(_array(value) if type(value) is list else value)
             else:
-                out.append(None if value is None else value if _as_is(value) else _text(value))
+                out.append(_text(value))
         return out
 
 
