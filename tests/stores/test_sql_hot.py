@@ -233,3 +233,22 @@ def test_a_claim_of_routines_named_with_awkward_characters_records_each_name(url
             for r in batch.claimed:
                 got = store.get(r.key)
                 assert got is not None and got.routine_id == r.routine_id and got.state == "claimed"
+
+
+def test_rows_come_back_only_from_a_statement_that_returns_a_result_set(url: str) -> None:
+    """``all_rows`` reads the result's status: a SELECT's and a RETURNING's rows (none when no row
+    matched), nothing for a statement without rows to return."""
+    t = sa.table("hot_rows", sa.column("x", sa.Integer), schema="alma")
+    x = sa.bindparam("x", type_=sa.Integer)
+    with opened(url) as store, store.engine.connect() as conn:
+        conn.exec_driver_sql("CREATE TABLE alma.hot_rows (x integer)")
+        try:
+            assert hot.all_rows(conn, sa.insert(t).values(x=sa.cast(x, sa.Integer)), "alma", {"x": 1}) == []
+            returning = sa.update(t).values(x=t.c.x + 1).where(t.c.x == sa.cast(x, sa.Integer)).returning(t.c.x)
+            assert hot.all_rows(conn, returning, "alma", {"x": 1}) == [(2,)]
+            assert hot.all_rows(conn, returning, "alma", {"x": 7}) == []
+            select = sa.select(t.c.x).where(t.c.x >= sa.cast(x, sa.Integer))
+            assert hot.all_rows(conn, select, "alma", {"x": 0}) == [(2,)]
+            assert hot.all_rows(conn, select, "alma", {"x": 3}) == []
+        finally:
+            conn.rollback()
