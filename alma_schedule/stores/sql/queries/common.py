@@ -37,6 +37,22 @@ def in_states(*states: str) -> ColumnElement[bool]:
     return runs.c.state.in_([lit(s) for s in states])
 
 
+def owned_states(*states: str) -> list[ColumnElement[bool]]:
+    """The guard of a CAS that reaches ONE run by its key (a prepared statement: :mod:`..hot`): its
+    state in ``states`` as PARAMETERS (``s_<state>``, their values bound here), so that no generic
+    plan can prove the predicate of an index of one state's runs (``ix_runs_expires``,
+    ``ix_runs_resend``, ``ix_runs_poll``, ``ix_runs_active_since``) and read the whole set filtered
+    by key; plus, when every state is one of the routine's open run, the literal
+    ``state IN (NON_TERMINAL)``: the predicate of ``uq_runs_one_active``, whose (org, uid,
+    routine_id) is unique and holds the open runs only, so the planner reaches the run through it
+    (fewer entries than the primary key or ``ix_runs_routine_fire``, which the planner's estimate of
+    one row per routine otherwise ties with the key and reads the routine's whole ledger)."""
+    guards: list[ColumnElement[bool]] = [runs.c.state.in_([sa.bindparam(f"s_{s}", s, type_=sa.String) for s in states])]
+    if set(states) <= _NON_TERMINAL:
+        guards.append(in_states(*NON_TERMINAL))
+    return guards
+
+
 NON_TERMINAL = tuple(s for s in RunState if s in _NON_TERMINAL)
 ACTIVE = tuple(s for s in RunState if s in _ACTIVE)
 TERMINAL = tuple(s for s in RunState if s in _TERMINAL)

@@ -9,7 +9,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from alma_schedule.model import RunKey, RunState
-from alma_schedule.stores.sql.queries.common import _KEY_COLS, Params, _insert, _unnest, in_states, lit
+from alma_schedule.stores.sql.queries.common import _KEY_COLS, Params, _insert, _unnest, in_states, lit, owned_states
 from alma_schedule.stores.sql.schema import routines, runs
 from alma_schedule.stores.sql.types import UtcDateTime
 
@@ -51,7 +51,9 @@ def start_cas(*, with_routine: bool, in_window: bool) -> Any:
     returns all the runner needs in its one round trip. Built once per shape."""
     guards = [
         _RUN_KEY,
-        runs.c.state == lit(RunState.CLAIMED),
+        # a parameter, not the literal (owned_states): with it, a plan cached while few runs were
+        # claimed read a burst's claimed runs through ix_runs_expires filtered by key, at each start
+        *owned_states(RunState.CLAIMED),
         _ROUTINE_OF_RUN,
         routines.c.deleted_at.is_(None),
         routines.c.enabled.is_(True),
