@@ -26,9 +26,9 @@ from alma_schedule.stores.sql.queries.common import (
     Params,
     _unnest,
     end_runs_for_fires,
-    in_states,
     lit,
     open_slot,
+    owned_states,
 )
 from alma_schedule.stores.sql.queries.runs import _RUN_KEY, run_params
 from alma_schedule.stores.sql.schema import runs
@@ -121,7 +121,7 @@ def _ending_cas(from_states: tuple[str, ...], columns: tuple[str, ...]) -> Any:
     )
     return (
         sa.update(runs)
-        .where(_RUN_KEY, in_states(*from_states))
+        .where(_RUN_KEY, *owned_states(*from_states))  # the run by a key index (owned_states)
         .values({c: sa.bindparam(f"v_{c}", type_=runs.c[c].type) for c in columns})
         .returning(*runs.c, waiting)
     )

@@ -19,6 +19,7 @@ from sqlalchemy.sql import ColumnElement
 from alma_schedule.model import ACTIVE as _ACTIVE
 from alma_schedule.model import NON_TERMINAL as _NON_TERMINAL
 from alma_schedule.model import TERMINAL as _TERMINAL
+from alma_schedule.model import WAITING as _WAITING
 from alma_schedule.model import RunState
 from alma_schedule.stores.sql.schema import routines, runs
 from alma_schedule.stores.sql.types import UtcDateTime
@@ -38,18 +39,25 @@ def in_states(*states: str) -> ColumnElement[bool]:
 
 
 def owned_states(*states: str) -> list[ColumnElement[bool]]:
-    """The guard of a CAS that reaches ONE run by its key (a prepared statement: :mod:`..hot`): its
-    state in ``states`` as PARAMETERS (``s_<state>``, their values bound here), so that no generic
-    plan can prove the predicate of an index of one state's runs (``ix_runs_expires``,
-    ``ix_runs_resend``, ``ix_runs_poll``, ``ix_runs_active_since``) and read the whole set filtered
-    by key; plus, when every state is one of the routine's open run, the literal
-    ``state IN (NON_TERMINAL)``: the predicate of ``uq_runs_one_active``, whose (org, uid,
-    routine_id) is unique and holds the open runs only, so the planner reaches the run through it
-    (fewer entries than the primary key or ``ix_runs_routine_fire``, which the planner's estimate of
-    one row per routine otherwise ties with the key and reads the routine's whole ledger)."""
-    guards: list[ColumnElement[bool]] = [runs.c.state.in_([sa.bindparam(f"s_{s}", s, type_=sa.String) for s in states])]
+    """The state guard of a statement that reaches ONE run by its key: ``state = (SELECT '<state>')``
+    for each owned state (ORed), a value the planner does not see, so that no plan, generic or made
+    for the parameters, proves the predicate of an index of one state's runs (``ix_runs_expires``,
+    ``ix_runs_resend``, ``ix_runs_poll``, ``ix_runs_active_since``) and reads that whole set filtered
+    by key: statistics taken before a burst price those indexes as empty, and a plan cached then
+    read a burst's claimed runs at every start. Plus, when every state is one of the routine's open
+    run, the literal ``state IN (NON_TERMINAL)``: the predicate of ``uq_runs_one_active``, unique
+    on (org, uid, routine_id) and holding the open runs only, so the planner reaches the run through
+    it (fewer entries than the primary key or ``ix_runs_routine_fire``, which its estimate of one
+    row per routine otherwise ties with the key, reading the routine's whole ledger); when every
+    state is ``buffered``, the predicate of ``uq_runs_one_buffered`` (one row per routine) alike.
+    Checked by EXPLAIN over an analyzed ledger and a burst (``tests/stores/test_sql_hot.py``)."""
+    guards: list[ColumnElement[bool]] = [
+        sa.or_(sa.false(), *(runs.c.state == sa.select(lit(s)).scalar_subquery() for s in states))
+    ]
     if set(states) <= _NON_TERMINAL:
         guards.append(in_states(*NON_TERMINAL))
+    elif set(states) <= _WAITING:
+        guards.append(in_states(*_WAITING))
     return guards
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from alma_schedule.model import RunKey, RunState
-from alma_schedule.stores.sql.queries.common import _KEY_COLS, Params, _insert, _unnest, in_states, lit, owned_states
+from alma_schedule.stores.sql.queries.common import _KEY_COLS, Params, _insert, _unnest, lit, owned_states
 from alma_schedule.stores.sql.schema import routines, runs
 from alma_schedule.stores.sql.types import UtcDateTime
 
@@ -85,7 +85,7 @@ SELECT_RUN_WITH_ROUTINE = (
 def _cas(from_states: tuple[str, ...], columns: tuple[str, ...]) -> Any:
     return (
         sa.update(runs)
-        .where(_RUN_KEY, in_states(*from_states))
+        .where(_RUN_KEY, *owned_states(*from_states))  # the run by a key index (owned_states)
         .values({c: sa.bindparam(f"v_{c}", type_=runs.c[c].type) for c in columns})
         .returning(*runs.c)
     )
@@ -105,7 +105,7 @@ def cas(key: RunKey, from_states: Sequence[str], values: Mapping[str, Any]) -> t
 _COST = sa.bindparam("cost", type_=sa.BigInteger)
 MARK_BLOCKED = (
     sa.update(runs)
-    .where(_RUN_KEY, runs.c.state == lit(RunState.RUNNING))
+    .where(_RUN_KEY, *owned_states(RunState.RUNNING))
     .values(
         blocked_at=sa.func.coalesce(runs.c.blocked_at, _NOW),
         blocked_why=sa.func.coalesce(runs.c.blocked_why, sa.bindparam("why", type_=sa.String)),
