@@ -26,12 +26,12 @@ parameters: every row they touch is reached by equality on a full key: the run t
 run's unique index ``uq_runs_one_active`` (or the runs primary key), its routine by the routines
 primary key, the routine's buffered row through ``uq_runs_one_buffered``, the spend rows by the
 spend primary key (ceiling, day); one row each, no array and no range whose size a generic plan
-would have to guess. Their state guards are parameters (:func:`.queries.common.owned_states`): with
-the literal, a generic plan cached while few runs were claimed read a burst's claimed runs through
-``ix_runs_expires`` filtered by key at every start, and the planner's one-row-per-routine estimate
-let the finish read a routine's whole ledger through ``ix_runs_routine_fire``
-(``tests/stores/test_sql_hot.py`` EXPLAINs both generic plans over an analyzed ledger and over a
-burst the statistics predate, and checks that these, and only these, are prepared). The tick probe
+would have to guess. Their state guards are values no plan sees (:func:`.queries.common.owned_states`):
+with the literal, a generic plan cached while few runs were claimed read a burst's claimed runs
+through ``ix_runs_expires`` filtered by key at every start, and the planner's one-row-per-routine
+estimate let the finish read a routine's whole ledger through ``ix_runs_routine_fire``
+(``tests/stores/test_sql_hot.py`` EXPLAINs both statements, generic and custom, over an analyzed
+ledger and over a burst the statistics predate, and checks that these, and only these, are prepared). The tick probe
 (``store.probe_tick``, every tick) is prepared too: each of its arms is an ordered ``LIMIT 1``
 probe of a partial index, the plan its generic form is built for whatever the statistics
 (``tests/stores/test_sql_explain.py``); planning it per execution cost more than running it. So is

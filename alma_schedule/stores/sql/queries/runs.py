@@ -51,8 +51,8 @@ def start_cas(*, with_routine: bool, in_window: bool) -> Any:
     returns all the runner needs in its one round trip. Built once per shape."""
     guards = [
         _RUN_KEY,
-        # a parameter, not the literal (owned_states): with it, a plan cached while few runs were
-        # claimed read a burst's claimed runs through ix_runs_expires filtered by key, at each start
+        # not the literal (owned_states): with it, a plan cached while few runs were claimed read a
+        # burst's claimed runs through ix_runs_expires filtered by key, at each start
         *owned_states(RunState.CLAIMED),
         _ROUTINE_OF_RUN,
         routines.c.deleted_at.is_(None),
