@@ -31,7 +31,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 
 from alma_schedule.model import RunState
 from alma_schedule.policies.streak import StreakEffect
-from alma_schedule.stores.sql.queries.common import NON_TERMINAL, in_states, lit, owned_states
+from alma_schedule.stores.sql.queries.common import lit, owned_states
 from alma_schedule.stores.sql.queries.runs import _RUN_KEY
 from alma_schedule.stores.sql.schema import routines, runs, spend
 from alma_schedule.stores.sql.types import UtcDateTime
@@ -56,7 +56,7 @@ def finish_statement(from_states: tuple[str, ...], effect: str) -> Any:
     buffered = runs.alias("waiting")
     guards = [
         _RUN_KEY,
-        *owned_states(*from_states),  # parameters, and the open run's index (see owned_states)
+        *owned_states(*from_states),  # the run by a key index, whatever the statistics (owned_states)
         ~sa.exists().where(_routine_key(buffered), buffered.c.state == lit(RunState.BUFFERED)),
     ]
     # The routine row, locked first (the store's lock order), whatever the streak effect, and only
@@ -78,8 +78,7 @@ def finish_statement(from_states: tuple[str, ...], effect: str) -> Any:
             runs.c.uid == old.c.uid,
             runs.c.routine_id == old.c.routine_id,
             runs.c.run_id == old.c.run_id,
-            # true of the locked row (old: an owned, open state): reached through uq_runs_one_active
-            *([in_states(*NON_TERMINAL)] if set(from_states) <= set(NON_TERMINAL) else []),
+            *owned_states(*from_states),  # true of the row old locked: the same key index
         )
         .values(
             state=sa.bindparam("f_state", type_=sa.String),
