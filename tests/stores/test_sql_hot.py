@@ -281,6 +281,20 @@ def burst(burst_url: str) -> str:
 BY_KEY = {"runs_pkey", "uq_runs_one_active", "uq_runs_one_buffered"}
 
 
+def _routine_run(i: int) -> RunKey:
+    """The open run of routine ``i`` in both ledgers (``open_rows``)."""
+    fire = (T0 - timedelta(minutes=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return RunKey(f"org-{i % 100}", "user-1", f"routine-{i:07d}", fire)
+
+
+def _assert_reads_runs_by_key(conninfo: str, sql: str, args: list[Any], label: str) -> None:
+    """Both plans of ``sql`` (generic, and made for ``args``) scan ``runs`` only through :data:`BY_KEY`."""
+    for mode in ("force_generic_plan", "force_custom_plan"):
+        plan = explain_plan(conninfo, sql, args, mode=mode)
+        scans = [n for n in _nodes(plan) if n.get("Relation Name") == "runs" and "Scan" in n["Node Type"]]
+        assert scans and {n.get("Index Name") for n in scans} <= BY_KEY, f"{label} {mode}: {json.dumps(plan)}"
+
+
 @pytest.mark.parametrize("ledger", ["loaded", "burst"])
 @pytest.mark.parametrize(("name", "stmt"), SHAPES, ids=[n for n, _ in SHAPES])
 def test_the_per_fire_statements_reach_their_run_by_key_whatever_the_statistics(
@@ -296,29 +310,22 @@ def test_the_per_fire_statements_reach_their_run_by_key_whatever_the_statistics(
     conninfo = request.getfixturevalue(ledger)
     rendered = hot.rendered(stmt, "alma")
     # a claimed run for the start, a running one for a finish (the plan's shape does not need the row)
-    i = 7 if name == "start" else {"loaded": 307, "burst": 3_007}[ledger]
-    fire = (T0 - timedelta(minutes=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    key = RunKey(f"org-{i % 100}", "user-1", f"routine-{i:07d}", fire)
+    key = _routine_run(7 if name == "start" else {"loaded": 307, "burst": 3_007}[ledger])
     params = {
         **q.run_params(key, now=T0, owner="req"),
         "f_state": "completed", "f_reason": "ok", "f_cost": None, "f_error_class": None,
         "f_erase_at": T0 + timedelta(days=1), "f_threshold": 3, "f_latch": None,
     }  # fmt: skip
-    args = rendered.args(params)
-    for mode in ("force_generic_plan", "force_custom_plan"):
-        plan = explain_plan(conninfo, rendered.sql, args, mode=mode)
-        scans = [n for n in _nodes(plan) if n.get("Relation Name") == "runs" and "Scan" in n["Node Type"]]
-        assert scans and {n.get("Index Name") for n in scans} <= BY_KEY, f"{ledger} {mode}: {json.dumps(plan)}"
+    _assert_reads_runs_by_key(conninfo, rendered.sql, rendered.args(params), f"{name} {ledger}")
 
 
 def test_a_worker_keeps_the_generic_start_and_finish_through_a_burst(burst_url: str) -> None:
     """A store connection starting and finishing 20 of the burst's claimed runs runs the start CAS and
     the finish on their cached generic plan after PostgreSQL's five custom plans (the plan the
     test above reads), not on a custom plan made at each start."""
-    fire = (T0 - timedelta(minutes=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
     with opened(burst_url, pool_size=1, max_overflow=0) as store:
         for i in range(100, 120):
-            key = RunKey(f"org-{i % 100}", "user-1", f"routine-{i:07d}", fire)
+            key = _routine_run(i)
             assert store.start(key, now=T0, owner=f"req-{i}", in_window=True).won
             assert store.finish(key, RunResult.completed(), now=T0 + SECOND, timers=TIMERS).won
         with store.engine.connect() as conn:
@@ -326,38 +333,33 @@ def test_a_worker_keeps_the_generic_start_and_finish_through_a_burst(burst_url: 
     assert prepared == {"UPDATE": (15, 5), "WITH": (15, 5)}, prepared
 
 
-def _cas_shapes() -> list[tuple[str, str, Any, dict[str, Any]]]:
-    """The store's other by-key writes of one run (sent unnamed: planned for their parameters), each
-    with the state of the row it is written for: (name, state, statement, parameters)."""
+def _cas_shapes() -> list[tuple[str, Any, dict[str, Any]]]:
+    """The store's other by-key writes of one run (sent unnamed: planned for their parameters):
+    (name, statement, parameters)."""
     key = RunKey("org-0", "user-1", "routine-0000000", "r")
     at = {"state_at": T0}
     shapes = [
-        ("submit", "running", *q.cas(key, ["running"], {"state": "submitted", **at})),
-        ("collect", "submitted", *q.cas(key, ["submitted"], {"state": "collecting", **at})),
-        ("annotate", "running", *q.cas(key, sorted(q.NON_TERMINAL), {"session_id": "s"})),
-        ("end", "running", *q.ending_cas(key, ["running"], {"state": "completed", **at})),
-        ("release", "buffered", *q.cas(key, ["buffered"], {"state": "claimed", **at})),
+        ("submit", *q.cas(key, ["running"], {"state": "submitted", **at})),
+        ("collect", *q.cas(key, ["submitted"], {"state": "collecting", **at})),
+        ("annotate", *q.cas(key, sorted(q.NON_TERMINAL), {"session_id": "s"})),
+        ("end", *q.ending_cas(key, ["running"], {"state": "completed", **at})),
+        ("release", *q.cas(key, ["buffered"], {"state": "claimed", **at})),
+        ("mark_blocked", q.MARK_BLOCKED, q.run_params(key, now=T0, why="w", cost=0)),
     ]
-    blocked = ("mark_blocked", "running", q.MARK_BLOCKED, q.run_params(key, now=T0, why="w", cost=0))
-    return [(n, s, stmt, dict(p)) for n, s, stmt, p in shapes] + [blocked]
+    return [(n, stmt, dict(p)) for n, stmt, p in shapes]
 
 
 CAS_SHAPES = _cas_shapes()
 
 
 @pytest.mark.parametrize("ledger", ["loaded", "burst"])
-@pytest.mark.parametrize(("name", "state", "stmt", "params"), CAS_SHAPES, ids=[s[0] for s in CAS_SHAPES])
+@pytest.mark.parametrize(("name", "stmt", "params"), CAS_SHAPES, ids=[s[0] for s in CAS_SHAPES])
 def test_a_cas_of_one_run_reaches_it_by_key(
-    request: pytest.FixtureRequest, ledger: str, name: str, state: str, stmt: Any, params: dict[str, Any]
+    request: pytest.FixtureRequest, ledger: str, name: str, stmt: Any, params: dict[str, Any]
 ) -> None:
     """The same for the by-key compare-and-sets sent unnamed (a custom plan at each execution, made
     from the statistics of the moment: over the analyzed ledger and over the burst they predate)."""
-    conninfo = request.getfixturevalue(ledger)
     rendered = hot.rendered(stmt, "alma")
-    i = {"loaded": 307, "burst": 3_007}[ledger]
-    fire = (T0 - timedelta(minutes=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    args = rendered.args({**params, **q.run_params(RunKey(f"org-{i % 100}", "user-1", f"routine-{i:07d}", fire))})
-    for mode in ("force_custom_plan", "force_generic_plan"):
-        plan = explain_plan(conninfo, rendered.sql, args, mode=mode)
-        scans = [n for n in _nodes(plan) if n.get("Relation Name") == "runs" and "Scan" in n["Node Type"]]
-        assert scans and {n.get("Index Name") for n in scans} <= BY_KEY, f"{ledger} {mode}: {json.dumps(plan)}"
+    key = _routine_run({"loaded": 307, "burst": 3_007}[ledger])
+    args = rendered.args({**params, **q.run_params(key)})
+    _assert_reads_runs_by_key(request.getfixturevalue(ledger), rendered.sql, args, f"{name} {ledger}")
