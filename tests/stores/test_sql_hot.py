@@ -1,12 +1,15 @@
-"""PostgreSQL: the run side's two per-fire statements, the tick probe and the end of a tick
-(``record_tick``) are the only prepared ones, their generic plans read by key (the probe's: index
-probes, ``tests/stores/test_sql_explain.py``; the end of a tick's: below),
+"""PostgreSQL: the run side's two per-fire statements, the tick probe, the end of a tick
+(``record_tick``) and the blocked read are the only statements prepared for their generic plan, which
+reads by key (the probe's: index probes, ``tests/stores/test_sql_explain.py``; the end of a tick's
+and the blocked read's: below); a claim's are prepared and planned at each execution,
 and their driver errors map like SQLAlchemy's (:mod:`alma_schedule.stores.sql.hot`).
 
 * A store connection that has registered, claimed, started and finished 20 runs and probed a tick
   holds exactly four named statements (the probe, the start CAS, the finish and the end of a tick),
-  the per-fire ones and the end of a tick run on their cached generic plan: every other statement
-  was sent unnamed (planned for its parameters at each execution).
+  the per-fire ones and the end of a tick run on their cached generic plan; the claim's three are
+  prepared too but planned for their parameters at each of their 20 executions (their transaction
+  forces custom plans; without it some run on a generic plan: checked), and the connection is back
+  in ``auto`` mode after each claim; every other statement was sent unnamed.
 * Over a loaded, ANALYZEd ledger, the generic plan of each (PREPAREd under ``force_generic_plan``,
   EXPLAINed) is node for node the plan PostgreSQL makes for the parameters of a real run
   (``force_custom_plan``), and reads ``routines`` and ``runs`` through indexes only.
@@ -70,6 +73,14 @@ def test_only_the_start_and_the_finish_are_prepared_and_they_reuse_a_generic_pla
             store.record_tick(T0 + 3 * SECOND, 1, 0.25, 1.5)
         with store.engine.connect() as conn:
             prepared = _prepared(conn)
+            mode = conn.exec_driver_sql("SHOW plan_cache_mode").scalar()
+    # the claim's statements (select the due rows, supersede with the cursor moves, insert the runs):
+    # prepared in the claim's transaction, which forces a custom plan at each of their 20 executions
+    claiming = ("SELECT alma.routines.org", "WITH a_advanced AS", "INSERT INTO alma.runs")
+    claims = [p for p in prepared if p[0].startswith(claiming)]
+    assert len(claims) == 3 and all((g, c) == (0, 20) for _, g, c in claims), claims
+    assert mode == "auto"  # SET LOCAL: back to the session's mode after each claim's COMMIT
+    prepared = [p for p in prepared if p not in claims]
     # the tick probe, the start CAS, the finish, the end of a tick (heartbeat and tick log)
     assert sorted(s.split()[0] for s, _, _ in prepared) == ["SELECT", "UPDATE", "WITH", "WITH"], prepared
     ends = [p for p in prepared if "INSERT INTO alma.heartbeat" in p[0]]
@@ -363,3 +374,30 @@ def test_a_cas_of_one_run_reaches_it_by_key(
     key = _routine_run({"loaded": 307, "burst": 3_007}[ledger])
     args = rendered.args({**params, **q.run_params(key)})
     _assert_reads_runs_by_key(request.getfixturevalue(ledger), rendered.sql, args, f"{name} {ledger}")
+
+
+@pytest.mark.parametrize("ledger", ["loaded", "burst"])
+def test_the_blocked_read_reads_only_the_open_runs_in_any_plan(request: pytest.FixtureRequest, ledger: str) -> None:
+    """The tick's report of blocked runs is prepared (``store.blocked``): its generic plan, and the
+    plan made for the parameters, read ``runs`` only through the partial indexes of open runs, over
+    an analyzed ledger and over a burst its statistics predate; a store connection that reported
+    them 8 times holds it prepared."""
+    conninfo = request.getfixturevalue(ledger)
+    rendered = hot.rendered(q.probe.blocked_statement(100), "alma")
+    args = rendered.args(q.probe.tick_probe_params(T0, T0 - timedelta(hours=1)))
+    for mode in ("force_generic_plan", "force_custom_plan"):
+        plan = explain_plan(conninfo, rendered.sql, args, mode=mode)
+        # every scan an index scan of those (a bitmap heap scan reads the rows its index scans found)
+        scans = [n for n in _nodes(plan) if "Scan" in n["Node Type"] and n["Node Type"] != "Bitmap Heap Scan"]
+        indexes = {n.get("Index Name") for n in scans}
+        assert scans and indexes <= {"ix_runs_active_since", "ix_runs_poll"}, f"{mode}: {json.dumps(plan)}"
+        assert "LIMIT" in rendered.sql and "$3" not in rendered.sql  # the limit a literal: known to the plan
+
+
+def test_the_blocked_read_is_prepared(burst_url: str) -> None:
+    with opened(burst_url, pool_size=1, max_overflow=0) as store:
+        for i in range(8):
+            assert len(store.blocked(T0 + timedelta(days=1) + i * SECOND, TIMERS.run_time_limit, limit=50)) == 50
+        with store.engine.connect() as conn:
+            prepared = [p for p in _prepared(conn) if "blocked_at IS NOT NULL" in p[0]]
+    assert len(prepared) == 1 and prepared[0][1] + prepared[0][2] == 8, prepared

@@ -46,7 +46,9 @@ PG_SESSION = r"-c TimeZone=UTC -c default_transaction_isolation=read\ committed"
 #: turned into a nested loop over every claimed run times the batch's keys (0.3-1.8 s per batch at
 #: 1,000 keys; 10.9 s against 81 ms custom with 20,000 claimed runs, measured). So psycopg prepares
 #: nothing on our connections (``prepare_threshold = None``, set on connect): every statement is sent
-#: unnamed and planned for its parameters at each execution, whatever ``plan_cache_mode``. Only the
+#: unnamed and planned for its parameters at each execution, whatever ``plan_cache_mode`` (the tick's
+#: claim statements are prepared, in a transaction that sets ``force_custom_plan`` LOCALly:
+#: :func:`.hot.begin_custom_plans`: parsed once, still planned at each execution). Only the
 #: run side's two per-fire statements and the tick probe are prepared, explicitly (:mod:`.hot`: every
 #: row the two touch is found by equality on a full key, and each probe arm is an ordered LIMIT 1
 #: index probe, so their generic plan is their best plan; reusing it saves ~0.4-1 ms of planning per

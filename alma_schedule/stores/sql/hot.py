@@ -1,7 +1,9 @@
 """The run side's two per-fire statements (the start CAS, the one-statement finish), the tick probe and
 the end of a tick (``record_tick``) on PostgreSQL, sent on the pooled driver connection as NAMED
 prepared statements (:func:`one_row`); and the tick's other statements (``claim_due``'s, the blocked
-read), rendered the same way once and sent UNNAMED, planned for their parameters (:func:`all_rows`).
+read), rendered the same way once and planned for their parameters at every execution
+(:func:`all_rows`): sent UNNAMED, or, in a claim's transaction, which forces custom plans
+(:func:`begin_custom_plans`), prepared so that they are parsed once per connection.
 
 Why: a packed ``run_many`` message runs each of its fires through these two statements, and through
 SQLAlchemy's execution each paid, per call, in this process: the schema-name translation of its
@@ -18,27 +20,30 @@ returns the row as a tuple (positional, as :mod:`.rows` reads it). The engine's
 rendered text and its positional parameters). A statement's first execution on a connection sends
 its Parse first: one more round trip, once per connection and statement shape.
 
-The plans (:data:`.engine.PG_PLAN_CACHE`): every other statement is sent UNNAMED, so PostgreSQL
-plans it for its parameters at every execution (the generic-plan trap of the tick's supersede
-UPDATE cannot return); these two are prepared, so after five custom plans PostgreSQL caches a
-generic one (``plan_cache_mode = auto``). A generic plan is the right plan for them whatever the
-parameters: every row they touch is reached by equality on a full key: the run through the open
-run's unique index ``uq_runs_one_active`` (or the runs primary key), its routine by the routines
-primary key, the routine's buffered row through ``uq_runs_one_buffered``, the spend rows by the
-spend primary key (ceiling, day); one row each, no array and no range whose size a generic plan
-would have to guess. Their state guards are values no plan sees (:func:`.queries.common.owned_states`):
-with the literal, a generic plan cached while few runs were claimed read a burst's claimed runs
-through ``ix_runs_expires`` filtered by key at every start, and the planner's one-row-per-routine
-estimate let the finish read a routine's whole ledger through ``ix_runs_routine_fire``
-(``tests/stores/test_sql_hot.py`` EXPLAINs both statements, generic and custom, over an analyzed
-ledger and over a burst the statistics predate, and checks that these, and only these, are prepared). The tick probe
-(``store.probe_tick``, every tick) is prepared too: each of its arms is an ordered ``LIMIT 1``
-probe of a partial index, the plan its generic form is built for whatever the statistics
-(``tests/stores/test_sql_explain.py``); planning it per execution cost more than running it. So is
-the end of a tick (``store.record_tick``, every tick): every row it writes is found by key (the
-heartbeat's, the minute's, the pruned minutes' through an ordered ``LIMIT`` scan of the tick log's
-key) and each part of its wake-up hint is an ordered ``LIMIT 1`` probe of a partial index
-(``tests/stores/test_sql_hot.py`` EXPLAINs its generic plan).
+The plans (:data:`.engine.PG_PLAN_CACHE`): every other statement is sent UNNAMED, or prepared in a
+transaction that forces custom plans, so PostgreSQL plans it for its parameters at every execution
+(the generic-plan trap of the tick's supersede UPDATE cannot return); these two are prepared, so
+after five custom plans PostgreSQL caches a generic one (``plan_cache_mode = auto``). A generic plan
+is the right plan for them whatever the parameters: every row they touch is reached by equality on a
+full key: the run through the open run's unique index ``uq_runs_one_active`` (or the runs primary
+key), its routine by the routines primary key, the routine's buffered row through
+``uq_runs_one_buffered``, the spend rows by the spend primary key (ceiling, day); one row each, no
+array and no range whose size a generic plan would have to guess. Their state guards are values no
+plan sees (:func:`.queries.common.owned_states`): with the literal, a generic plan cached while few
+runs were claimed read a burst's claimed runs through ``ix_runs_expires`` filtered by key at every
+start, and the planner's one-row-per-routine estimate let the finish read a routine's whole ledger
+through ``ix_runs_routine_fire`` (``tests/stores/test_sql_hot.py`` EXPLAINs both statements, generic
+and custom, over an analyzed ledger and over a burst the statistics predate, and checks that these,
+and only these, are prepared). The tick probe (``store.probe_tick``, every tick) is prepared too:
+each of its arms is an ordered ``LIMIT 1`` probe of a partial index, the plan its generic form is
+built for whatever the statistics (``tests/stores/test_sql_explain.py``); planning it per execution
+cost more than running it. So is the end of a tick (``store.record_tick``, every tick): every row it
+writes is found by key (the heartbeat's, the minute's, the pruned minutes' through an ordered
+``LIMIT`` scan of the tick log's key) and each part of its wake-up hint is an ordered ``LIMIT 1``
+probe of a partial index (``tests/stores/test_sql_hot.py`` EXPLAINs its generic plan). And so is the
+tick's report of blocked runs (``store.blocked``, every tick that has one; :func:`prepared_rows`):
+each of its arms holds only open runs, so every plan of it reads the open runs' partial indexes,
+never the ledger.
 
 Errors leave as SQLAlchemy's would (:func:`one_row` wraps a driver error in SQLAlchemy's
 ``DBAPIError``, invalidating the connection on a disconnect), so the store's error boundary maps them
@@ -52,7 +57,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NoReturn
 
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects.postgresql.psycopg import PGDialect_psycopg
@@ -60,7 +65,7 @@ from sqlalchemy.engine import Connection
 
 from alma_schedule.stores.sql.namespace import SCHEMA_TOKEN
 
-__all__ = ["Rendered", "all_rows", "one_row", "rendered"]
+__all__ = ["Rendered", "all_rows", "begin_custom_plans", "one_row", "prepared_rows", "rendered"]
 
 #: Compiles the hot statements with ``$n`` placeholders (PostgreSQL's own, no client-side rewrite).
 _DIALECT = PGDialect_psycopg(paramstyle="numeric_dollar")  # type: ignore[no-untyped-call]
@@ -149,19 +154,58 @@ def rendered(stmt: Any, schema: str) -> Rendered:
 
 def one_row(conn: Connection, stmt: Any, schema: str, params: Mapping[str, Any]) -> tuple[Any, ...] | None:
     """Execute ``stmt`` (prepared: its cached plan) on ``conn``'s driver connection; its first row."""
-    rows = _run(conn, rendered(stmt, schema), params, prepare=True)
+    rows = prepared_rows(conn, stmt, schema, params)
     return rows[0] if rows else None
 
 
+def prepared_rows(conn: Connection, stmt: Any, schema: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+    """Execute ``stmt`` (prepared: its cached plan) on ``conn``'s driver connection; all its rows."""
+    return _run(conn, rendered(stmt, schema), params, prepare=True)
+
+
 def all_rows(conn: Connection, stmt: Any, schema: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
-    """Execute ``stmt`` UNNAMED on ``conn``'s driver connection (planned for its parameters at every
-    execution, as every statement but the prepared ones: :data:`.engine.PG_PLAN_CACHE`); all its
+    """Execute ``stmt`` on ``conn``'s driver connection, planned for its parameters at every
+    execution (as every statement but the prepared ones: :data:`.engine.PG_PLAN_CACHE`); all its
     rows, as the driver's tuples. The tick's own statements go so (``claim_due``'s, the blocked
     read): rendered once per (statement, schema) like the prepared ones, so an execution skips
     SQLAlchemy's per-call work (the statement's cache key, the schema-name rewrite of its text,
     the result machinery) and psycopg's placeholder conversion, about 0.1 ms a statement. Array
-    parameters travel as lists (the connection's binary list dumper; their casts type them)."""
-    return _run(conn, rendered(stmt, schema), params, prepare=False)
+    parameters travel as lists (the connection's binary list dumper; their casts type them).
+
+    Sent UNNAMED, except in a transaction opened by :func:`begin_custom_plans`: there it is
+    prepared (named, parsed once per connection) and every execution still gets its own custom
+    plan, as the transaction forces (no generic plan can be chosen in it)."""
+    custom = bool(conn.get_execution_options().get(CUSTOM_PLANS))
+    return _run(conn, rendered(stmt, schema), params, prepare=custom)
+
+
+#: The execution option of a connection whose transaction :func:`begin_custom_plans` opened.
+CUSTOM_PLANS = "alma_custom_plans"
+#: One simple query, one round trip (the one psycopg's own ``BEGIN`` took): the transaction, and
+#: in it (``LOCAL``: until its COMMIT or ROLLBACK) custom plans only for every statement.
+_BEGIN_CUSTOM = b"BEGIN; SET LOCAL plan_cache_mode = force_custom_plan"
+
+
+def begin_custom_plans(conn: Connection) -> None:
+    """Open the transaction of ``conn`` (checked out in AUTOCOMMIT mode, so the driver opens none
+    itself; SQLAlchemy's COMMIT or ROLLBACK ends it) with ``plan_cache_mode = force_custom_plan``
+    for its duration, and mark ``conn`` so that :func:`all_rows` prepares its statements.
+
+    Why (the tick's claim batches, :mod:`.store_tick`): unnamed, each of a batch's four to six
+    statements was parsed and analyzed again at every execution (0.8 ms of a tick at 1,000
+    routines, measured in the server's log); prepared in the default ``auto`` mode, PostgreSQL
+    would switch them to a cached generic plan after five executions, which cannot see the length
+    of their key arrays (the generic-plan trap of :data:`.engine.PG_PLAN_CACHE`). Forced custom,
+    they are parsed once per connection and planned for their parameters every time."""
+    import psycopg
+
+    driver = conn.connection.driver_connection
+    assert isinstance(driver, psycopg.Connection)
+    try:
+        driver.execute(_BEGIN_CUSTOM)
+    except psycopg.Error as exc:
+        _raise(conn, driver, None, exc, _BEGIN_CUSTOM.decode(), [])
+    conn.execution_options(**{CUSTOM_PLANS: True})
 
 
 def _run(conn: Connection, hot: Rendered, params: Mapping[str, Any], *, prepare: bool) -> list[tuple[Any, ...]]:
@@ -188,13 +232,20 @@ def _run(conn: Connection, hot: Rendered, params: Mapping[str, Any], *, prepare:
         for after in conn.dispatch.after_cursor_execute:
             after(conn, cur, sql, args, None, False)
     except psycopg.Error as exc:
-        gone = conn.dialect.is_disconnect(exc, driver, cur)  # type: ignore[arg-type]
-        if gone:
-            conn.invalidate(exc)
-        raise sa_exc.DBAPIError.instance(
-            sql, args, exc, psycopg.Error, connection_invalidated=gone, dialect=conn.dialect
-        ) from exc
+        _raise(conn, driver, cur, exc, sql, args)
     finally:
         driver.prepare_threshold = threshold
         cur.close()
     return rows
+
+
+def _raise(conn: Connection, driver: Any, cur: Any, exc: Any, sql: str, args: Any) -> NoReturn:
+    """A driver error as SQLAlchemy's ``DBAPIError`` (invalidating ``conn`` on a disconnect)."""
+    import psycopg
+
+    gone = conn.dialect.is_disconnect(exc, driver, cur)
+    if gone:
+        conn.invalidate(exc)
+    raise sa_exc.DBAPIError.instance(
+        sql, args, exc, psycopg.Error, connection_invalidated=gone, dialect=conn.dialect
+    ) from exc

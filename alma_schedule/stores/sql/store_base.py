@@ -68,7 +68,7 @@ class SqlBase:
         return f"SqlStore({self.url!r}, schema={self.schema!r})"
 
     @contextmanager
-    def _tx(self, *, read: bool = False, single: bool = False) -> Iterator[Connection]:
+    def _tx(self, *, read: bool = False, single: bool = False, custom_plans: bool = False) -> Iterator[Connection]:
         """ONE transaction behind the error boundary.
 
         ``read``: only reads (SQLite: a deferred ``BEGIN``). ``single``: the block issues ONE
@@ -76,15 +76,21 @@ class SqlBase:
         atomic by itself. On PostgreSQL both run in autocommit mode: a statement is its own
         transaction, saving the BEGIN/COMMIT round trips (under READ COMMITTED every statement
         takes a fresh snapshot anyway, so a surrounding transaction would add no isolation).
+        ``custom_plans`` (a write transaction, the tick's claims): on PostgreSQL it is opened by
+        :func:`.hot.begin_custom_plans` (custom plans only, its batched statements prepared); on
+        SQLite it changes nothing.
         """
         if not self._schema_ok:
             self._check_schema()
+        pg = self.dialect == "postgresql"
         with mapped_errors(self._url), self._engine.connect() as conn:
-            if self.dialect == "postgresql" and (read or single):
+            if pg and (read or single or custom_plans):
                 conn.execution_options(isolation_level="AUTOCOMMIT")
             elif read:
                 conn.execution_options(**READ)
             with conn.begin():
+                if pg and custom_plans and not (read or single):
+                    hot.begin_custom_plans(conn)
                 yield conn
 
     def _rows(self, conn: Connection, stmt: Any, params: Any) -> list[Any]:

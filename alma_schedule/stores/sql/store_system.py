@@ -46,9 +46,11 @@ class SystemMixin(SqlBase):
         """System: ``running``/``collecting`` for longer than ``2 * run_time_limit``, or ``submitted``
         past the deadline."""
         now, cutoff, limit = age_args("run_time_limit", now, run_time_limit, limit, times=2)
+        stmt, params = probe.blocked_statement(limit), probe.tick_probe_params(now, cutoff)
         with self._tx(read=True) as conn:  # the statement built once per limit (queries/probe.py)
-            rows = self._rows(conn, probe.blocked_statement(limit), probe.tick_probe_params(now, cutoff))
-            return [run_from_row(r) for r in rows]
+            if self.dialect == "postgresql":  # prepared: any plan reads only the open runs (.hot)
+                return [run_from_row(r) for r in hot.prepared_rows(conn, stmt, self.schema, params)]
+            return [run_from_row(r) for r in conn.execute(stmt, params).all()]
 
     def probe_tick(self, now: datetime, run_time_limit: timedelta) -> TickProbe:
         """System, ONE read (autocommit on PostgreSQL): per step of the tick, the ``EXISTS`` of its

@@ -125,7 +125,7 @@ class TickMixin(InsertsMixin):
         keyed = scan if pg else None
         decided: list[RKey] = []
         held_due = False
-        with self._scanned(keyed) as token, self._tx() as conn:  # the token closes after the commit
+        with self._scanned(keyed) as token, self._tx(custom_plans=True) as conn:  # token closed after commit
             after = keyed.after if keyed is not None else None
             stmt = q.select_due(now, limit, lock=True, planning=True, after=after, at=pg)
             due, at = self._planning(conn, *stmt)
@@ -186,7 +186,7 @@ class TickMixin(InsertsMixin):
         ``HELD_LOCK_WAIT``) and claims them; a row another tick claimed meanwhile is re-checked and
         no longer due. A longer hold is left to the next tick (logged)."""
         try:
-            with self._scanned(scan) as token, self._tx() as conn:
+            with self._scanned(scan) as token, self._tx(custom_plans=True) as conn:
                 conn.execute(q.HELD_LOCK_WAIT)
                 besides = decided + (scan.others(token) if scan is not None else [])
                 stmt = q.select_due(now, limit, lock=True, wait=True, besides=besides, planning=True, at=True)

@@ -62,7 +62,7 @@ def blocked_arms(now: datetime, active_before: datetime) -> tuple[ColumnElement[
     )
 
 
-def blocked(now: datetime, active_before: datetime, limit: int) -> sa.Select[Any]:
+def blocked(now: datetime, active_before: datetime, limit: Any) -> sa.Select[Any]:
     return (
         sa.select(runs)
         .where(sa.or_(*blocked_arms(now, active_before)))
