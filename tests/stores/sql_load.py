@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 
 import psycopg
@@ -169,3 +170,21 @@ def open_rows(ids: range, state: str, now: datetime, *, due: bool) -> Iterator[t
             0,
             "[]",
         )
+
+
+@contextmanager
+def burst_ledger(routines: int, now: datetime) -> Iterator[str]:
+    """A migrated database (its URL) whose ledger (``routines`` routines, two finished runs each) was
+    ANALYZEd while no run was open, then a burst of 3,000 claimed and 300 running runs, not yet
+    analyzed: a fleet's database at the top of the hour, before autovacuum's next ANALYZE."""
+    from tests.stores.sql_support import libpq_url, pg_database
+
+    with pg_database() as url:
+        conninfo = libpq_url(url)
+        copy_routines(conninfo, routines, 0, now)
+        copy_runs(conninfo, history_rows(routines, now, per_routine=2))
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            conn.execute("ANALYZE")
+        copy_runs(conninfo, open_rows(range(0, 3_000), "claimed", now, due=False))
+        copy_runs(conninfo, open_rows(range(3_000, 3_300), "running", now, due=False))
+        yield url

@@ -1,7 +1,8 @@
 """PostgreSQL: the run side's two per-fire statements, the tick probe, the end of a tick
 (``record_tick``) and the blocked read are the only statements prepared for their generic plan, which
-reads by key (the probe's: index probes, ``tests/stores/test_sql_explain.py``; the end of a tick's
-and the blocked read's: below); a claim's are prepared and planned at each execution,
+reads by key (the probe's: index probes, ``tests/stores/test_sql_explain.py``; the blocked read's:
+``tests/stores/test_sql_blocked_read.py``; the end of a tick's: below); a claim's are prepared and
+planned at each execution,
 and their driver errors map like SQLAlchemy's (:mod:`alma_schedule.stores.sql.hot`).
 
 * A store connection that has registered, claimed, started and finished 20 runs and probed a tick
@@ -36,7 +37,7 @@ from alma_schedule.stores.sql import queries as q
 from alma_schedule.stores.sql.errors import mapped_errors
 from alma_schedule.stores.sql.queries import ticklog
 from alma_schedule.testing.builders import SECOND, T0, TIMERS, claim, fire_due, register
-from tests.stores.sql_load import copy_routines, copy_runs, history_rows, open_rows
+from tests.stores.sql_load import burst_ledger, copy_routines, copy_runs, history_rows, open_rows
 from tests.stores.sql_support import explain_plan, libpq_url, opened, pg_admin, pg_database
 
 pytestmark = pytest.mark.postgres
@@ -268,17 +269,8 @@ def test_rows_come_back_only_from_a_statement_that_returns_a_result_set(url: str
 
 @pytest.fixture(scope="module")
 def burst_url() -> Iterator[str]:
-    """A ledger whose statistics were taken while no run was open (``ANALYZE``), then a burst of 3,000
-    claimed runs (one tick's fan-out) and 300 running ones, not yet analyzed: a fleet's database at
-    the top of the hour, before autovacuum's next ANALYZE."""
-    with pg_database() as url:
-        conninfo = libpq_url(url)
-        copy_routines(conninfo, LOADED, 0, T0)
-        copy_runs(conninfo, history_rows(LOADED, T0, per_routine=2))
-        with psycopg.connect(conninfo, autocommit=True) as conn:
-            conn.execute("ANALYZE")
-        copy_runs(conninfo, open_rows(range(0, 3_000), "claimed", T0, due=False))
-        copy_runs(conninfo, open_rows(range(3_000, 3_300), "running", T0, due=False))
+    """A ledger whose statistics predate a burst of claimed and running runs (``burst_ledger``)."""
+    with burst_ledger(LOADED, T0) as url:
         yield url
 
 
@@ -375,29 +367,3 @@ def test_a_cas_of_one_run_reaches_it_by_key(
     args = rendered.args({**params, **q.run_params(key)})
     _assert_reads_runs_by_key(request.getfixturevalue(ledger), rendered.sql, args, f"{name} {ledger}")
 
-
-@pytest.mark.parametrize("ledger", ["loaded", "burst"])
-def test_the_blocked_read_reads_only_the_open_runs_in_any_plan(request: pytest.FixtureRequest, ledger: str) -> None:
-    """The tick's report of blocked runs is prepared (``store.blocked``): its generic plan, and the
-    plan made for the parameters, read ``runs`` only through the partial indexes of open runs, over
-    an analyzed ledger and over a burst its statistics predate; a store connection that reported
-    them 8 times holds it prepared."""
-    conninfo = request.getfixturevalue(ledger)
-    rendered = hot.rendered(q.probe.blocked_statement(100), "alma")
-    args = rendered.args(q.probe.tick_probe_params(T0, T0 - timedelta(hours=1)))
-    for mode in ("force_generic_plan", "force_custom_plan"):
-        plan = explain_plan(conninfo, rendered.sql, args, mode=mode)
-        # every scan an index scan of those (a bitmap heap scan reads the rows its index scans found)
-        scans = [n for n in _nodes(plan) if "Scan" in n["Node Type"] and n["Node Type"] != "Bitmap Heap Scan"]
-        indexes = {n.get("Index Name") for n in scans}
-        assert scans and indexes <= {"ix_runs_active_since", "ix_runs_poll"}, f"{mode}: {json.dumps(plan)}"
-        assert "LIMIT" in rendered.sql and "$3" not in rendered.sql  # the limit a literal: known to the plan
-
-
-def test_the_blocked_read_is_prepared(burst_url: str) -> None:
-    with opened(burst_url, pool_size=1, max_overflow=0) as store:
-        for i in range(8):
-            assert len(store.blocked(T0 + timedelta(days=1) + i * SECOND, TIMERS.run_time_limit, limit=50)) == 50
-        with store.engine.connect() as conn:
-            prepared = [p for p in _prepared(conn) if "blocked_at IS NOT NULL" in p[0]]
-    assert len(prepared) == 1 and prepared[0][1] + prepared[0][2] == 8, prepared

@@ -83,7 +83,7 @@ def blocked_statement(limit: int) -> sa.Select[Any]:
     :func:`tick_probe_params`, built once per ``limit`` (a literal: prepared, its generic plan knows
     it). Every arm holds only open runs, so any plan of it reads the open runs' partial indexes
     (``ix_runs_active_since``, ``ix_runs_poll``), never the ledger: the store prepares it
-    (``tests/stores/test_sql_hot.py`` EXPLAINs its generic plan over a burst)."""
+    (``tests/stores/test_sql_blocked_read.py`` EXPLAINs its plans over a burst)."""
     now: Any = sa.bindparam("probe_now", type_=UtcDateTime)  # where the builder takes an instant
     active_before: Any = sa.bindparam("probe_active_before", type_=UtcDateTime)
     return blocked(now, active_before, sa.literal_column(str(int(limit))))
