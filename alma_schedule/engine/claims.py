@@ -20,7 +20,9 @@ of different routines; one routine's fires are never in two batches of one tick 
 row is locked by one of them). SQLite and the memory store have one writer: their batches run one
 after another (``claim_concurrency`` 1), as with ``tick_claim_workers = 1``.
 
-Sends are serialized (one lock: a broker connection is not thread-safe). A failing send is one
+Sends are serialized (one lock: a broker connection is not thread-safe). The claims of a LAST batch
+(short, or exhausted) are held in the tick's outbox instead: they leave once the end of the tick has
+started (:mod:`.outbox`), still after their commit and before any other store step. A failing send is one
 ``<dispatcher>`` entry in the tick's errors (the claimed rows stay claimed; re-sends recover
 them). An exception from the store (it is down) stops the other batches after their current one
 and is raised by :func:`claim_live`, as from the loop it replaces. Python's cyclic garbage
@@ -32,39 +34,19 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from alma_schedule.model import ClaimBatch, ClaimScan, Decision, Routine, RunRecord, TickError
+from alma_schedule.model import ClaimBatch, ClaimScan, Decision, Routine, TickError
 
 from . import collector
+from .outbox import Outbox, send_logged
 from .runtime import Runtime
 
 log = logging.getLogger("alma_schedule.engine")
 
-__all__ = ["DISPATCHER", "Claims", "claim_live", "send_logged"]
-
-DISPATCHER = "<dispatcher>"
-
-
-def send_logged(what: str, send: Callable[[Sequence[RunRecord]], None], runs: Sequence[RunRecord]) -> TickError | None:
-    """``send(runs)``; a failure is logged and returned as the tick's ``<dispatcher>`` error."""
-    if not runs:
-        return None
-    try:
-        send(runs)
-    except Exception as exc:
-        log.error(
-            "dispatcher failed to send %d %s message(s): %s",
-            len(runs),
-            what,
-            type(exc).__name__,
-            exc_info=exc,
-        )
-        return TickError(DISPATCHER, f"{what}: {type(exc).__name__} ({len(runs)} not sent; re-sends recover them)")
-    return None
-
+__all__ = ["Claims", "claim_live"]
 
 @dataclass
 class Claims:
@@ -83,30 +65,37 @@ def _short(batch: ClaimBatch, limit: int) -> bool:
     return len(batch.claimed) + len(batch.skipped) + len(batch.deferred) + len(batch.buffered) < limit
 
 
-def claim_live(rt: Runtime, at: datetime, decide: Callable[[Routine], Decision]) -> Claims:
+def claim_live(
+    rt: Runtime, at: datetime, decide: Callable[[Routine], Decision], outbox: Outbox | None = None
+) -> Claims:
     """``claim_due`` batches until one comes back short (at most ``tick_max_batches``), each batch's
     claims sent after its commit; concurrently past the first batch where the store allows it. The
-    cyclic garbage collector is paused meanwhile (``tick_gc_pause``, :mod:`.collector`)."""
+    cyclic garbage collector is paused meanwhile (``tick_gc_pause``, :mod:`.collector`). With an
+    ``outbox``, the claims of a LAST batch (short, or after which the store saw nothing else due)
+    are held in it instead (the tick sends them once the end of the tick has started: :mod:`.outbox`)."""
     with collector.paused(rt.settings.tick_gc_pause):
-        return _claim_live(rt, at, decide)
+        return _claim_live(rt, at, decide, outbox)
 
 
-def _claim_live(rt: Runtime, at: datetime, decide: Callable[[Routine], Decision]) -> Claims:
+def _claim_live(rt: Runtime, at: datetime, decide: Callable[[Routine], Decision], outbox: Outbox | None) -> Claims:
     store, s = rt.store, rt.settings
     out = Claims()
     sending = threading.Lock()
     scan = ClaimScan()  # this tick's batches: one scan of the due routines (the store may use it)
 
+    def last(batch: ClaimBatch) -> bool:  # short, or the store saw nothing else due
+        return _short(batch, s.claim_limit) or scan.exhausted
+
     def one() -> ClaimBatch:
         batch = store.claim_due(at, s.claim_limit, decide, rt.timers, scan)
         with sending:
+            if outbox is not None and last(batch):
+                outbox.hold("run", rt.dispatcher.send_runs, batch.claimed)
+                return batch
             err = send_logged("run", rt.dispatcher.send_runs, batch.claimed)
             if err:
                 out.errors.append(err)
         return batch
-
-    def last(batch: ClaimBatch) -> bool:  # short, or the store saw nothing else due
-        return _short(batch, s.claim_limit) or scan.exhausted
 
     first = one()
     out.batches.append(first)

@@ -29,6 +29,12 @@
    them, each with its error and next attempt, plus ``erroring_count``), EVERY tick while they
    last, so neither a stuck run nor a failing routine is ever silent.
 
+Each step's sends wait in an :class:`~.outbox.Outbox` until the tick's next store step, which sends
+them first; the LAST ones (usually the last claim batch's) leave after ``store.begin_tick_end``
+started the end of the tick (the heartbeat with the tick log, the erroring and blocked reads of step
+5): on PostgreSQL, with a dispatcher that only publishes, the database runs it while the messages
+are built and published (:mod:`.outbox`); elsewhere the order above is unchanged.
+
 The tick never raises for one routine (a planning error is one entry in ``errors``, deferred with
 back-off) nor for a dispatcher or a maintenance step that fails (logged, reported in ``errors``;
 claimed rows stay claimed and later re-sends recover them). A store that is down does raise.
@@ -56,17 +62,18 @@ from alma_schedule.model import (
     RunKey,
     RunRecord,
     RunState,
+    TickEndAsk,
     TickError,
     TickPlan,
     TickReport,
 )
 from alma_schedule.policies import supersession
 from alma_schedule.policies.blocked import blocked_why
-from alma_schedule.stores.base import Store
 
 from .backfill import BackfillPlanner
-from .claims import Claims, claim_live, send_logged
+from .claims import Claims, claim_live
 from .decide import Planner
+from .outbox import Outbox, end_of_tick
 from .runtime import Runtime
 from .zones import reconcile_zones
 
@@ -104,20 +111,21 @@ def _queue_depth(rt: Runtime) -> int | None:
         return None
 
 
-def _claim_backfills(rt: Runtime, at: datetime, claimed: list[RunKey]) -> TickError | None:
-    """After the live claims: at most one backfill fire per idle routine (its own store step)."""
+def _claim_backfills(rt: Runtime, at: datetime, claimed: list[RunKey], outbox: Outbox) -> None:
+    """After the live claims: at most one backfill fire per idle routine (its own store step), held
+    for sending."""
     runs = rt.store.claim_backfills(at, rt.settings.claim_limit, BackfillPlanner(rt, at), rt.timers)
     claimed.extend(r.key for r in runs)
-    return send_logged("run", rt.dispatcher.send_runs, runs)
+    outbox.hold("run", rt.dispatcher.send_runs, runs)
 
 
-def _record_tick(store: Store, at: datetime, lags: Sequence[float]) -> datetime | None:
-    """The heartbeat (returning the wake-up hint) and the tick's minute in the tick log, ONE store
-    step: its claims and their lag (claim minus due instant) p50/p95."""
+def _lag_stats(lags: Sequence[float]) -> tuple[int, float | None, float | None]:
+    """The tick log's figures of the tick's claims: how many, and their lag (claim minus due
+    instant) p50/p95."""
     ordered = sorted(lags)
     p50 = ordered[(len(ordered) - 1) // 2] if ordered else None
     p95 = ordered[min(len(ordered) - 1, math.ceil(0.95 * len(ordered)) - 1)] if ordered else None
-    return store.record_tick(at, len(ordered), p50, p95)
+    return len(ordered), p50, p95
 
 
 def tick(rt: Runtime, now: datetime | None = None) -> TickReport:
@@ -136,9 +144,14 @@ def tick(rt: Runtime, now: datetime | None = None) -> TickReport:
     skipped: list[RunKey] = []
     buffered: list[RunKey] = []
     errors: list[TickError] = []
+    outbox = Outbox(s.tick_gc_pause)  # sends held until the tick's next store step (the last ones: :mod:`.outbox`)
     _maintain("reconcile_zone_data", lambda: reconcile_zones(rt), errors)  # once per process, then no-op
     todo = store.probe_tick(at, s.run_time_limit)  # ONE read: which steps have anything to do
-    live = claim_live(rt, at, deciding) if todo.due else Claims()
+    try:
+        live = claim_live(rt, at, deciding, outbox) if todo.due else Claims()
+    except BaseException:  # a last batch that committed before another raised is still sent now
+        outbox.flush()
+        raise
     for batch in live.batches:
         claimed.extend(r.key for r in batch.claimed)
         lags.extend((at - r.fire_at).total_seconds() for r in batch.claimed)
@@ -147,34 +160,55 @@ def tick(rt: Runtime, now: datetime | None = None) -> TickReport:
     errors.extend(live.errors)
     deferred = live.deferred
 
-    err = _claim_backfills(rt, at, claimed) if todo.backfills else None
-    if err:
-        errors.append(err)
+    if todo.backfills:
+        errors.extend(outbox.flush())
+        _claim_backfills(rt, at, claimed, outbox)
 
     sends, resends = True, Resends()
     if todo.resends or todo.expiries:  # an expiry may release a buffered fire: sent with the re-sends
+        errors.extend(outbox.flush())
         depth = _queue_depth(rt)
         sends = depth is None or depth <= s.resend_pause_depth
         resends = store.take_resends(at, s.claim_limit, timers, send=sends)
-    err = send_logged("re-send", dispatcher.send_runs, resends.resend)
-    if err:
-        errors.append(err)
+        outbox.hold("re-send", dispatcher.send_runs, resends.resend)
 
-    polls = store.take_polls(at, s.claim_limit, timers) if todo.polls else []
-    err = send_logged("collect", dispatcher.send_collects, polls)
-    if err:
-        errors.append(err)
+    polls: list[RunRecord] = []
+    if todo.polls:
+        errors.extend(outbox.flush())
+        polls = store.take_polls(at, s.claim_limit, timers)
+        outbox.hold("collect", dispatcher.send_collects, polls)
 
+    purge = todo.purge or bool(resends.expired)  # an expired run may have been a tombstoned routine's last open one
+    if todo.expired_results or purge:
+        errors.extend(outbox.flush())
     if todo.expired_results:
         _maintain("erase_expired_results", lambda: store.erase_expired_results(at, ERASE_LIMIT), errors)
-    if todo.purge or resends.expired:  # an expired run may have been a tombstoned routine's last open one
+    if purge:
         _maintain("purge_deleted", lambda: store.purge_deleted(PURGE_LIMIT), errors)
-    next_wake_at: datetime | None = _maintain("heartbeat", lambda: _record_tick(store, at, lags), errors)
 
-    # a routine this tick deferred carries its planning error now, even if none did at the probe
-    failing = store.erroring(ERRORING_LIMIT) if todo.erroring or deferred else Erroring()
+    # the end: the held sends, and (started before them where it can: .outbox) the heartbeat with the
+    # tick's minute, the routines that cannot be planned (a routine this tick deferred carries its
+    # planning error now, even if none did at the probe) and the blocked runs
+    count, p50, p95 = _lag_stats(lags)
+    ask = TickEndAsk(
+        at, count, p50, p95,
+        erroring_limit=ERRORING_LIMIT if todo.erroring or deferred else None,
+        run_time_limit=s.run_time_limit if todo.blocked else None,
+    )  # fmt: skip
+    parts, send_errors = end_of_tick(store, dispatcher, ask, outbox)
+    errors.extend(send_errors)
+    next_wake_at: datetime | None = (
+        parts.heartbeat[0]
+        if parts.heartbeat is not None
+        else _maintain("heartbeat", lambda: store.record_tick(at, count, p50, p95), errors)
+    )
+    failing = parts.erroring
+    if failing is None:
+        failing = store.erroring(ERRORING_LIMIT) if ask.erroring_limit is not None else Erroring()
     errors[:0] = _erroring(failing.routines)
-    blocked = store.blocked(at, s.run_time_limit) if todo.blocked else []
+    blocked = list(parts.blocked) if parts.blocked is not None else []
+    if parts.blocked is None and todo.blocked:
+        blocked = store.blocked(at, s.run_time_limit)
     report = TickReport(
         at=at,
         claimed=tuple(claimed),

@@ -40,6 +40,8 @@ from alma_schedule.model.tick import (
     PlannedFire,
     PlannedRoutine,
     Resends,
+    TickEndAsk,
+    TickEndParts,
     TickError,
     TickMinute,
     TickPlan,
@@ -57,7 +59,7 @@ __all__ = [
     "Decision", "Defer", "Deferral", "Dispatcher", "DueKey", "Erroring", "Fire",
     "NotDue", "PlannedFire", "PlannedRoutine", "Reason", "Resends", "ReserveResult", "Routine", "RoutineKey",
     "RoutineRunner", "RoutineSpec", "RoutineVersion", "RunHandle", "RunKey", "RunRecord", "RunResult",
-    "RunState", "Scope", "SettableTime", "TickError", "TickMinute", "TickPlan", "TickProbe", "TickReport",
-    "ZoneReconciliation",
+    "RunState", "Scope", "SettableTime", "TickEndAsk", "TickEndParts", "TickError", "TickMinute", "TickPlan",
+    "TickProbe", "TickReport", "ZoneReconciliation",
     "aware_utc", "check_id", "check_scope", "governed_key", "manual_run_id", "new_ulid", "system_time", "trusted_now",
 ]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from alma_schedule.model.data import Data
@@ -12,7 +12,8 @@ from alma_schedule.model.run import RunRecord
 
 __all__ = [
     "ClaimBatch", "Decision", "Defer", "Deferral", "Erroring", "Fire", "NotDue", "PlannedFire", "PlannedRoutine",
-    "Resends", "TickError", "TickMinute", "TickPlan", "TickReport", "ZoneReconciliation",
+    "Resends", "TickEndAsk", "TickEndParts", "TickError", "TickMinute", "TickPlan", "TickReport",
+    "ZoneReconciliation",
 ]
 
 
@@ -221,6 +222,31 @@ class TickProbe(Data):
     purge: bool = True  #: ``purge_deleted`` would remove a tombstoned routine
     blocked: bool = True  #: ``blocked`` would list a run
     erroring: bool = True  #: ``erroring`` would list a routine
+
+
+@dataclass(frozen=True, slots=True)
+class TickEndAsk(Data):
+    """The end of a tick, as asked of ``Store.begin_tick_end``: ``record_tick(now, claimed, lag_p50,
+    lag_p95)``; ``erroring(erroring_limit)`` unless that is None; ``blocked(now, run_time_limit)``
+    unless that is None."""
+
+    now: datetime
+    claimed: int
+    lag_p50: float | None
+    lag_p95: float | None
+    erroring_limit: int | None = None
+    run_time_limit: timedelta | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TickEndParts(Data):
+    """What ``Store.begin_tick_end`` obtained: each part None when it did not (the caller then asks
+    for it with the part's own method); ``heartbeat`` holds ``record_tick``'s answer (the wake-up
+    hint, itself possibly None), in a 1-tuple."""
+
+    heartbeat: tuple[datetime | None] | None = None
+    erroring: Erroring | None = None
+    blocked: tuple[RunRecord, ...] | None = None
 
 
 # --- the tick log (issue 17: the dashboard's clock health) ---

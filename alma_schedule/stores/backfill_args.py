@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from alma_schedule.errors import InvalidInput
-from alma_schedule.model import ROUTINE_STATES, Backfill, BackfillStep, check_id
+from alma_schedule.model import ROUTINE_STATES, Backfill, BackfillStep, TickEndAsk, check_id
 from alma_schedule.settings import Timers
 from alma_schedule.stores.validation import check_limit, check_routine_key, check_text, check_utc, require_utc
 
@@ -118,3 +118,16 @@ def log_tick_args(
     if check_limit("claimed", claimed) != claimed:
         raise InvalidInput("claimed must be an integer of at least 0")
     return now, claimed, _lag("lag_p50", lag_p50), _lag("lag_p95", lag_p95)
+
+
+def tick_end_args(ask: TickEndAsk) -> tuple[datetime, int, float | None, float | None, int | None, datetime | None]:
+    """``begin_tick_end``: ``record_tick``'s arguments checked as :func:`log_tick_args`, the erroring
+    read's ``limit`` (None: not asked) and the blocked read's cutoff, ``now - 2 * run_time_limit``
+    (None: not asked), checked as theirs."""
+    from alma_schedule.stores.arguments import age_args
+
+    now, claimed, lag_p50, lag_p95 = log_tick_args(ask.now, ask.claimed, ask.lag_p50, ask.lag_p95)
+    limit = check_limit("limit", ask.erroring_limit) if ask.erroring_limit is not None else None
+    span = ask.run_time_limit
+    cutoff = age_args("run_time_limit", now, span, 100, times=2)[1] if span is not None else None
+    return now, claimed, lag_p50, lag_p95, limit, cutoff

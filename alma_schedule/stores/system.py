@@ -7,10 +7,21 @@ in :mod:`alma_schedule.stores.base`.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from alma_schedule.model import Erroring, Resends, Routine, RunRecord, TickMinute, TickProbe, ZoneReconciliation
+from alma_schedule.model import (
+    Erroring,
+    Resends,
+    Routine,
+    RunRecord,
+    TickEndAsk,
+    TickEndParts,
+    TickMinute,
+    TickProbe,
+    ZoneReconciliation,
+)
 
 Derive = Callable[[Routine], datetime | None]
 
@@ -123,6 +134,19 @@ class SystemStore(Protocol):
         SQLite): :meth:`heartbeat` at ``now`` and :meth:`log_tick` of its ``claimed`` fires and lags,
         both or neither, with their arguments checked as theirs. Returns the wake-up hint, as
         :meth:`heartbeat`."""
+        ...
+
+    def begin_tick_end(self, ask: TickEndAsk) -> AbstractContextManager[Callable[[], TickEndParts]]:
+        """System: START the end of a tick (``ask``: :meth:`record_tick`, and :meth:`erroring` and
+        :meth:`blocked` when asked) so that it runs while the caller does other work (the tick's last
+        sends); the context's value, called once inside it, returns the parts obtained (never
+        raises: a part that failed is None and so is every part not started). The caller asks for a
+        missing part with the part's own method, so each part keeps that method's atomicity and
+        errors. A store that cannot start work early obtains nothing (memory, SQLite: every part
+        None, asked after the sends, as before). PostgreSQL: the parts are sent at once, pipelined
+        on one connection, and their answers read when the value is called (ONE round trip; the
+        implicit transaction of the pipeline commits ``record_tick``'s write at that read:
+        :mod:`alma_schedule.stores.sql.store_ticklog`)."""
         ...
 
     def tick_log(self, limit: int = 60) -> list[TickMinute]:

@@ -54,6 +54,10 @@ class CeleryDispatcher:
     run queue (None when it cannot tell).
     """
 
+    #: Its sends only publish (nothing runs in this process): the tick may start its end before its
+    #: last sends (:mod:`alma_schedule.engine.outbox`).
+    sends_only = True
+
     def __init__(self, app: Celery, settings: Settings) -> None:
         self.app = app
         self.settings = settings

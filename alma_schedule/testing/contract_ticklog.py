@@ -1,6 +1,6 @@
 """Contract: the tick log (issue 17): one row per minute, merged by each tick of it, pruned after
 ``TICK_LOG_KEEP_DAYS``, read newest first; and ``record_tick``, the end of a tick: the heartbeat and
-the tick's minute in one step."""
+the tick's minute in one step; and ``begin_tick_end``, which may obtain the end of a tick early."""
 
 from __future__ import annotations
 
@@ -9,10 +9,25 @@ from datetime import timedelta
 import pytest
 
 from alma_schedule.errors import InvalidInput
-from alma_schedule.model import TickMinute
+from alma_schedule.model import Defer, NotDue, Routine, TickEndAsk, TickMinute
 from alma_schedule.model.tick import TICK_LOG_PRUNE_LIMIT
 from alma_schedule.stores.base import Store
-from alma_schedule.testing.builders import MINUTE, SCOPE, T0, register
+from alma_schedule.testing.builders import HOUR, MINUTE, SCOPE, T0, TIMERS, register, running
+
+
+def end_of_tick_world(store: Store) -> None:
+    """Something for every part of the end of a tick at ``T0``: a routine that cannot be planned
+    (``bad``), a run running since ``T0 - 3h`` (``slow``: blocked past ``2 * run_time_limit`` of an
+    hour) and a fire ten minutes ahead (``later``: the wake-up hint)."""
+
+    def bad(routine: Routine) -> Defer | NotDue:
+        return Defer(T0 + HOUR, "bad") if routine.routine_id == "bad" else NotDue(T0 + 5 * HOUR)
+
+    register(store, "slow", next_due_at=T0 - 3 * HOUR)
+    running(store, "slow", now=T0 - 3 * HOUR)
+    register(store, "bad", next_due_at=T0 - HOUR)
+    store.claim_due(T0 - HOUR, 10, bad, TIMERS)
+    register(store, "later", next_due_at=T0 + 10 * MINUTE)
 
 
 class TickLogContract:
@@ -81,4 +96,33 @@ class TickLogContract:
         for now, claimed, lag in ((T0.replace(tzinfo=None), 1, 0.5), (T0, -1, 0.5), (T0, 1, float("nan"))):
             with pytest.raises(InvalidInput):
                 store.record_tick(now, claimed, lag, None)
+        assert store.last_tick() is None and store.tick_log() == []
+
+    def test_begin_tick_end_obtains_a_part_as_its_own_method_would_or_leaves_it(self, store: Store) -> None:
+        """Every part has something to say: a routine that cannot be planned, a run running too long
+        and a later fire. A part obtained is done (``record_tick`` wrote once); one left is None."""
+
+        end_of_tick_world(store)
+        ask = TickEndAsk(T0, 2, 0.5, 1.0, erroring_limit=5, run_time_limit=HOUR)
+        with store.begin_tick_end(ask) as finish:
+            parts = finish()
+        if parts.heartbeat is None:
+            assert store.last_tick() is None
+            store.record_tick(T0, 2, 0.5, 1.0)
+        else:
+            assert parts.heartbeat == (store.next_wake_at(),) and store.last_tick() == T0
+        assert store.tick_log() == [TickMinute(T0, 1, 2, 0.5, 1.0)]
+        assert parts.erroring is None or parts.erroring == store.erroring(5)
+        assert parts.blocked is None or list(parts.blocked) == store.blocked(T0, HOUR)
+        assert [r.routine_id for r in store.blocked(T0, HOUR)] == ["slow"] and store.erroring(5).count == 1
+
+    def test_a_refused_begin_tick_end_starts_nothing(self, store: Store) -> None:
+        for ask in (
+            TickEndAsk(T0.replace(tzinfo=None), 1, None, None),
+            TickEndAsk(T0, -1, None, None),
+            TickEndAsk(T0, 1, None, None, erroring_limit="5"),  # type: ignore[arg-type]
+            TickEndAsk(T0, 1, None, None, run_time_limit=-HOUR),
+        ):
+            with pytest.raises(InvalidInput), store.begin_tick_end(ask) as finish:
+                finish()
         assert store.last_tick() is None and store.tick_log() == []

@@ -99,6 +99,10 @@ class ScriptRunner:
 class RecordingDispatcher:
     """Keeps what the tick sends (nothing runs): for tests that drive execute/collect by hand."""
 
+    #: It only records (nothing runs): a PostgreSQL tick starts its end before its last sends
+    #: (alma_schedule/engine/outbox.py), so every engine test on PostgreSQL takes that path.
+    sends_only = True
+
     def __init__(self, depth: int | None = 0) -> None:
         self.runs: list[RunRecord] = []
         self.collects: list[RunRecord] = []

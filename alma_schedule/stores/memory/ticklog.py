@@ -5,12 +5,14 @@ every tick of it) and the capped counts of routines by state; and the end of a t
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from alma_schedule.model import Routine, TickMinute
+from alma_schedule.model import Routine, TickEndAsk, TickEndParts, TickMinute
 from alma_schedule.model.tick import TICK_LOG_KEEP_DAYS, TICK_LOG_PRUNE_LIMIT
-from alma_schedule.stores.backfill_args import log_tick_args
+from alma_schedule.stores.backfill_args import log_tick_args, tick_end_args
 from alma_schedule.stores.validation import check_limit
 
 
@@ -47,6 +49,12 @@ class TickLogMixin:
             hint = self.heartbeat(now)
             self.log_tick(now, claimed, lag_p50, lag_p95)
             return hint
+
+    def begin_tick_end(self, ask: TickEndAsk) -> AbstractContextManager[Callable[[], TickEndParts]]:
+        """Nothing starts early here: every part is asked after the caller's sends, as before (the
+        arguments are checked as the SQL store checks them)."""
+        tick_end_args(ask)
+        return nullcontext(TickEndParts)
 
     if TYPE_CHECKING:
 

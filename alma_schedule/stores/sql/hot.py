@@ -65,7 +65,7 @@ from sqlalchemy.engine import Connection
 
 from alma_schedule.stores.sql.namespace import SCHEMA_TOKEN
 
-__all__ = ["Rendered", "all_rows", "begin_custom_plans", "one_row", "prepared_rows", "rendered"]
+__all__ = ["Rendered", "Sent", "all_rows", "begin_custom_plans", "one_row", "prepared_rows", "rendered", "sent_rows"]
 
 #: Compiles the hot statements with ``$n`` placeholders (PostgreSQL's own, no client-side rewrite).
 _DIALECT = PGDialect_psycopg(paramstyle="numeric_dollar")  # type: ignore[no-untyped-call]
@@ -209,9 +209,55 @@ def begin_custom_plans(conn: Connection) -> None:
 
 
 def _run(conn: Connection, hot: Rendered, params: Mapping[str, Any], *, prepare: bool) -> list[tuple[Any, ...]]:
+    return _send(conn, hot, params, prepare=prepare).rows()
+
+
+def sent_rows(conn: Connection, stmt: Any, schema: str, params: Mapping[str, Any], *, prepare: bool) -> Sent:
+    """SEND ``stmt`` as :func:`prepared_rows` (``prepare``) or :func:`all_rows` would, its rows read
+    later with :meth:`Sent.rows`. In the driver connection's pipeline mode (psycopg's
+    ``Connection.pipeline()``) the statement leaves at once and the server runs it while this
+    process does other work; read its rows only after the pipeline ended (its results are then
+    attached to the cursor, no round trip)."""
+    return _send(conn, rendered(stmt, schema), params, prepare=prepare)
+
+
+@dataclass(slots=True)
+class Sent:
+    """One statement sent on ``conn``'s driver connection, its cursor still open."""
+
+    conn: Connection
+    driver: Any
+    cur: Any
+    sql: str
+    args: Any
+
+    def rows(self) -> list[tuple[Any, ...]]:
+        """Its rows (none when it returned no result set); closes its cursor. Raises as SQLAlchemy
+        would (:func:`_raise`) when it failed or no result came back."""
+        import psycopg
+        from psycopg.pq import ExecStatus
+
+        cur, conn = self.cur, self.conn
+        try:
+            # rows only when the statement returned a result set; read from the result's status, not
+            # ``cur.description`` (a Column object per returned column, built at each call: 14 % of a
+            # run-side fire's CPU, whose start CAS returns about 60 columns)
+            res = cur.pgresult
+            if res is None:  # never answered (a pipeline that ended before its result came back)
+                raise psycopg.OperationalError("the statement's result never arrived")
+            rows: list[tuple[Any, ...]] = cur.fetchall() if res.status == ExecStatus.TUPLES_OK else []
+            for after in conn.dispatch.after_cursor_execute:
+                after(conn, cur, self.sql, self.args, None, False)
+        except psycopg.Error as exc:
+            _raise(conn, self.driver, cur, exc, self.sql, self.args)
+        finally:
+            cur.close()
+        return rows
+
+
+def _send(conn: Connection, hot: Rendered, params: Mapping[str, Any], *, prepare: bool) -> Sent:
     args = hot.args(params)
     import psycopg  # here, not at import: a bare (SQLite) install has no driver for PostgreSQL
-    from psycopg.pq import ExecStatus
 
     driver = conn.connection.driver_connection
     assert isinstance(driver, psycopg.Connection)
@@ -222,21 +268,17 @@ def _run(conn: Connection, hot: Rendered, params: Mapping[str, Any], *, prepare:
     threshold = driver.prepare_threshold
     if prepare:
         driver.prepare_threshold = 0  # this one only (PG_PLAN_CACHE)
+    sent = False
     try:
         cur.execute(sql, args, prepare=prepare)
-        # rows only when the statement returned a result set; read from the result's status, not
-        # ``cur.description`` (a Column object per returned column, built at each call: 14 % of a
-        # run-side fire's CPU, whose start CAS returns about 60 columns)
-        res = cur.pgresult
-        rows: list[tuple[Any, ...]] = cur.fetchall() if res is not None and res.status == ExecStatus.TUPLES_OK else []
-        for after in conn.dispatch.after_cursor_execute:
-            after(conn, cur, sql, args, None, False)
+        sent = True
     except psycopg.Error as exc:
         _raise(conn, driver, cur, exc, sql, args)
     finally:
         driver.prepare_threshold = threshold
-        cur.close()
-    return rows
+        if not sent:
+            cur.close()
+    return Sent(conn, driver, cur, sql, args)
 
 
 def _raise(conn: Connection, driver: Any, cur: Any, exc: Any, sql: str, args: Any) -> NoReturn:

@@ -14,7 +14,7 @@ from dataclasses import fields
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from alma_schedule.model import Routine, RoutineVersion, RunRecord, RunState
+from alma_schedule.model import Deferral, Erroring, Routine, RoutineVersion, RunRecord, RunState
 from alma_schedule.stores.sql.schema import routine_versions, routines, runs
 from alma_schedule.stores.sql.types import UtcDateTime
 
@@ -193,3 +193,17 @@ def new_record(
 def new_run(key: tuple[str, str, str], run_id: str, **fields: Any) -> dict[str, Any]:
     """The column values of a freshly inserted run row: :func:`new_record` (same keywords) as a mapping."""
     return record_values(new_record(key, run_id, **fields))
+
+
+def erroring_from_rows(rows: Sequence[Sequence[Any]], limit: int) -> Erroring:
+    """The rows of :func:`.queries.wake.erroring` (read by position: SQLAlchemy's or the driver's
+    tuples, whose instants are made UTC here) as :class:`Erroring`: at most ``limit`` of them, and
+    the count every row carries."""
+    if not rows:
+        return Erroring()
+    found = (Deferral(r[0], r[1], r[2], _utc(r[3]), r[4], first=False) for r in rows)
+    return Erroring(tuple(found)[:limit], int(rows[0][5]))
+
+
+def _utc(at: Any) -> Any:
+    return at if at is None or at.tzinfo is UTC else at.astimezone(UTC)

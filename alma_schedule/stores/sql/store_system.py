@@ -12,7 +12,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from alma_schedule.model import (
-    Deferral,
     Erroring,
     Routine,
     RunRecord,
@@ -27,7 +26,7 @@ from alma_schedule.stores.arguments import age_args, reindex_args, running_of_ar
 from alma_schedule.stores.sql import hot
 from alma_schedule.stores.sql import queries as q
 from alma_schedule.stores.sql.queries import probe
-from alma_schedule.stores.sql.rows import routine_from_row, run_from_row
+from alma_schedule.stores.sql.rows import erroring_from_rows, routine_from_row, run_from_row
 from alma_schedule.stores.sql.schema import backfills, routine_versions, routines, runs
 from alma_schedule.stores.sql.store_base import RKey, SqlBase
 from alma_schedule.stores.validation import check_limit, check_utc, require_utc
@@ -124,10 +123,7 @@ class SystemMixin(SqlBase):
         limit = check_limit("limit", limit)
         with self._tx(read=True) as conn:
             rows = conn.execute(probe.erroring_statement(max(limit, 1))).all()  # one row carries the count
-        if not rows:
-            return Erroring()
-        found = (Deferral(r.org, r.uid, r.routine_id, r.defer_until, r.last_error, first=False) for r in rows)
-        return Erroring(tuple(found)[:limit], int(rows[0].erroring))
+        return erroring_from_rows(rows, limit)
 
     def last_tick(self) -> datetime | None:
         with self._tx(read=True) as conn:

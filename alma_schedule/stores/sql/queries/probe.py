@@ -91,5 +91,6 @@ def blocked_statement(limit: int) -> sa.Select[Any]:
 
 @functools.lru_cache(maxsize=8)
 def erroring_statement(limit: int) -> sa.Select[Any]:
-    """:func:`~.wake.erroring` built once per ``limit``."""
-    return erroring(limit)
+    """:func:`~.wake.erroring` built once per ``limit`` (a literal: it has no parameter, so the end of
+    a tick can send it rendered, :mod:`.store_ticklog`)."""
+    return erroring(sa.literal_column(str(int(limit))))

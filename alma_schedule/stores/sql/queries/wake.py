@@ -74,9 +74,10 @@ def erroring_routine() -> Any:
     return sa.and_(routines.c.last_error.is_not(None), routines.c.deleted_at.is_(None))
 
 
-def erroring(limit: int) -> sa.Select[Any]:
+def erroring(limit: int | Any) -> sa.Select[Any]:
     """Up to ``limit`` live routines that carry a planning error, by next attempt, each row with the
-    count of all of them (``count(*) OVER ()`` is taken before the LIMIT)."""
+    count of all of them (``count(*) OVER ()`` is taken before the LIMIT); ``limit`` a value or an
+    expression (a literal: :func:`~.probe.erroring_statement`)."""
     return (
         sa.select(
             routines.c.org,
