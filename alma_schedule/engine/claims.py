@@ -35,6 +35,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -110,12 +111,18 @@ def _claim_live(rt: Runtime, at: datetime, decide: Callable[[Routine], Decision]
             if last(batch):
                 break
         return out
-    out.batches.extend(_concurrently(one, left, workers, last))
+    capture = getattr(rt.dispatcher, "caller_context", None)  # the tick's sends' context, into the threads
+    context = capture() if capture is not None else nullcontext
+    out.batches.extend(_concurrently(one, left, workers, last, context))
     return out
 
 
 def _concurrently(
-    one: Callable[[], ClaimBatch], left: int, workers: int, last: Callable[[ClaimBatch], bool]
+    one: Callable[[], ClaimBatch],
+    left: int,
+    workers: int,
+    last: Callable[[ClaimBatch], bool],
+    context: Callable[[], AbstractContextManager[None]] = nullcontext,
 ) -> list[ClaimBatch]:
     """Up to ``left`` batches on ``workers`` threads; no batch starts after the ``last`` one returned
     or a batch raised. The batches in the order they were started; the first exception raised."""
@@ -143,7 +150,11 @@ def _concurrently(
                 started[slot] = batch
                 done = done or last(batch)
 
-    threads = [threading.Thread(target=work, name=f"alma-claim-{i}", daemon=True) for i in range(workers)]
+    def run() -> None:
+        with context():
+            work()
+
+    threads = [threading.Thread(target=run, name=f"alma-claim-{i}", daemon=True) for i in range(workers)]
     for t in threads:
         t.start()
     try:

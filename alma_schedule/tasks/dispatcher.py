@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Iterable, Sequence
-from contextlib import nullcontext
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -61,6 +63,29 @@ class CeleryDispatcher:
     def __init__(self, app: Celery, settings: Settings) -> None:
         self.app = app
         self.settings = settings
+        self._local = threading.local()  # per thread: the parent another thread carried in
+
+    def caller_context(self) -> Callable[[], AbstractContextManager[None]]:
+        """Called in the tick's thread: a context for another thread (the tick's claim batches past
+        the first, :mod:`alma_schedule.engine.claims`) in which this dispatcher's messages name the
+        tick's current Celery task as their parent, as the tick's own sends do (Celery keeps its
+        current task and its request per thread: without this, those messages had no ``parent_id``)."""
+        parent = _parent_of(self.app)
+
+        @contextmanager
+        def inside() -> Iterator[None]:
+            self._local.parent = parent
+            try:
+                yield
+            finally:
+                del self._local.parent
+
+        return inside
+
+    def _parent(self) -> _Parent | None:
+        """Whose messages these are: the parent carried into this thread, else Celery's current task."""
+        carried: _Parent | None = getattr(self._local, "parent", None)
+        return carried if carried is not None else _parent_of(self.app)
 
     # ------------------------------------------------------------------ sends
 
@@ -125,7 +150,7 @@ class CeleryDispatcher:
         sent, total = 0, len(messages)
         try:
             with self.app.producer_or_acquire() as producer, _batch(producer, total, batched):
-                publish = _Publisher(self.app, name, producer, batched=batched)
+                publish = _Publisher(self.app, name, producer, batched=batched, parent=self._parent())
                 for args, expires in messages:
                     publish(args, expires)
                     sent += 1
@@ -192,7 +217,7 @@ class _Publisher:
     send would (and its publish retry).
     """
 
-    def __init__(self, app: Celery, name: str, producer: Any, *, batched: bool) -> None:
+    def __init__(self, app: Celery, name: str, producer: Any, *, batched: bool, parent: _Parent | None) -> None:
         from celery.app.routes import MapRoute
         from kombu.entity import Queue
 
@@ -207,13 +232,11 @@ class _Publisher:
         self.time_limit = options.pop("time_limit", None)
         self.soft_time_limit = options.pop("soft_time_limit", None)
         options.pop("expires", None)
-        parent = app.current_worker_task
         self.root_id = self.parent_id = None
-        if parent:
-            self.root_id = parent.request.root_id or parent.request.id
-            self.parent_id = parent.request.id
+        if parent is not None:
+            self.root_id, self.parent_id = parent.root_id, parent.parent_id
             if conf.task_inherit_parent_priority:
-                options.setdefault("priority", parent.request.delivery_info.get("priority"))
+                options.setdefault("priority", parent.priority)
         self.options = options
         self.router = amqp.router
         self.routed: dict[str, Any] | None = None
@@ -258,6 +281,24 @@ class _Publisher:
         producer = self.producer
         with producer.connection._reraise_as_library_errors():
             self.send(producer, self.name, message, **options, **self.bound)
+
+
+@dataclass(frozen=True, slots=True)
+class _Parent:
+    """What a message takes from the task that sends it (``app.send_task``'s reading of
+    ``app.current_worker_task``), read in that task's own thread: its request is per thread."""
+
+    root_id: str | None
+    parent_id: str | None
+    priority: Any
+
+
+def _parent_of(app: Celery) -> _Parent | None:
+    task = app.current_worker_task
+    if not task:
+        return None
+    request = task.request
+    return _Parent(request.root_id or request.id, request.id, (request.delivery_info or {}).get("priority"))
 
 
 def _utc(at: datetime) -> datetime:
