@@ -197,11 +197,13 @@ def tick(rt: Runtime, now: datetime | None = None) -> TickReport:
     )  # fmt: skip
     parts, send_errors = end_of_tick(store, dispatcher, ask, outbox)
     errors.extend(send_errors)
-    next_wake_at: datetime | None = (
-        parts.heartbeat[0]
-        if parts.heartbeat is not None
-        else _maintain("heartbeat", lambda: store.record_tick(at, count, p50, p95), errors)
-    )
+    next_wake_at: datetime | None = None
+    if parts.heartbeat is not None:
+        next_wake_at = parts.heartbeat[0]
+    elif parts.heartbeat_failed is not None:  # sent, its outcome unknown: reported, never repeated
+        errors.append(TickError(MAINTENANCE, f"heartbeat: {parts.heartbeat_failed}"))
+    else:
+        next_wake_at = _maintain("heartbeat", lambda: store.record_tick(at, count, p50, p95), errors)
     failing = parts.erroring
     if failing is None:
         failing = store.erroring(ERRORING_LIMIT) if ask.erroring_limit is not None else Erroring()

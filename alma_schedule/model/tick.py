@@ -242,11 +242,15 @@ class TickEndAsk(Data):
 class TickEndParts(Data):
     """What ``Store.begin_tick_end`` obtained: each part None when it did not (the caller then asks
     for it with the part's own method); ``heartbeat`` holds ``record_tick``'s answer (the wake-up
-    hint, itself possibly None), in a 1-tuple."""
+    hint, itself possibly None), in a 1-tuple. ``heartbeat_failed``: the error (its class name)
+    after which ``record_tick``'s write, sent, may or may not have committed; the caller reports it
+    and never repeats the write (a minute of the tick log counted twice), as a failed
+    ``record_tick`` is reported and not repeated."""
 
     heartbeat: tuple[datetime | None] | None = None
     erroring: Erroring | None = None
     blocked: tuple[RunRecord, ...] | None = None
+    heartbeat_failed: str | None = None
 
 
 # --- the tick log (issue 17: the dashboard's clock health) ---

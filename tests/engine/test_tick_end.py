@@ -103,3 +103,34 @@ def test_a_held_send_leaves_before_the_ticks_next_store_step(make, clock, store)
     report = sched.tick()
     assert report.claimed and report.resent
     assert order[:2] == ["runs", "depth"]
+
+
+@on_pg
+def test_a_connection_lost_during_the_last_sends_is_a_failed_heartbeat_never_written_twice(make, clock, store) -> None:
+    """The pipeline's connection dies while the messages leave: the fires are sent, the heartbeat's
+    write (its outcome unknown to the tick) is reported failed and not repeated; the reads are asked
+    again on a live connection."""
+
+    class Cutting(RecordingDispatcher):
+        def send_runs(self, runs: Sequence[RunRecord]) -> None:
+            with store.engine.connect() as conn:
+                pids = conn.exec_driver_sql(
+                    "SELECT l.pid FROM pg_locks l JOIN pg_class c ON c.oid = l.relation"
+                    " WHERE c.relname = 'heartbeat' AND l.mode = 'RowExclusiveLock' AND l.pid <> pg_backend_pid()"
+                ).all()
+                assert len(pids) == 1  # the tick's end, started before this send
+                conn.exec_driver_sql(f"SELECT pg_terminate_backend({int(pids[0][0])})")
+                conn.rollback()
+            super().send_runs(runs)
+
+    disp = Cutting()
+    sched = make(dispatcher=disp)
+    sched.register(spec("r1", {"cron": "0 9 * * *"}))
+    clock.set(T0.replace(hour=9))
+    report = sched.tick()
+    assert len(report.claimed) == 1 and len(disp.runs) == 1
+    failed = [e.error for e in report.errors if e.routine == "<maintenance>"]
+    assert len(failed) == 1 and failed[0].startswith("heartbeat: ")
+    assert store.last_tick() is None and store.tick_log() == []  # died with its connection, not written again
+    assert sched.tick().errors == ()  # the next tick records it, on a live connection
+    assert store.last_tick() == T0.replace(hour=9)

@@ -3,7 +3,7 @@ reads it when its value is called (alma_schedule/stores/sql/store_ticklog.py).
 
 What the contract suite cannot see: on PostgreSQL every part is obtained; ``record_tick``'s write has
 run before the value is called (its heartbeat row is locked meanwhile) and commits at that call; a
-connection lost meanwhile leaves the heartbeat to the tick, and nothing half-written."""
+connection lost meanwhile is a failed heartbeat (never written twice), and nothing half-written."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ def test_only_the_parts_asked_are_sent(world: tuple[SqlStore, str]) -> None:
     assert parts == TickEndParts(heartbeat=(T0 + 10 * MINUTE,)) and store.last_tick() == T0
 
 
-def test_a_connection_lost_meanwhile_leaves_the_heartbeat_to_the_tick_and_writes_nothing(
+def test_a_connection_lost_meanwhile_reports_the_heartbeat_failed_and_writes_nothing(
     world: tuple[SqlStore, str],
 ) -> None:
     store, conninfo = world
@@ -79,11 +79,11 @@ def test_a_connection_lost_meanwhile_leaves_the_heartbeat_to_the_tick_and_writes
             assert pid is not None
             admin.execute("SELECT pg_terminate_backend(%s)", (pid[0],))
         parts = finish()
-    assert parts.heartbeat is None  # not committed: left to the tick
+    assert parts.heartbeat is None and parts.heartbeat_failed  # sent, its outcome unknown to the tick
     assert parts.erroring is None or parts.erroring == store.erroring(5)  # a read delivered before is kept
     assert parts.blocked is None or list(parts.blocked) == store.blocked(T0, HOUR)
     assert store.last_tick() == T0 - HOUR and store.tick_log() == []  # the write died with its connection
-    assert store.record_tick(T0, 2, 0.5, 1.0) == T0 + 10 * MINUTE  # the tick's own ask, on a live connection
+    assert store.record_tick(T0, 2, 0.5, 1.0) == T0 + 10 * MINUTE  # the pool replaced the dead connection
     assert store.tick_log() == [TickMinute(T0, 1, 2, 0.5, 1.0)]
 
 

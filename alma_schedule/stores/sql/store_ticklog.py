@@ -11,9 +11,12 @@ the blocked read (when asked), then ``record_tick``'s statement, each sent at on
 trip; calling the context's value ends the pipeline (its Sync: ONE round trip), which commits the
 pipeline's implicit transaction, and reads the answers. Until then ``record_tick``'s write holds its
 two rows (the heartbeat's and the minute's): a concurrent tick's end waits for these sends. The
-reads come first, so no failure after ``record_tick`` can roll it back; a part that failed, or
-that a failure before it aborted, is returned None and the tick asks for it with its own method
-(the reads, and ``record_tick`` only when the pipeline did not commit).
+reads come first, so no failure after ``record_tick`` can roll it back; a read that failed, or that
+a failure before it aborted, is returned None and the tick asks for it with its own read. Once
+``record_tick``'s statement is sent, the tick never sends it again: when the pipeline fails its
+outcome is unknown (the commit may have happened before its answer was lost), so the failure is
+reported as a failed ``record_tick`` is (``heartbeat_failed``), not repeated (the tick log's minute
+would count the tick twice).
 """
 
 from __future__ import annotations
@@ -112,14 +115,17 @@ def _out_of_pipeline(conn: Any, driver: Any) -> None:
 
 def _parts(stack: ExitStack, sent: dict[str, hot.Sent], limit: int | None) -> TickEndParts:
     """End the pipeline (its Sync: the commit of ``record_tick``'s write) and return the connection,
-    then read each part's answer; a part that failed is None (``record_tick``'s also when the
-    pipeline did not commit)."""
-    committed = True
+    then read each part's answer; a read that failed is None. ``record_tick``'s answer only when the
+    pipeline committed; when it was sent and the pipeline failed, ``heartbeat_failed`` (its outcome
+    is unknown: never repeated)."""
+    failed: str | None = None
     try:
         stack.close()
     except Exception as exc:
-        committed = False
-        log.warning("the end of the tick, started early, failed: %s", type(exc).__name__, exc_info=exc)
+        failed = type(exc).__name__
+        log.warning("the end of the tick, started early, failed: %s", failed, exc_info=exc)
+
+    errors: dict[str, str] = {}
 
     def read(name: str) -> list[tuple[Any, ...]] | None:
         one = sent.get(name)
@@ -127,16 +133,19 @@ def _parts(stack: ExitStack, sent: dict[str, hot.Sent], limit: int | None) -> Ti
             return None
         try:
             return one.rows()
-        except Exception:
+        except Exception as exc:
+            errors[name] = type(exc).__name__
             return None
 
     erroring, blocked, heartbeat = read("erroring"), read("blocked"), read("heartbeat")
     hint: tuple[datetime | None] | None = None
-    if heartbeat is not None and committed:
+    if heartbeat is not None and failed is None:
         at: datetime | None = heartbeat[0][0] if heartbeat else None
         hint = (at if at is None or at.tzinfo is UTC else at.astimezone(UTC),)
+    unknown = "heartbeat" in sent and hint is None  # sent, and no committed answer
     return TickEndParts(
         heartbeat=hint,
         erroring=erroring_from_rows(erroring, limit) if erroring is not None and limit is not None else None,
         blocked=tuple(run_from_row(r) for r in blocked) if blocked is not None else None,
+        heartbeat_failed=(failed or errors.get("heartbeat") or "Error") if unknown else None,
     )
