@@ -126,6 +126,8 @@ def tick_end_args(ask: TickEndAsk) -> tuple[datetime, int, float | None, float |
     (None: not asked), checked as theirs."""
     from alma_schedule.stores.arguments import age_args
 
+    if not isinstance(ask, TickEndAsk):
+        raise InvalidInput(f"the end of a tick is asked with a TickEndAsk, not {type(ask).__name__}")
     now, claimed, lag_p50, lag_p95 = log_tick_args(ask.now, ask.claimed, ask.lag_p50, ask.lag_p95)
     limit = check_limit("limit", ask.erroring_limit) if ask.erroring_limit is not None else None
     span = ask.run_time_limit

@@ -27,6 +27,7 @@ from alma_schedule.model import (
     Routine,
     RunKey,
     RunResult,
+    TickEndAsk,
 )
 from alma_schedule.stores.base import Store
 from alma_schedule.testing.builders import (
@@ -156,6 +157,23 @@ def _plan(draw: Draw) -> Callable[[Routine, Backfill], Any]:
     return lambda routine, backfill: step
 
 
+def _tick_end(store: Store, draw: Draw) -> Callable[[], Any]:
+    """``begin_tick_end`` of a hostile ask (at times not an ask at all), its value called inside."""
+    if draw(st.integers(0, 9)) == 0:
+        ask: Any = draw(anything())
+    else:
+        ask = TickEndAsk(
+            draw(NOW), draw(or_hostile(3, 0)), draw(st.one_of(st.none(), or_hostile(0.5))), draw(OPT_TEXT),
+            erroring_limit=draw(st.one_of(st.none(), LIMITS)), run_time_limit=draw(st.one_of(st.none(), spans())),
+        )  # fmt: skip
+
+    def call() -> Any:
+        with store.begin_tick_end(ask) as finish:
+            return finish()
+
+    return call
+
+
 def texts_or_none() -> st.SearchStrategy[Any]:
     return st.one_of(st.none(), st.text(max_size=20))
 
@@ -271,6 +289,7 @@ OPS: dict[str, StoreOp] = {
     "record_tick": lambda s, d: (
         lambda: s.record_tick(d(NOW), d(or_hostile(3, 0)), d(st.one_of(st.none(), or_hostile(0.5))), d(OPT_TEXT))
     ),
+    "begin_tick_end": _tick_end,
     "tick_log": lambda s, d: (lambda: s.tick_log(d(LIMITS))),
     "count_routines": lambda s, d: (lambda: s.count_routines(d(or_hostile(10_000, 1, 0)))),
     "prune": lambda s, d: (lambda: s.prune(d(NOW))),
