@@ -71,6 +71,7 @@ class TickLogMixin(SqlBase):
             return
         with ExitStack() as stack:
             sent: dict[str, hot.Sent] = {}
+            sending = False  # record_tick's statement handed to the driver (it may have left)
             try:
                 conn = stack.enter_context(self._tx(single=True))
                 driver: Any = conn.connection.driver_connection
@@ -85,11 +86,19 @@ class TickLogMixin(SqlBase):
                     sent["blocked"] = hot.sent_rows(conn, probe.blocked_statement(100), schema, params, prepare=True)
                 first = ticklog.record_tick(self.dialect)[0]
                 params = ticklog.record_tick_params(now, claimed, lag_p50, lag_p95)
+                sending = True
                 sent["heartbeat"] = hot.sent_rows(conn, first, self.schema, params, prepare=True)
-            except Exception as exc:  # nothing obtained early: the tick asks for every part itself
-                log.warning("the end of the tick could not start early: %s", type(exc).__name__, exc_info=exc)
-                stack.close()
-                sent = {}
+            except Exception as exc:  # nothing obtained early: the tick asks for the parts itself ...
+                failed = type(exc).__name__
+                log.warning("the end of the tick could not start early: %s", failed, exc_info=exc)
+                try:
+                    stack.close()
+                except Exception as gone:  # the pipeline's end on a connection that failed: dropped
+                    log.debug("ending the failed pipeline: %s", type(gone).__name__)
+                # ... but record_tick's, if its statement may have left: its outcome is unknown
+                unknown = TickEndParts(heartbeat_failed=failed) if sending else TickEndParts()
+                yield lambda: unknown
+                return
             yield lambda: _parts(stack, sent, limit)
 
     def count_routines(self, cap: int = 10_000) -> dict[str, int]:
