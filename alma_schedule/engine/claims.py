@@ -49,6 +49,7 @@ log = logging.getLogger("alma_schedule.engine")
 
 __all__ = ["Claims", "claim_live"]
 
+
 @dataclass
 class Claims:
     """The batches of one tick's live claims, in the order they were started, and the send errors."""
