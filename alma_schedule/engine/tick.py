@@ -208,9 +208,10 @@ def tick(rt: Runtime, now: datetime | None = None) -> TickReport:
     if failing is None:
         failing = store.erroring(ERRORING_LIMIT) if ask.erroring_limit is not None else Erroring()
     errors[:0] = _erroring(failing.routines)
-    blocked = list(parts.blocked) if parts.blocked is not None else []
-    if parts.blocked is None and todo.blocked:
-        blocked = store.blocked(at, s.run_time_limit)
+    if parts.blocked is not None:
+        blocked = list(parts.blocked)
+    else:
+        blocked = store.blocked(at, s.run_time_limit) if todo.blocked else []
     report = TickReport(
         at=at,
         claimed=tuple(claimed),

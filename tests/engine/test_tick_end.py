@@ -11,25 +11,12 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 from engine_support import T0, RecordingDispatcher, every_store, spec
 
 from alma_schedule.model import RunRecord
+from tests.stores.sql_support import heartbeat_locked, kill_heartbeat_writer
 
 on_pg = pytest.mark.parametrize("store", [pytest.param("pg", marks=pytest.mark.postgres)], indirect=True)
-
-
-def _heartbeat_locked(store: Any) -> bool:
-    """Whether a transaction holds the heartbeat row (read on another pooled connection)."""
-    with store.engine.connect() as conn:
-        try:
-            conn.exec_driver_sql(f'SELECT 1 FROM "{store.schema}".heartbeat FOR UPDATE NOWAIT')
-        except sa.exc.OperationalError as exc:
-            assert "lock" in str(exc).lower()
-            return True
-        finally:
-            conn.rollback()
-    return False
 
 
 class Watching(RecordingDispatcher):
@@ -44,7 +31,7 @@ class Watching(RecordingDispatcher):
 
     def send_runs(self, runs: Sequence[RunRecord]) -> None:
         if getattr(self.store, "dialect", None) == "postgresql":
-            self.locked.append(_heartbeat_locked(self.store))
+            self.locked.append(heartbeat_locked(self.store))
         self.last_tick.append(self.store.last_tick())
         super().send_runs(runs)
 
@@ -66,7 +53,7 @@ def test_on_postgresql_the_last_sends_leave_while_the_end_of_the_tick_runs(make,
     assert disp.locked == [True]  # the heartbeat's write ran before the send, uncommitted
     assert disp.last_tick == [T0.replace(hour=8)]  # ... and committed after it
     assert store.last_tick() == T0.replace(hour=9) and report.next_wake_at is not None
-    assert not _heartbeat_locked(store)
+    assert not heartbeat_locked(store)
 
 
 @every_store
@@ -113,14 +100,7 @@ def test_a_connection_lost_during_the_last_sends_is_a_failed_heartbeat_never_wri
 
     class Cutting(RecordingDispatcher):
         def send_runs(self, runs: Sequence[RunRecord]) -> None:
-            with store.engine.connect() as conn:
-                pids = conn.exec_driver_sql(
-                    "SELECT l.pid FROM pg_locks l JOIN pg_class c ON c.oid = l.relation"
-                    " WHERE c.relname = 'heartbeat' AND l.mode = 'RowExclusiveLock' AND l.pid <> pg_backend_pid()"
-                ).all()
-                assert len(pids) == 1  # the tick's end, started before this send
-                conn.exec_driver_sql(f"SELECT pg_terminate_backend({int(pids[0][0])})")
-                conn.rollback()
+            kill_heartbeat_writer(store)  # the tick's end, started before this send
             super().send_runs(runs)
 
     disp = Cutting()

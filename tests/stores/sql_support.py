@@ -194,3 +194,32 @@ def explain_plan(
         plan = row[0] if isinstance(row[0], list) else json.loads(row[0])
         conn.rollback()
         return plan[0]["Plan"]  # type: ignore[no-any-return]
+
+
+def heartbeat_locked(store: SqlStore) -> bool:
+    """Whether a transaction holds the heartbeat row (an uncommitted write of it), asked on another
+    pooled connection of ``store``."""
+    import sqlalchemy as sa
+
+    with store.engine.connect() as conn:
+        try:
+            conn.exec_driver_sql(f'SELECT 1 FROM "{store.schema}".heartbeat FOR UPDATE NOWAIT')
+        except sa.exc.OperationalError as exc:
+            assert "lock" in str(exc).lower()
+            return True
+        finally:
+            conn.rollback()
+    return False
+
+
+def kill_heartbeat_writer(store: SqlStore) -> None:
+    """``pg_terminate_backend`` of the one other backend writing the heartbeat table (the end of a
+    tick, started early and not yet committed)."""
+    with store.engine.connect() as conn:
+        pids = conn.exec_driver_sql(
+            "SELECT l.pid FROM pg_locks l JOIN pg_class c ON c.oid = l.relation"
+            " WHERE c.relname = 'heartbeat' AND l.mode = 'RowExclusiveLock' AND l.pid <> pg_backend_pid()"
+        ).all()
+        assert len(pids) == 1, pids
+        conn.exec_driver_sql(f"SELECT pg_terminate_backend({int(pids[0][0])})")
+        conn.rollback()

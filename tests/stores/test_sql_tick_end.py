@@ -10,14 +10,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import timedelta
 
-import psycopg
 import pytest
 
 from alma_schedule.model import TickEndAsk, TickEndParts, TickMinute
 from alma_schedule.stores.sql import SqlStore
 from alma_schedule.testing.builders import HOUR, MINUTE, T0
 from alma_schedule.testing.contract_ticklog import end_of_tick_world
-from tests.stores.sql_support import libpq_url, opened, pg_database
+from tests.stores.sql_support import heartbeat_locked, kill_heartbeat_writer, opened, pg_database
 
 pytestmark = pytest.mark.postgres
 
@@ -25,32 +24,22 @@ ASK = TickEndAsk(T0, 2, 0.5, 1.0, erroring_limit=5, run_time_limit=HOUR)
 
 
 @pytest.fixture
-def world() -> Iterator[tuple[SqlStore, str]]:
+def world() -> Iterator[SqlStore]:
     """:func:`end_of_tick_world`, and the heartbeat row written an hour before."""
     with pg_database() as url, opened(url) as store:
         end_of_tick_world(store)
         store.heartbeat(T0 - HOUR)  # the heartbeat row exists: a write of it locks it
-        yield store, libpq_url(url)
+        yield store
 
 
-def _heartbeat_locked(conninfo: str) -> bool:
-    """Whether another transaction holds the heartbeat row (an uncommitted write of it)."""
-    with psycopg.connect(conninfo) as other:
-        try:
-            other.execute("SELECT 1 FROM heartbeat FOR UPDATE NOWAIT")
-        except psycopg.errors.LockNotAvailable:
-            return True
-    return False
-
-
-def test_every_part_is_obtained_and_the_write_runs_before_the_value_is_called(world: tuple[SqlStore, str]) -> None:
-    store, conninfo = world
-    assert not _heartbeat_locked(conninfo)
+def test_every_part_is_obtained_and_the_write_runs_before_the_value_is_called(world: SqlStore) -> None:
+    store = world
+    assert not heartbeat_locked(store)
     with store.begin_tick_end(ASK) as finish:
-        assert _heartbeat_locked(conninfo)  # record_tick already ran, uncommitted: the caller sends meanwhile
+        assert heartbeat_locked(store)  # record_tick already ran, uncommitted: the caller sends meanwhile
         assert store.last_tick() == T0 - HOUR
         parts = finish()
-        assert not _heartbeat_locked(conninfo)  # committed at the call (the pipeline's Sync)
+        assert not heartbeat_locked(store)  # committed at the call (the pipeline's Sync)
     assert parts.heartbeat == (T0 + 10 * MINUTE,) and store.next_wake_at() == T0 + 10 * MINUTE
     assert store.last_tick() == T0
     assert store.tick_log() == [TickMinute(T0, 1, 2, 0.5, 1.0)]
@@ -59,25 +48,19 @@ def test_every_part_is_obtained_and_the_write_runs_before_the_value_is_called(wo
     assert [r.routine_id for r in parts.blocked] == ["slow"]
 
 
-def test_only_the_parts_asked_are_sent(world: tuple[SqlStore, str]) -> None:
-    store, _ = world
+def test_only_the_parts_asked_are_sent(world: SqlStore) -> None:
+    store = world
     with store.begin_tick_end(TickEndAsk(T0, 0, None, None)) as finish:
         parts = finish()
     assert parts == TickEndParts(heartbeat=(T0 + 10 * MINUTE,)) and store.last_tick() == T0
 
 
 def test_a_connection_lost_meanwhile_reports_the_heartbeat_failed_and_writes_nothing(
-    world: tuple[SqlStore, str],
+    world: SqlStore,
 ) -> None:
-    store, conninfo = world
+    store = world
     with store.begin_tick_end(ASK) as finish:
-        with psycopg.connect(conninfo, autocommit=True) as admin:
-            pid = admin.execute(
-                "SELECT l.pid FROM pg_locks l JOIN pg_class c ON c.oid = l.relation"
-                " WHERE c.relname = 'heartbeat' AND l.mode = 'RowExclusiveLock'"
-            ).fetchone()
-            assert pid is not None
-            admin.execute("SELECT pg_terminate_backend(%s)", (pid[0],))
+        kill_heartbeat_writer(store)
         parts = finish()
     assert parts.heartbeat is None and parts.heartbeat_failed  # sent, its outcome unknown to the tick
     assert parts.erroring is None or parts.erroring == store.erroring(5)  # a read delivered before is kept
@@ -87,10 +70,10 @@ def test_a_connection_lost_meanwhile_reports_the_heartbeat_failed_and_writes_not
     assert store.tick_log() == [TickMinute(T0, 1, 2, 0.5, 1.0)]
 
 
-def test_the_value_not_called_still_ends_the_pipeline_and_returns_the_connection(world: tuple[SqlStore, str]) -> None:
-    store, conninfo = world
+def test_the_value_not_called_still_ends_the_pipeline_and_returns_the_connection(world: SqlStore) -> None:
+    store = world
     with pytest.raises(RuntimeError, match="the tick stopped"), store.begin_tick_end(ASK):
         raise RuntimeError("the tick stopped")
-    assert not _heartbeat_locked(conninfo)
+    assert not heartbeat_locked(store)
     assert store.blocked(T0 + timedelta(seconds=1), HOUR)  # the pooled connection works (out of pipeline mode)
     assert store.last_tick() == T0  # the pipeline's end committed what had run

@@ -201,9 +201,10 @@ def erroring_from_rows(rows: Sequence[Sequence[Any]], limit: int) -> Erroring:
     the count every row carries."""
     if not rows:
         return Erroring()
-    found = (Deferral(r[0], r[1], r[2], _utc(r[3]), r[4], first=False) for r in rows)
+    found = (Deferral(r[0], r[1], r[2], as_utc(r[3]), r[4], first=False) for r in rows)
     return Erroring(tuple(found)[:limit], int(rows[0][5]))
 
 
-def _utc(at: Any) -> Any:
+def as_utc(at: Any) -> Any:
+    """An instant the driver returned (in the session's zone) in UTC; None stays None."""
     return at if at is None or at.tzinfo is UTC else at.astimezone(UTC)

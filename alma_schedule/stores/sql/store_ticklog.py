@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from alma_schedule.model import TickEndAsk, TickEndParts, TickMinute
@@ -32,7 +32,7 @@ from alma_schedule.stores.backfill_args import log_tick_args, tick_end_args
 from alma_schedule.stores.sql import hot
 from alma_schedule.stores.sql import queries as q
 from alma_schedule.stores.sql.queries import probe, ticklog
-from alma_schedule.stores.sql.rows import erroring_from_rows, run_from_row
+from alma_schedule.stores.sql.rows import as_utc, erroring_from_rows, run_from_row
 from alma_schedule.stores.sql.store_base import SqlBase
 from alma_schedule.stores.validation import check_limit
 
@@ -55,8 +55,8 @@ class TickLogMixin(SqlBase):
             first, *rest = ticklog.record_tick(self.dialect)
             if self.dialect == "postgresql":
                 row = hot.one_row(conn, first, self.schema, params)
-                at: datetime | None = row[0] if row is not None else None
-                return at if at is None or at.tzinfo is UTC else at.astimezone(UTC)
+                at: datetime | None = as_utc(row[0]) if row is not None else None
+                return at
             hint: datetime | None = conn.execute(first, params).scalar()
             for stmt in rest:
                 conn.execute(stmt, params)
@@ -149,8 +149,7 @@ def _parts(stack: ExitStack, sent: dict[str, hot.Sent], limit: int | None) -> Ti
     erroring, blocked, heartbeat = read("erroring"), read("blocked"), read("heartbeat")
     hint: tuple[datetime | None] | None = None
     if heartbeat is not None and failed is None:
-        at: datetime | None = heartbeat[0][0] if heartbeat else None
-        hint = (at if at is None or at.tzinfo is UTC else at.astimezone(UTC),)
+        hint = (as_utc(heartbeat[0][0]) if heartbeat else None,)
     unknown = "heartbeat" in sent and hint is None  # sent, and no committed answer
     return TickEndParts(
         heartbeat=hint,
