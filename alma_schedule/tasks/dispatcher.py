@@ -100,8 +100,9 @@ class CeleryDispatcher:
             return
         ordered = sorted(runs, key=lambda r: r.expires_at)
         chunks = [ordered[i : i + size] for i in range(0, len(ordered), size)]
+        texts: dict[datetime, str] = {}  # each expiry written once (a tick's fires share a few)
         items = (
-            ([[r.org, r.uid, r.routine_id, r.run_id, r.expires_at.isoformat()] for r in chunk], chunk[0].expires_at)
+            ([[r.org, r.uid, r.routine_id, r.run_id, _iso(texts, r.expires_at)] for r in chunk], chunk[0].expires_at)
             for chunk in chunks
         )  # the fields of RunKey.args() (the key's validation is not redone per fire)
         self._send(RUN_MANY_TASK, (([fires], expires) for fires, expires in items), len(chunks))
@@ -154,6 +155,7 @@ class CeleryDispatcher:
                 for args, expires in messages:
                     publish(args, expires)
                     sent += 1
+                publish.flush_events()
         except Exception as exc:
             log.warning("sent %d of %d %s messages: %s", sent, total, name, type(exc).__name__)
             raise DispatchError(
@@ -213,8 +215,9 @@ class _Publisher:
 
     In a publish batch (``batched``) nothing reaches the broker before the batch's flush, so the
     entities to declare (the queue, the event exchange) are bound to the producer's channel once
-    instead of copied and bound per message; outside a batch each message goes out as Celery's own
-    send would (and its publish retry).
+    instead of copied and bound per message, and the ``task-sent`` events go out grouped
+    (:class:`_GroupedEvents`, :meth:`flush_events`); outside a batch each message goes out as
+    Celery's own send would (its event on its own, and its publish retry).
     """
 
     def __init__(self, app: Celery, name: str, producer: Any, *, batched: bool, parent: _Parent | None) -> None:
@@ -249,6 +252,7 @@ class _Publisher:
         self.create = amqp.create_task_message
         self.send = amqp.send_task_message
         self.bound: dict[str, Any] = {}
+        self.grouped: _GroupedEvents | None = None
         if batched:
             channel = producer.channel
             queue = (self.routed or {}).get("queue")
@@ -257,7 +261,8 @@ class _Publisher:
             if self.sent_event:
                 evd = app.events.Dispatcher(channel=channel, enabled=False)
                 evd.exchange = evd.exchange(channel)
-                self.bound["event_dispatcher"] = evd
+                self.grouped = _GroupedEvents(evd, producer)
+                self.bound["event_dispatcher"] = self.grouped
             self.bound["retry"] = False
 
     def __call__(self, args: list[Any], expires: datetime | None) -> None:
@@ -283,6 +288,40 @@ class _Publisher:
             self.send(producer, self.name, message, **options, **self.bound)
 
 
+    def flush_events(self) -> None:
+        """Publish the ``task-sent`` events held for this batch (a batch without events: nothing)."""
+        if self.grouped is not None:
+            self.grouped.flush()
+
+
+#: The most ``task-sent`` events one grouped event message carries.
+EVENTS_PER_GROUP = 100
+
+
+class _GroupedEvents:
+    """The ``task-sent`` events of one publish batch, sent as event messages that each carry a list
+    of up to :data:`EVENTS_PER_GROUP` of them (routing key ``task.multi``): the grouped form Celery's
+    own worker sends its task events in (``EventDispatcher(buffer_group=['task'])``), which every
+    event receiver (``app.events.Receiver``: Flower, the Prometheus exporters) reads event by event.
+    Each event is the one Celery's send would publish (``EventDispatcher._prepare_event``: type,
+    hostname, pid, clock, timestamp, utcoffset and the fields); one event message instead of one per
+    task message (measured: the events were a third of a dispatch's Python, 3 of 9.4 ms for 50
+    ``run_many`` messages). Stands in for the event dispatcher ``send_task_message`` is handed, which
+    only calls its ``publish``."""
+
+    def __init__(self, dispatcher: Any, producer: Any) -> None:
+        self.dispatcher, self.producer = dispatcher, producer
+        self.events: list[Any] = []
+
+    def publish(self, type: str, fields: dict[str, Any], producer: Any, **_retry: Any) -> None:
+        self.events.append(self.dispatcher._prepare_event(type, fields))
+
+    def flush(self) -> None:
+        events, self.events = self.events, []
+        for start in range(0, len(events), EVENTS_PER_GROUP):
+            self.dispatcher._publish(events[start : start + EVENTS_PER_GROUP], self.producer, "task.multi")
+
+
 @dataclass(frozen=True, slots=True)
 class _Parent:
     """What a message takes from the task that sends it (``app.send_task``'s reading of
@@ -299,6 +338,17 @@ def _parent_of(app: Celery) -> _Parent | None:
         return None
     request = task.request
     return _Parent(request.root_id or request.id, request.id, (request.delivery_info or {}).get("priority"))
+
+
+def _iso(texts: dict[datetime, str], at: datetime) -> str:
+    """``at.isoformat()``, kept in ``texts`` for UTC instants (the store's: equal instants in two
+    zones are equal keys but different texts, so any other zone is written each time)."""
+    if at.tzinfo is not UTC:
+        return at.isoformat()
+    text = texts.get(at)
+    if text is None:
+        text = texts[at] = at.isoformat()
+    return text
 
 
 def _utc(at: datetime) -> datetime:

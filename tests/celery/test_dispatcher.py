@@ -63,6 +63,7 @@ class SentEvents:
     def __init__(self, app: Celery) -> None:
         self.app = app
         self.events: list[dict[str, Any]] = []
+        self.messages = 0  # event messages carrying task-sent events (a grouped one: a list)
         self.probed = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._recv: Any = None
@@ -76,6 +77,15 @@ class SentEvents:
     def _run(self) -> None:
         with self.app.connection_for_read() as conn:
             self._recv = self.app.events.Receiver(conn, handlers={"*": self._on_event})
+            receive = self._recv._receive
+
+            def counting(body: Any, message: Any) -> None:
+                items = body if isinstance(body, list) else [body]
+                if any(e.get("type") == "task-sent" for e in items):
+                    self.messages += 1
+                receive(body, message)
+
+            self._recv._receive = counting  # type: ignore[method-assign]
             self._recv.capture(limit=None, timeout=None, wakeup=False)
 
     def __enter__(self) -> SentEvents:
@@ -129,16 +139,16 @@ def test_runs_go_out_routed_with_expires_and_task_sent_events(
     settings = Settings(broker_url=redis_url, task_events=True, run_batch_size=1)
     app = create_app(settings)
     dispatcher = CeleryDispatcher(app, settings)
-    runs = [record(i, expires_in=timedelta(seconds=60 + i)) for i in range(50)]
+    runs = [record(i, expires_in=timedelta(seconds=60 + i)) for i in range(120)]
     with SentEvents(app) as events:
         connects.clear()
         dispatcher.send_runs(runs)
         opened = len(connects)
-        wait_for(lambda: len(events.events) >= 50, 15, what="50 task-sent events")
+        wait_for(lambda: len(events.events) >= 120, 15, what="120 task-sent events")
 
     assert opened <= 2  # one producer connection for the whole batch (plus at most a pool refill)
     sent = messages(r, "alma.run")
-    assert len(sent) == 50
+    assert len(sent) == 120
     for rec, msg in zip(runs, sent, strict=True):
         headers = msg["headers"]
         assert msg["content-type"] == "application/json"
@@ -147,10 +157,12 @@ def test_runs_go_out_routed_with_expires_and_task_sent_events(
         assert msg["decoded"][0] == rec.key.args()
         assert headers["ignore_result"] is True
     ids = {m["headers"]["id"] for m in sent}
+    assert len(events.events) == 120  # one event per message, none twice
+    assert events.messages == 2  # grouped as Celery's worker groups its task events: 100, then 20
     assert {e["uuid"] for e in events.events} == ids
     assert {e["queue"] for e in events.events} == {"alma.run"}
     assert {e["name"] for e in events.events} == {RUN_TASK}
-    assert dispatcher.run_queue_depth() == 50
+    assert dispatcher.run_queue_depth() == 120
 
 
 def test_a_large_dispatch_is_packed_into_run_many_messages_ordered_by_expiry(
@@ -356,3 +368,19 @@ def test_argsrepr_is_the_cut_repr_whatever_the_size(fires: int, width: int) -> N
     assert _argsrepr([packed]) == _reference_argsrepr([packed])
     one = ["org", "u" * width, "r1", "2026-06-01T12:00:00Z"]
     assert _argsrepr(one) == _reference_argsrepr(one)
+
+
+def test_a_packed_fire_carries_its_own_expiry_text_whatever_its_zone() -> None:
+    """The expiry texts of a dispatch are written once per UTC instant; the same instant in another
+    zone keeps its own text (equal datetimes, different ``isoformat``)."""
+    from datetime import UTC, timezone
+
+    from alma_schedule.tasks.dispatcher import _iso
+
+    at = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+    texts: dict[datetime, str] = {}
+    assert _iso(texts, at) == "2026-03-01T12:00:00+00:00"
+    shifted = at.astimezone(timezone(timedelta(hours=2)))
+    assert shifted == at
+    assert _iso(texts, shifted) == "2026-03-01T14:00:00+02:00"
+    assert _iso(texts, at) == "2026-03-01T12:00:00+00:00"
