@@ -90,6 +90,15 @@ class ClaimBatch(Data):
     deferred: tuple[Deferral, ...] = ()
     buffered: tuple[RunRecord, ...] = ()
 
+    def __add__(self, other: ClaimBatch) -> ClaimBatch:
+        """Both batches' outcomes, this one's first (a batch and the held rows' claim after it)."""
+        return ClaimBatch(
+            self.claimed + other.claimed,
+            self.skipped + other.skipped,
+            self.deferred + other.deferred,
+            self.buffered + other.buffered,
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class Resends(Data):

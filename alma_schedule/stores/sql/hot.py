@@ -54,7 +54,8 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NoReturn
@@ -65,7 +66,10 @@ from sqlalchemy.engine import Connection
 
 from alma_schedule.stores.sql.namespace import SCHEMA_TOKEN
 
-__all__ = ["Rendered", "Sent", "all_rows", "begin_custom_plans", "one_row", "prepared_rows", "rendered", "sent_rows"]
+__all__ = [
+    "Rendered", "Sent", "all_rows", "begin_custom_plans", "meanwhile",
+    "one_row", "prepared_rows", "rendered", "sent_rows",
+]  # fmt: skip
 
 #: Compiles the hot statements with ``$n`` placeholders (PostgreSQL's own, no client-side rewrite).
 _DIALECT = PGDialect_psycopg(paramstyle="numeric_dollar")  # type: ignore[no-untyped-call]
@@ -219,6 +223,33 @@ def sent_rows(conn: Connection, stmt: Any, schema: str, params: Mapping[str, Any
     process does other work; read its rows only after the pipeline ended (its results are then
     attached to the cursor, no round trip)."""
     return _send(conn, rendered(stmt, schema), params, prepare=prepare)
+
+
+@contextmanager
+def meanwhile(conn: Connection, stmt: Any, schema: str, params: Mapping[str, Any]) -> Iterator[Callable[[], list[Any]]]:
+    """:func:`all_rows` of ``stmt``, SENT on entry in the driver connection's pipeline mode: the
+    server runs it while the block's Python runs; the pipeline ends with the block (its Sync: the
+    one round trip :func:`all_rows` waits for), and the yielded function, called after the block
+    (and only then: inside it there is no answer yet), returns the rows. A failed statement raises at the
+    block's end, as :func:`all_rows` would; a connection whose pipeline could not end is invalidated
+    (never pooled in pipeline mode). Inside a transaction the pipeline's Sync commits nothing."""
+    import psycopg
+    from psycopg.pq import PipelineStatus
+
+    driver = conn.connection.driver_connection
+    assert isinstance(driver, psycopg.Connection)
+    custom = bool(conn.get_execution_options().get(CUSTOM_PLANS))
+    hot = rendered(stmt, schema)
+    sent: Sent | None = None
+    try:
+        with driver.pipeline():
+            sent = _send(conn, hot, params, prepare=custom)
+            yield sent.rows
+    except psycopg.Error as exc:
+        _raise(conn, driver, None, exc, sent.sql if sent is not None else hot.sql, sent.args if sent else [])
+    finally:
+        if driver.pgconn.pipeline_status != PipelineStatus.OFF and not conn.invalidated:
+            conn.invalidate()
 
 
 @dataclass(slots=True)

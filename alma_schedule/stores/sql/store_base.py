@@ -10,7 +10,7 @@ ends, rolled back if anything raises), ``self._tx(read=True)`` for reads (on SQL
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -100,6 +100,19 @@ class SqlBase:
         if self.dialect == "postgresql":
             return hot.all_rows(conn, stmt, self.schema, params)
         return list(conn.execute(stmt, params).all())
+
+    @contextmanager
+    def _meanwhile(self, conn: Connection, stmt: Any, params: Any) -> Iterator[Callable[[], list[Any]]]:
+        """:meth:`_rows` of ``stmt``, read by calling what the block is given, AFTER the block: on
+        PostgreSQL the statement is sent on entry (:func:`.hot.meanwhile`: pipeline mode) and the
+        server runs it while the block's Python runs; its answer comes at the block's end, in the one
+        round trip :meth:`_rows` would have waited for. SQLite: executed on entry."""
+        if self.dialect == "postgresql":
+            with hot.meanwhile(conn, stmt, self.schema, params) as rows:
+                yield rows
+            return
+        done = self._rows(conn, stmt, params)
+        yield lambda: done
 
     def _exec(self, conn: Connection, stmt: Any, params: Any) -> None:
         """:meth:`_rows` of a statement whose rows (if any) nobody reads."""

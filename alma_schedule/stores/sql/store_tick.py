@@ -10,7 +10,8 @@ batch size (cost O(due), never O(routines); statements in :mod:`.queries.claim`,
 3. one batched UPDATE advancing the cursors (``WHERE last_fire IS NULL OR last_fire < fire``; on
    PostgreSQL, when some fire is live, a data-modifying CTE of step 4's statement: one round trip
    less), one for ``NotDue`` and one for ``Defer`` (only when there are any);
-4. one UPDATE superseding older schedule ``claimed`` runs to ``skipped(missed)`` (CAS, RETURNING),
+4. one UPDATE superseding older schedule ``claimed`` runs to ``skipped(missed)`` (CAS, RETURNING;
+   PostgreSQL: sent in pipeline mode, the run records are built while the server runs it),
    skipping a fire whose own run key exists (a duplicate supersedes nothing); each routine's open run
    is probed through ``uq_runs_one_active``, never found by hashing every open run of the table
    (:func:`~alma_schedule.stores.sql.queries.common.end_runs_for_fires`: O(fires) per batch); on
@@ -69,7 +70,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -148,12 +149,7 @@ class TickMixin(InsertsMixin):
         if held_due:
             held = self._claim_held(now, limit - len(due), decide, timers, decided, keyed)
             if held is not None:
-                batch = ClaimBatch(
-                    batch.claimed + held.claimed,
-                    batch.skipped + held.skipped,
-                    batch.deferred + held.deferred,
-                    batch.buffered + held.buffered,
-                )
+                batch = batch + held
         return batch
 
     @staticmethod
@@ -288,34 +284,36 @@ class TickMixin(InsertsMixin):
         replaced = self._replace_buffered(conn, latest, now) if latest else []
         superseded: dict[RKey, RunRecord] = {}
         blocked: set[RKey] = set()  # PostgreSQL: routines whose open run the supersede left open
-        advancing = fires if advance else []
-        for chunk in self._chunks(live):  # PostgreSQL: one chunk
-            stmt, params = q.supersede(d, chunk, now, advancing, at if advancing else None)
-            advancing = []
-            for row in self._rows(conn, stmt, params):
-                rk, matched, ended = (row[0], row[1], row[2]), row[3], row[4:]
-                if ended[0] is not None:
-                    superseded[rk] = run_from_row(ended)
-                elif not matched:
-                    blocked.add(rk)
+        advancing, answers = (fires if advance else []), []
         missed_state, missed_reason = supersession.MISSED
         claimed_state, resend_first = RunState.CLAIMED, now + timers.resend_first
-        records = [
-            new_record(
-                key[:3],
-                f.run_id,
-                state=missed_state if f.missed else claimed_state,
-                reason=missed_reason if f.missed else None,
-                origin="schedule",
-                config_revision=r.config_revision,
-                fire_at=f.fire_at,
-                now=now,
-                expires_at=f.expires_at,
-                resend_at=None if f.missed else (f.resend_at or resend_first),
-                due_at=f.due_at,
-            )
-            for key, (r, f) in zip(keys, fires, strict=True)
-        ]
+        with ExitStack() as sending:  # PostgreSQL: one chunk, run by the server while the records are built
+            for chunk in self._chunks(live):
+                stmt, params = q.supersede(d, chunk, now, advancing, at if advancing else None)
+                advancing = []
+                answers.append(sending.enter_context(self._meanwhile(conn, stmt, params)))
+            records = [
+                new_record(
+                    key[:3],
+                    f.run_id,
+                    state=missed_state if f.missed else claimed_state,
+                    reason=missed_reason if f.missed else None,
+                    origin="schedule",
+                    config_revision=r.config_revision,
+                    fire_at=f.fire_at,
+                    now=now,
+                    expires_at=f.expires_at,
+                    resend_at=None if f.missed else (f.resend_at or resend_first),
+                    due_at=f.due_at,
+                )
+                for key, (r, f) in zip(keys, fires, strict=True)
+            ]
+        for row in (row for answer in answers for row in answer()):
+            rk, matched, ended = (row[0], row[1], row[2]), row[3], row[4:]
+            if ended[0] is not None:
+                superseded[rk] = run_from_row(ended)
+            elif not matched:
+                blocked.add(rk)
         by_key = dict(zip(keys, records, strict=True))
         # A fire blocked by its routine's non-terminal run is recorded skipped(overlap), or buffered
         # (overlap latest: it waits, with its claim's resend_at): in the first insert when the
