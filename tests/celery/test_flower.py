@@ -1,20 +1,22 @@
-"""A real Flower on 127.0.0.1 (basic auth) against the test Redis reads a tick back from its API."""
+"""A real Flower on 127.0.0.1 (basic auth) against the test Redis reads a tick back from its API, and
+the runs a dispatch sent (their ``task-sent`` events grouped in one event message)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import httpx
 import pytest
-from celery_support import CELERY, Procs, alma_env, inprocess_worker, make_settings, reserved_port, wait_for
+from celery_support import CELERY, Procs, alma_env, inprocess_worker, make_settings, reserved_port, utcnow, wait_for
 
 from alma_schedule.celery import create_app
 from alma_schedule.clock import send_tick
-from alma_schedule.model import TICK_TASK
+from alma_schedule.model import RUN_TASK, TICK_TASK, RunKey, RunRecord
 from alma_schedule.runners.registry import KindRegistry
 from alma_schedule.stores import migrate_store
-from alma_schedule.tasks import composition_of
+from alma_schedule.tasks import CeleryDispatcher, composition_of
 
 pytestmark = pytest.mark.redis
 
@@ -67,6 +69,24 @@ def test_flower_shows_the_tick_with_its_report(sqlite_url: str, redis_url: str, 
                     return None
 
                 info = wait_for(seen, 30, 0.5, "a tick in Flower")
+
+            keys = [RunKey("acme", "u1", f"flower-{i}", "2026-03-01T12:00:00Z") for i in range(3)]
+            when = utcnow() + timedelta(minutes=5)
+            runs = [
+                RunRecord(*k.args(), state="claimed", origin="schedule", config_revision="rev", fire_at=when,
+                          claimed_at=when, state_at=when, expires_at=when)
+                for k in keys
+            ]  # fmt: skip
+            CeleryDispatcher(app, settings).send_runs(runs)  # 3 task messages, their 3 events in ONE message
+
+            def runs_sent() -> list[dict[str, object]] | None:
+                tasks = client.get("/api/tasks", params={"taskname": RUN_TASK}, auth=auth).json()
+                found = [t for t in tasks.values() if "flower-" in str(t.get("args"))]
+                return found if len(found) == 3 else None
+
+            shown = wait_for(runs_sent, 30, 0.5, "the dispatched runs in Flower")
+            assert all(t["sent"] and t["state"] == "PENDING" for t in shown)
+            assert sorted(str(t["args"]) for t in shown) == sorted(repr(k.args()) for k in keys)
         assert info["name"] == TICK_TASK
         assert info["received"] and info["started"] and info["succeeded"] and info["worker"]
         assert "'claimed': 0" in str(info["result"]) and "'blocked': 0" in str(info["result"])
