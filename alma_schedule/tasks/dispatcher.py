@@ -287,7 +287,6 @@ class _Publisher:
         with producer.connection._reraise_as_library_errors():
             self.send(producer, self.name, message, **options, **self.bound)
 
-
     def flush_events(self) -> None:
         """Publish the ``task-sent`` events held for this batch (a batch without events: nothing)."""
         if self.grouped is not None:
