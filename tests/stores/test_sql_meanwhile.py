@@ -16,7 +16,7 @@ from psycopg.pq import PipelineStatus
 from alma_schedule.errors import StoreError, StoreUnavailable
 from alma_schedule.stores.sql import hot
 from alma_schedule.stores.sql.errors import mapped_errors
-from tests.stores.sql_support import opened, pg_admin, pg_database
+from tests.stores.sql_support import libpq_url, opened, pg_admin, pg_database
 
 pytestmark = pytest.mark.postgres
 
@@ -31,8 +31,7 @@ def url() -> Iterator[str]:
 
 def _lock_holder(store_url: str) -> int | None:
     """The backend holding this test's advisory lock, asked on a connection of its own."""
-    name = store_url.rsplit("/", 1)[1]
-    with psycopg.connect(f"postgresql://postgres@127.0.0.1:5432/{name}") as conn:
+    with psycopg.connect(libpq_url(store_url)) as conn:
         row = conn.execute(
             "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objid = %s AND granted", (LOCK,)
         ).fetchone()
