@@ -20,8 +20,8 @@ from alma_schedule.errors import DispatchError
 from alma_schedule.model import COLLECT_TASK, RUN_MANY_TASK, RUN_TASK, RunRecord
 from alma_schedule.settings import Settings
 from alma_schedule.tasks import CeleryDispatcher
-from alma_schedule.tasks.dispatcher import _argsrepr
 from alma_schedule.tasks.install import our_routes
+from alma_schedule.tasks.publisher import argsrepr
 
 pytestmark = pytest.mark.redis
 
@@ -295,7 +295,7 @@ def test_each_message_is_the_one_celerys_send_task_builds(redis_url: str, r: red
         with app.producer_or_acquire() as producer:
             app.send_task(
                 m["headers"]["task"], args=args, expires=expires, producer=producer, serializer="json",
-                ignore_result=True, add_to_parent=False, argsrepr=_argsrepr(args), kwargsrepr="{}",
+                ignore_result=True, add_to_parent=False, argsrepr=argsrepr(args), kwargsrepr="{}",
             )  # fmt: skip
     theirs = messages(r, "alma.run")
     assert len(ours) == len(theirs) == (size + 1 if size == 1 else 2)
@@ -365,9 +365,9 @@ def test_argsrepr_is_the_cut_repr_whatever_the_size(fires: int, width: int) -> N
     whole ``repr`` cut at Celery's bound gives, character for character (around the cut too)."""
     fire = ["2026-06-01T12:00:00Z", "2026-06-01T13:00:00+00:00"]
     packed = [[f"o{i}", "u" * width, f"r{i}", *fire] for i in range(fires)]
-    assert _argsrepr([packed]) == _reference_argsrepr([packed])
+    assert argsrepr([packed]) == _reference_argsrepr([packed])
     one = ["org", "u" * width, "r1", "2026-06-01T12:00:00Z"]
-    assert _argsrepr(one) == _reference_argsrepr(one)
+    assert argsrepr(one) == _reference_argsrepr(one)
 
 
 def test_a_packed_fire_carries_its_own_expiry_text_whatever_its_zone() -> None:

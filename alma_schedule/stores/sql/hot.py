@@ -68,7 +68,7 @@ from alma_schedule.stores.sql.namespace import SCHEMA_TOKEN
 
 __all__ = [
     "Rendered", "Sent", "all_rows", "begin_custom_plans", "meanwhile",
-    "one_row", "prepared_rows", "rendered", "sent_rows",
+    "one_row", "out_of_pipeline", "prepared_rows", "rendered", "sent_rows",
 ]  # fmt: skip
 
 #: Compiles the hot statements with ``$n`` placeholders (PostgreSQL's own, no client-side rewrite).
@@ -234,7 +234,6 @@ def meanwhile(conn: Connection, stmt: Any, schema: str, params: Mapping[str, Any
     block's end, as :func:`all_rows` would; a connection whose pipeline could not end is invalidated
     (never pooled in pipeline mode). Inside a transaction the pipeline's Sync commits nothing."""
     import psycopg
-    from psycopg.pq import PipelineStatus
 
     driver = conn.connection.driver_connection
     assert isinstance(driver, psycopg.Connection)
@@ -248,8 +247,16 @@ def meanwhile(conn: Connection, stmt: Any, schema: str, params: Mapping[str, Any
     except psycopg.Error as exc:
         _raise(conn, driver, None, exc, sent.sql if sent is not None else hot.sql, sent.args if sent else [])
     finally:
-        if driver.pgconn.pipeline_status != PipelineStatus.OFF and not conn.invalidated:
-            conn.invalidate()
+        out_of_pipeline(conn, driver)
+
+
+def out_of_pipeline(conn: Connection, driver: Any) -> None:
+    """After a pipeline's end: a connection whose pipeline could not end (lost meanwhile) is
+    invalidated, never pooled in pipeline mode."""
+    from psycopg.pq import PipelineStatus
+
+    if driver.pgconn.pipeline_status != PipelineStatus.OFF and not conn.invalidated:
+        conn.invalidate()
 
 
 @dataclass(slots=True)

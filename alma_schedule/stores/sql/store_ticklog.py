@@ -75,7 +75,7 @@ class TickLogMixin(SqlBase):
             try:
                 conn = stack.enter_context(self._tx(single=True))
                 driver: Any = conn.connection.driver_connection
-                stack.callback(_out_of_pipeline, conn, driver)  # after the pipeline's own end
+                stack.callback(hot.out_of_pipeline, conn, driver)  # after the pipeline's own end
                 stack.enter_context(driver.pipeline())
                 schema = self.schema
                 if limit is not None:  # rendered with its literal LIMIT, planned per execution as before
@@ -112,14 +112,6 @@ class TickLogMixin(SqlBase):
         with self._tx(read=True) as conn:
             rows = conn.execute(q.select_tick_log(limit)).all()
         return [TickMinute(r.minute, r.ticks, r.claimed, r.lag_p50, r.lag_p95) for r in rows]
-
-
-def _out_of_pipeline(conn: Any, driver: Any) -> None:
-    """A connection whose pipeline could not end (lost meanwhile) never goes back to the pool."""
-    from psycopg.pq import PipelineStatus
-
-    if driver.pgconn.pipeline_status != PipelineStatus.OFF:
-        conn.invalidate()
 
 
 def _parts(stack: ExitStack, sent: dict[str, hot.Sent], limit: int | None) -> TickEndParts:
