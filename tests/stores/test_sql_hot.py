@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import timedelta, timezone
 from typing import Any
 
 import psycopg
@@ -216,9 +216,17 @@ def test_a_statement_whose_text_or_types_depend_on_the_values_is_refused() -> No
 AWKWARD = ['q"uote', "back\\slash", "com,ma", "{brace}", "NULL", "sp ace", "ü-ñ-日本", "", "'single'"]
 
 
-def test_an_array_of_plain_strings_travels_as_a_literal_and_any_other_list_as_it_is() -> None:
+def test_arrays_of_plain_strings_and_aware_instants_travel_as_literals_any_other_list_as_it_is() -> None:
     assert hot._array(["a", "b c", "NULL", "{x},y"]) == '{"a","b c","NULL","{x},y"}'
-    for kept in (['q"uote', "a"], ["back\\slash"], ["a", None], [T0], [1, 2], []):
+    assert hot._array(["a", None, "NULL"]) == '{"a",NULL,"NULL"}'  # None is NULL, the text "NULL" is text
+    east = timezone(timedelta(hours=2))
+    at = T0.astimezone(east)
+    assert hot._array([T0, None, at, T0]) == (
+        f'{{"{T0.isoformat()}",NULL,"{T0.isoformat()}","{T0.isoformat()}"}}'  # equal instants: one text
+    )
+    assert hot._array([at]) == f'{{"{at.isoformat()}"}}'  # its own offset: the same instant
+    naive = T0.replace(tzinfo=None)
+    for kept in (['q"uote', "a"], ["back\\slash"], ['q"', None], [naive], [T0, naive], [1, 2], [True], [], [None]):
         assert hot._array(kept) is kept  # the binary list dumper's
 
 
@@ -231,6 +239,25 @@ def test_every_string_reaches_the_database_as_it_was(url: str) -> None:
             got = [row[0] for row in hot.all_rows(conn, stmt, "alma", {"a": values})]
             assert got == values
         conn.commit()
+
+
+def test_every_instant_and_null_reaches_the_database_as_it_was(url: str) -> None:
+    """Instants in any offset, NULLs among them and among strings, as literals (``unnest`` read back
+    in a session of another zone: the instants are the same, the NULLs NULL, the text "NULL" text)."""
+    stamps = sa.select(sa.func.unnest(sa.bindparam("a", type_=sa.ARRAY(sa.DateTime(timezone=True))))).select_from(
+        sa.text("(SELECT 1) x")
+    )
+    texts = sa.select(sa.func.unnest(sa.bindparam("a", type_=sa.ARRAY(sa.Text)))).select_from(sa.text("(SELECT 1) x"))
+    east, west = timezone(timedelta(hours=5, minutes=30)), timezone(timedelta(hours=-8))
+    instants = [T0, None, T0.astimezone(east), T0 + timedelta(microseconds=7), (T0 + SECOND).astimezone(west), None]
+    with opened(url) as store, store.engine.connect() as conn:
+        conn.exec_driver_sql("SET TIME ZONE 'Asia/Tokyo'")
+        assert isinstance(hot._array(instants), str)
+        assert [row[0] for row in hot.all_rows(conn, stamps, "alma", {"a": instants})] == instants
+        mixed = ["x", None, "NULL", "", None]
+        assert isinstance(hot._array(mixed), str)
+        assert [row[0] for row in hot.all_rows(conn, texts, "alma", {"a": mixed})] == mixed
+        conn.rollback()
 
 
 def test_a_claim_of_routines_named_with_awkward_characters_records_each_name(url: str) -> None:

@@ -1,7 +1,7 @@
-"""PostgreSQL: a statement sent ahead (:func:`alma_schedule.stores.sql.hot.meanwhile`, the claim's
-supersede while the run records are built) runs on the server while the block's Python runs, its
-rows come after the block, and a failure leaves as :func:`~alma_schedule.stores.sql.hot.all_rows`'
-would, never a connection left in pipeline mode."""
+"""PostgreSQL: statements sent ahead (:func:`alma_schedule.stores.sql.hot.meanwhile`, the claim's
+statements that make room while the run records are built) run on the server, in order, while the
+block's Python runs, their rows come after the block, and a failure leaves as
+:func:`~alma_schedule.stores.sql.hot.all_rows`' would, never a connection left in pipeline mode."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def test_the_statement_runs_while_the_block_runs_and_its_rows_come_after(url: st
     )
     with opened(url) as store, store.engine.connect() as conn:
         with conn.begin():
-            with hot.meanwhile(conn, stmt, "alma", {"k": LOCK}) as rows:
+            with hot.meanwhile(conn, "alma", [(stmt, {"k": LOCK})]) as (rows,):
                 deadline = time.monotonic() + 10
                 while (holder := _lock_holder(url)) is None and time.monotonic() < deadline:
                     time.sleep(0.01)  # the server took the lock: the statement ran before the block's end
@@ -62,7 +62,7 @@ def test_a_failed_statement_raises_at_the_block_end_as_a_store_error(url: str) -
     with opened(url) as store:
         with store.engine.connect() as conn, pytest.raises(StoreError) as caught, mapped_errors(url):
             conn.execution_options(isolation_level="AUTOCOMMIT")
-            with hot.meanwhile(conn, one_over, "alma", {"zero": 0}):
+            with hot.meanwhile(conn, "alma", [(one_over, {"zero": 0})]):
                 pass
         assert type(caught.value) is StoreError and "division by zero" in str(caught.value)
         assert store.count_routines() == {"enabled": 0, "paused": 0, "disabled": 0}  # the pool works on
@@ -75,6 +75,53 @@ def test_a_backend_terminated_meanwhile_is_unavailable_and_the_connection_invali
         pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
         slow = sa.select(sa.func.pg_sleep(sa.literal_column("0.5")), stmt.scalar_subquery())
         with pytest.raises(StoreUnavailable), mapped_errors(url):
-            with hot.meanwhile(conn, slow, "alma", {}):
+            with hot.meanwhile(conn, "alma", [(slow, {})]):
                 pg_admin(f"SELECT pg_terminate_backend({int(pid or 0)})")
         assert conn.invalidated
+
+
+def _temp_table(conn: sa.Connection) -> None:
+    conn.exec_driver_sql("CREATE TEMP TABLE meanwhile_t (n int) ON COMMIT DROP")
+
+
+def test_several_statements_run_in_order_and_each_answers_after_the_block(url: str) -> None:
+    put = sa.text("INSERT INTO meanwhile_t SELECT CAST(:n AS int) RETURNING n").bindparams(
+        sa.bindparam("n", type_=sa.Integer)
+    )
+    total = sa.text("SELECT CAST(sum(n) AS int), pg_backend_pid() FROM meanwhile_t")
+    with opened(url) as store, store.engine.connect() as conn:
+        with conn.begin():
+            _temp_table(conn)
+            with hot.meanwhile(conn, "alma", [(put, {"n": 2}), (put, {"n": 40}), (total, {})]) as answers:
+                assert len(answers) == 3
+            assert [a() for a in answers[:2]] == [[(2,)], [(40,)]]
+            (summed,) = answers[2]()
+            assert summed[0] == 42  # the third saw what the two before it wrote
+            assert conn.connection.driver_connection.pgconn.pipeline_status == PipelineStatus.OFF
+            conn.rollback()
+
+
+def test_a_failed_first_statement_is_named_and_the_rest_do_not_run(url: str) -> None:
+    one_over = sa.select(sa.literal_column("1") / sa.cast(sa.bindparam("zero", type_=sa.Integer), sa.Integer))
+    later = sa.select(sa.func.pg_advisory_lock(sa.cast(sa.bindparam("k", type_=sa.BigInteger), sa.BigInteger)))
+    with opened(url) as store:
+        with store.engine.connect() as conn, pytest.raises(StoreError) as caught, mapped_errors(url):
+            conn.execution_options(isolation_level="AUTOCOMMIT")
+            with hot.meanwhile(conn, "alma", [(one_over, {"zero": 0}), (later, {"k": LOCK})]):
+                pass
+        assert "division by zero" in str(caught.value)
+        assert _lock_holder(url) is None  # the statement after the failed one never ran
+        assert store.count_routines() == {"enabled": 0, "paused": 0, "disabled": 0}
+
+
+def test_nothing_to_send_opens_no_pipeline_and_nesting_is_refused(url: str) -> None:
+    one = sa.select(sa.literal_column("1"))
+    with opened(url) as store, store.engine.connect() as conn:
+        with conn.begin():
+            with hot.meanwhile(conn, "alma", []) as answers:
+                assert answers == []
+                assert conn.connection.driver_connection.pgconn.pipeline_status == PipelineStatus.OFF
+            with pytest.raises(RuntimeError, match="does not nest"):
+                with hot.meanwhile(conn, "alma", [(one, {})]):
+                    with hot.meanwhile(conn, "alma", [(one, {})]):
+                        pass

@@ -102,17 +102,17 @@ class SqlBase:
         return list(conn.execute(stmt, params).all())
 
     @contextmanager
-    def _meanwhile(self, conn: Connection, stmt: Any, params: Any) -> Iterator[Callable[[], list[Any]]]:
-        """:meth:`_rows` of ``stmt``, read by calling what the block is given, AFTER the block: on
-        PostgreSQL the statement is sent on entry (:func:`.hot.meanwhile`: pipeline mode) and the
-        server runs it while the block's Python runs; its answer comes at the block's end, in the one
-        round trip :meth:`_rows` would have waited for. SQLite: executed on entry."""
+    def _meanwhile(self, conn: Connection, *statements: tuple[Any, Any]) -> Iterator[list[Callable[[], list[Any]]]]:
+        """:meth:`_rows` of each ``(stmt, params)``, in order, read by calling the function the block is
+        given for it, AFTER the block: on PostgreSQL they are all sent on entry (:func:`.hot.meanwhile`:
+        pipeline mode) and the server runs them while the block's Python runs; their answers come at
+        the block's end, in the one round trip :meth:`_rows` would have waited for. SQLite: executed
+        on entry, in order."""
         if self.dialect == "postgresql":
-            with hot.meanwhile(conn, stmt, self.schema, params) as rows:
-                yield rows
+            with hot.meanwhile(conn, self.schema, statements) as answers:
+                yield answers
             return
-        done = self._rows(conn, stmt, params)
-        yield lambda: done
+        yield [_answer(self._rows(conn, stmt, params)) for stmt, params in statements]
 
     def _exec(self, conn: Connection, stmt: Any, params: Any) -> None:
         """:meth:`_rows` of a statement whose rows (if any) nobody reads."""
@@ -144,3 +144,8 @@ class SqlBase:
     def close(self) -> None:
         """Release connections."""
         self._engine.dispose()
+
+
+def _answer(rows: list[Any]) -> Callable[[], list[Any]]:
+    """The answer of a statement executed already: its rows."""
+    return lambda: rows

@@ -3,9 +3,9 @@
 
 Helpers only, each run inside the caller's transaction:
 
-* :meth:`BufferedMixin._replace_buffered`: in ``claim_due``, before the run rows are inserted, the
+* :meth:`BufferedMixin._replacing`: in ``claim_due``, before the run rows are inserted, the
   buffered rows of the ``latest`` routines that got a newer fire become ``skipped(overlap)`` (ONE
-  statement; only when the batch holds such a routine).
+  statement, sent with the claim's supersede; only when the batch holds such a routine).
 * :meth:`BufferedMixin._release_buffered`: in every transaction that moves a routine's open run to
   a terminal state (``finish``, ``record``, ``start``'s skip, the expiry of a blocking manual run),
   after that write: the buffered row (read locked through ``uq_runs_one_buffered``) becomes
@@ -28,14 +28,11 @@ Key3 = tuple[str, str, str]
 
 
 class BufferedMixin(SqlBase):
-    def _replace_buffered(self, conn: Any, fires: list[tuple[str, str, str, str]], now: datetime) -> list[RunRecord]:
-        """The buffered rows of the routines of these fires -> ``skipped(overlap)``, returned (one
-        statement per chunk; a duplicate fire replaces nothing)."""
-        out: list[RunRecord] = []
-        for chunk in self._key_chunks(fires):
-            stmt, params = q.replace_buffered(self.dialect, chunk, now)
-            out.extend(run_from_row(row) for row in self._rows(conn, stmt, params))
-        return out
+    def _replacing(self, fires: list[tuple[str, str, str, str]], now: datetime) -> list[tuple[Any, Any]]:
+        """The statements that make the buffered rows of the routines of these fires
+        ``skipped(overlap)`` and return them (one per chunk; a duplicate fire replaces nothing): the
+        caller sends them in its transaction and turns their rows into records (``run_from_row``)."""
+        return [q.replace_buffered(self.dialect, chunk, now) for chunk in self._key_chunks(fires)]
 
     def _key_chunks(self, keys: list[Any]) -> list[list[Any]]:
         if self.dialect == "postgresql" or len(keys) <= 2000:

@@ -70,7 +70,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -279,19 +279,24 @@ class TickMixin(InsertsMixin):
         keys = [(r.org, r.uid, r.routine_id, f.run_id) for r, f in fires]  # each fire's run key
         live = [key for key, (_, f) in zip(keys, fires, strict=True) if not f.missed]
         latest = [key for key, (_, f) in zip(keys, fires, strict=True) if f.buffer and not f.missed]
-        if latest and d == "postgresql":  # the runs a buffered fire would wait behind: held to the commit
-            self._exec(conn, *q.lock_open_runs([k[:3] for k in latest]))
-        replaced = self._replace_buffered(conn, latest, now) if latest else []
         superseded: dict[RKey, RunRecord] = {}
         blocked: set[RKey] = set()  # PostgreSQL: routines whose open run the supersede left open
-        advancing, answers = (fires if advance else []), []
+        advancing = fires if advance else []
         missed_state, missed_reason = supersession.MISSED
         claimed_state, resend_first = RunState.CLAIMED, now + timers.resend_first
-        with ExitStack() as sending:  # PostgreSQL: one chunk, run by the server while the records are built
-            for chunk in self._chunks(live):
-                stmt, params = q.supersede(d, chunk, now, advancing, at if advancing else None)
-                advancing = []
-                answers.append(sending.enter_context(self._meanwhile(conn, stmt, params)))
+        # PostgreSQL: the statements that make room are sent at once, in order (the latest routines'
+        # open runs locked, their buffered rows replaced, the supersede with the cursor moves) and
+        # run by the server while the records are built; their answers come after the block
+        sending: list[tuple[Any, Any]] = []
+        if latest and d == "postgresql":  # the runs a buffered fire would wait behind: held to the commit
+            sending.append(q.lock_open_runs([k[:3] for k in latest]))
+        replacing = self._replacing(latest, now)
+        first = len(sending) + len(replacing)  # the first supersede's answer
+        sending.extend(replacing)
+        for chunk in self._chunks(live):
+            sending.append(q.supersede(d, chunk, now, advancing, at if advancing else None))
+            advancing = []
+        with self._meanwhile(conn, *sending) as sent:
             records = [
                 new_record(
                     key[:3],
@@ -308,7 +313,8 @@ class TickMixin(InsertsMixin):
                 )
                 for key, (r, f) in zip(keys, fires, strict=True)
             ]
-        for row in (row for answer in answers for row in answer()):
+        replaced = [run_from_row(row) for answer in sent[first - len(replacing) : first] for row in answer()]
+        for row in (row for answer in sent[first:] for row in answer()):
             rk, matched, ended = (row[0], row[1], row[2]), row[3], row[4:]
             if ended[0] is not None:
                 superseded[rk] = run_from_row(ended)
