@@ -32,14 +32,16 @@ counting before any collection walks them).
 
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Protocol
 
-from alma_schedule.model import ClaimBatch, ClaimScan, Decision, Routine, TickError
+from alma_schedule.model import ClaimBatch, ClaimScan, Decision, Routine, RunRecord, TickError
 
 from . import collector
 from .outbox import Outbox, send_logged
@@ -88,13 +90,29 @@ def _claim_live(rt: Runtime, at: datetime, decide: Callable[[Routine], Decision]
     def last(batch: ClaimBatch) -> bool:  # short, or the store saw nothing else due
         return _short(batch, s.claim_limit) or scan.exhausted
 
+    # builds a batch's messages during its INSERT, where the store takes a ``staging`` (a fleet's own
+    # store written before it existed does not: its batches are sent after their commits, as before)
+    stage = getattr(rt.dispatcher, "stage_runs", None) if _takes_staging(store) else None
+    tick_thread = threading.current_thread()  # the one that flushes the outbox
+
     def one() -> ClaimBatch:
-        batch = store.claim_due(at, s.claim_limit, decide, rt.timers, scan)
-        with sending:
-            if outbox is not None and last(batch):
-                outbox.hold("run", rt.dispatcher.send_runs, batch.claimed)
+        staged: list[Staged] = []
+        staging = _staging(stage, sending, staged) if stage is not None else None
+        try:
+            if staging is None:
+                batch = store.claim_due(at, s.claim_limit, decide, rt.timers, scan)
+            else:
+                batch = store.claim_due(at, s.claim_limit, decide, rt.timers, scan, staging=staging)
+        except BaseException:
+            for made in staged:
+                made.discard()
+            raise
+        send, discard = _sender(rt.dispatcher.send_runs, staged, batch)
+        with sending:  # a staged batch is sent by the thread that staged it (kombu's batch is per thread)
+            if outbox is not None and last(batch) and (discard is None or threading.current_thread() is tick_thread):
+                outbox.hold("run", send, batch.claimed, discard)
                 return batch
-            err = send_logged("run", rt.dispatcher.send_runs, batch.claimed)
+            err = send_logged("run", send, batch.claimed)
             if err:
                 out.errors.append(err)
         return batch
@@ -116,6 +134,58 @@ def _claim_live(rt: Runtime, at: datetime, decide: Callable[[Routine], Decision]
     context = capture() if capture is not None else nullcontext
     out.batches.extend(_concurrently(one, left, workers, last, context))
     return out
+
+
+def _takes_staging(store: object) -> bool:
+    """``store.claim_due`` accepts ``staging`` (the :class:`~alma_schedule.stores.base.Store` protocol's
+    since it was added; a store written before it keeps working without)."""
+    try:
+        params = inspect.signature(store.claim_due).parameters  # type: ignore[attr-defined]
+    except (AttributeError, TypeError, ValueError):
+        return False
+    return "staging" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+
+
+class Staged(Protocol):
+    """What a dispatcher's ``stage_runs`` returns (:class:`~alma_schedule.tasks.staged.StagedSend`)."""
+
+    def matches(self, runs: Sequence[RunRecord]) -> bool: ...
+    def send(self, runs: Sequence[RunRecord]) -> None: ...
+    def discard(self) -> None: ...
+
+
+def _staging(
+    stage: Callable[[Sequence[RunRecord]], Staged | None], sending: threading.Lock, staged: list[Staged]
+) -> Callable[[Sequence[RunRecord]], None]:
+    """``claim_due``'s ``staging`` for one batch: the dispatcher's ``stage_runs`` (its messages built
+    while the batch's INSERT runs, published only when sent), kept in ``staged``; never raises (a
+    staging that failed is logged: the batch's runs are then sent as usual, after the commit)."""
+
+    def staging(runs: Sequence[RunRecord]) -> None:
+        with sending:
+            try:
+                made = stage(runs)
+            except Exception as exc:
+                log.warning("the batch's messages were not built ahead: %s", type(exc).__name__, exc_info=exc)
+                return
+        if made is not None:
+            staged.append(made)
+
+    return staging
+
+
+def _sender(
+    send_runs: Callable[[Sequence[RunRecord]], None], staged: list[Staged], batch: ClaimBatch
+) -> tuple[Callable[[Sequence[RunRecord]], None], Callable[[], None] | None]:
+    """How the batch's claims are sent, and how that send is dropped if it never happens: the staged
+    messages when they are the batch's claims (the same records), else (discarded) ``send_runs``."""
+    chosen: Staged | None = None
+    for made in staged:
+        if chosen is None and made.matches(batch.claimed):
+            chosen = made
+        else:
+            made.discard()
+    return (send_runs, None) if chosen is None else (chosen.send, chosen.discard)
 
 
 def _concurrently(

@@ -57,7 +57,7 @@ class Outbox:
     collector paused, as the claims' own sends do (:mod:`.collector`)."""
 
     def __init__(self, gc_pause: bool = False) -> None:
-        self._held: list[tuple[str, Send, Sequence[RunRecord]]] = []
+        self._held: list[tuple[str, Send, Sequence[RunRecord], Callable[[], None] | None]] = []
         self._lock = threading.Lock()
         self._gc_pause = gc_pause
 
@@ -65,20 +65,35 @@ class Outbox:
     def pending(self) -> bool:
         return bool(self._held)
 
-    def hold(self, what: str, send: Send, runs: Sequence[RunRecord]) -> None:
-        """Keep ``send(runs)`` for the next :meth:`flush` (nothing when ``runs`` is empty)."""
-        if runs:
-            with self._lock:
-                self._held.append((what, send, runs))
+    def hold(self, what: str, send: Send, runs: Sequence[RunRecord], discard: Callable[[], None] | None = None) -> None:
+        """Keep ``send(runs)`` for the next :meth:`flush` (nothing when ``runs`` is empty: then
+        ``discard`` is called at once); ``discard``: what drops the send if the flush is interrupted
+        before it (a staged dispatch: its producer goes back to the pool)."""
+        if not runs:
+            if discard is not None:
+                discard()
+            return
+        with self._lock:
+            self._held.append((what, send, runs, discard))
 
     def flush(self) -> list[TickError]:
-        """Send everything held, in the order held (each as :func:`send_logged`); their errors."""
+        """Send everything held, in the order held (each as :func:`send_logged`); their errors. An
+        exception that interrupts it (the task's time limit) drops the sends it did not reach."""
         with self._lock:
             held, self._held = self._held, []
         if not held:
             return []
-        with collector.paused(self._gc_pause):
-            errors = [send_logged(what, send, runs) for what, send, runs in held]
+        errors: list[TickError | None] = []
+        reached = 0  # the sends started (one interrupted inside its send cleans up after itself)
+        try:
+            with collector.paused(self._gc_pause):
+                for what, send, runs, _ in held:
+                    reached += 1
+                    errors.append(send_logged(what, send, runs))
+        finally:
+            for _, _, _, discard in held[reached:]:
+                if discard is not None:
+                    discard()
         return [e for e in errors if e is not None]
 
 

@@ -320,11 +320,15 @@ def spend_args(ceiling_key: str, day: str) -> tuple[str, str]:
     return check_text("ceiling_key", ceiling_key, optional=False) or "", check_text("day", day, optional=False) or ""
 
 
-def claim_due_args(now: datetime, limit: int, decide: Any, timers: Timers, scan: Any = None) -> tuple[datetime, int]:
-    """``claim_due``: ``(now, limit)``; ``decide`` is callable, ``timers`` a :class:`Timers` and
-    ``scan`` a :class:`~alma_schedule.model.ClaimScan` or None."""
+def claim_due_args(
+    now: datetime, limit: int, decide: Any, timers: Timers, scan: Any = None, staging: Any = None
+) -> tuple[datetime, int]:
+    """``claim_due``: ``(now, limit)``; ``decide`` is callable, ``timers`` a :class:`Timers`,
+    ``scan`` a :class:`~alma_schedule.model.ClaimScan` or None and ``staging`` callable or None."""
     if not callable(decide):
         raise InvalidInput("claim_due needs a callable decide")
+    if staging is not None and not callable(staging):
+        raise InvalidInput(f"staging must be callable or None, not {type(staging).__name__}")
     if scan is not None and not isinstance(scan, ClaimScan):
         raise InvalidInput(f"scan must be a ClaimScan or None, not {type(scan).__name__}")
     check_timers(timers)

@@ -52,6 +52,7 @@ from alma_schedule.stores.system import Derive as Derive
 from alma_schedule.stores.system import SystemStore
 
 Decide = Callable[[Routine], Decision]
+Staging = Callable[[Sequence[RunRecord]], object]  # claim_due's (see there)
 PlanBackfill = Callable[[Routine, Backfill], BackfillStep | None]
 
 
@@ -120,7 +121,13 @@ class Store(SystemStore, Protocol):
     claim_concurrency: int
 
     def claim_due(
-        self, now: datetime, limit: int, decide: Decide, timers: Timers, scan: ClaimScan | None = None
+        self,
+        now: datetime,
+        limit: int,
+        decide: Decide,
+        timers: Timers,
+        scan: ClaimScan | None = None,
+        staging: Staging | None = None,
     ) -> ClaimBatch:
         """System, ONE transaction, a constant number of statements per batch.
 
@@ -156,6 +163,12 @@ class Store(SystemStore, Protocol):
         scan's earlier batches locked, and leave the rows its other open batches hold to them;
         what is claimed does not change: a due row a batch passed over while another transaction
         held it is claimed as without a scan (SQL: the claim of held rows after a short batch).
+
+        ``staging``: a store MAY call it (PostgreSQL does, while the database runs the batch's
+        INSERT), at most once a batch, inside its transaction, with the records it is about to insert
+        ``claimed`` (never none), in ``claimed``'s order: the caller builds their messages then and
+        sends them only after the batch returned. A hint: ``claimed`` is what was claimed (fewer when
+        a fire was lost or a duplicate); an exception from ``staging`` rolls the batch back.
         """
         ...
 

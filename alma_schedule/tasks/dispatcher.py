@@ -20,13 +20,14 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from alma_schedule.errors import DispatchError
 from alma_schedule.model import COLLECT_TASK, RUN_MANY_TASK, RUN_TASK, RunRecord
 from alma_schedule.tasks.publisher import Parent, Publisher, parent_of, publish_batch
+from alma_schedule.tasks.staged import StagedSend
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -83,18 +84,49 @@ class CeleryDispatcher:
         ``record.expires_at``; or, when there are more than ``run_batch_size`` of them, packed
         ``run_batch_size`` to an ``alma_schedule.run_many`` message (ordered by expiry; the message
         expires with its earliest fire, each fire carries its own ``expires_at``)."""
+        name, messages = self._run_messages(runs)
+        self._send(name, messages, len(messages))
+
+    def stage_runs(self, runs: Sequence[RunRecord]) -> StagedSend | None:
+        """The messages ``send_runs(runs)`` would send, built and published now into a publish batch
+        that stays open (nothing reaches the broker) until the returned :class:`.staged.StagedSend`
+        is sent (after the commit of the claim that made ``runs``) or discarded, on THIS thread
+        (kombu's batch is per thread). None when there is nothing to stage or the transport's channel
+        has no publish batch (its publish would be immediate: never before the commit). Raises as
+        ``send_runs`` would when the broker cannot be reached (nothing was sent)."""
+        if not runs:
+            return None
+        self.refuse_lost_sends()
+        name, messages = self._run_messages(runs)
+        stack = ExitStack()
+        try:
+            producer = stack.enter_context(self.app.producer_or_acquire())
+            if not _batches(producer):
+                stack.close()
+                return None
+            stack.enter_context(publish_batch(producer, len(messages)))
+            publish = Publisher(self.app, name, producer, batched=True, parent=self._parent())
+            for args, expires in messages:
+                publish(args, expires)
+            publish.flush_events()
+        except BaseException as exc:
+            stack.__exit__(type(exc), exc, exc.__traceback__)  # the batch discarded, the producer released
+            raise
+        return StagedSend(self, runs, name, messages, stack)
+
+    def _run_messages(self, runs: Sequence[RunRecord]) -> tuple[str, list[tuple[list[Any], datetime | None]]]:
+        """The task name and the ``(args, expires)`` of each message that sends ``runs``."""
         size = self.settings.run_batch_size
         if size <= 1 or len(runs) <= size:
-            self.send_each(([r.org, r.uid, r.routine_id, r.run_id], r.expires_at) for r in runs)
-            return
+            return RUN_TASK, [([r.org, r.uid, r.routine_id, r.run_id], r.expires_at) for r in runs]
         ordered = sorted(runs, key=lambda r: r.expires_at)
         chunks = [ordered[i : i + size] for i in range(0, len(ordered), size)]
         texts: dict[datetime, str] = {}  # each expiry written once (a tick's fires share a few)
-        items = (
-            ([[r.org, r.uid, r.routine_id, r.run_id, _iso(texts, r.expires_at)] for r in chunk], chunk[0].expires_at)
+        # each fire: the fields of RunKey.args() (the key's validation is not redone per fire)
+        return RUN_MANY_TASK, [
+            ([[[r.org, r.uid, r.routine_id, r.run_id, _iso(texts, r.expires_at)] for r in chunk]], chunk[0].expires_at)
             for chunk in chunks
-        )  # the fields of RunKey.args() (the key's validation is not redone per fire)
-        self._send(RUN_MANY_TASK, (([fires], expires) for fires, expires in items), len(chunks))
+        ]
 
     def send_each(self, fires: Iterable[tuple[list[str], datetime | None]]) -> None:
         """One ``alma_schedule.run`` message per ``(key args, expires_at)``."""
@@ -134,6 +166,11 @@ class CeleryDispatcher:
             return
         except DispatchError as exc:
             log.warning("%s; sending them again one at a time, with the publish retry", exc)
+        self.publish_each(name, messages)
+
+    def publish_each(self, name: str, messages: list[tuple[list[Any], datetime | None]]) -> None:
+        """Publish each of ``messages`` at once, with kombu's publish retry (no batch): the way a
+        batch whose flush failed is sent again (a message of it that had left loses the run's CAS)."""
         self._publish(name, messages, batched=False)
 
     def _publish(self, name: str, messages: list[tuple[list[Any], datetime | None]], *, batched: bool) -> None:
@@ -158,6 +195,18 @@ class CeleryDispatcher:
         """Messages waiting in the run queue (a passive declare); 0 when the broker has no such queue
         yet; None when the broker cannot say (unreachable, or a transport without counts)."""
         return queue_depth(self.app, self.settings.run_queue)
+
+
+def _batches(producer: Any) -> bool:
+    """The producer's channel holds a publish batch's messages until its flush (kombu >= 5.7:
+    ``Producer.batch`` over a channel with ``create_publish_batch``; on any other channel kombu
+    publishes each message at once)."""
+    channel = producer.channel
+    return (
+        callable(getattr(producer, "batch", None))
+        and callable(getattr(channel, "create_publish_batch", None))
+        and bool(getattr(channel, "supports_batch_publish", True))
+    )
 
 
 def _iso(texts: dict[datetime, str], at: datetime) -> str:

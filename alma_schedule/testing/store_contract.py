@@ -24,6 +24,7 @@ from alma_schedule.testing.contract_record import RecordCostContract
 from alma_schedule.testing.contract_routines import RoutineContract
 from alma_schedule.testing.contract_runs import RunContract
 from alma_schedule.testing.contract_settlement import SettlementContract
+from alma_schedule.testing.contract_staging import StagingContract
 from alma_schedule.testing.contract_start import StartContract
 from alma_schedule.testing.contract_streak import StreakContract
 from alma_schedule.testing.contract_ticklog import TickLogContract
@@ -48,6 +49,7 @@ __all__ = [
     "RoutineContract",
     "RunContract",
     "SettlementContract",
+    "StagingContract",
     "StartContract",
     "StoreContract",
     "StreakContract",
@@ -60,6 +62,7 @@ __all__ = [
 class StoreContract(
     RoutineContract,
     ClaimContract,
+    StagingContract,
     BufferedContract,
     BackoffContract,
     RunContract,

@@ -30,7 +30,7 @@ import pytest
 import sqlalchemy as sa
 
 from alma_schedule.errors import StoreError, StoreUnavailable
-from alma_schedule.model import RunKey, RunResult
+from alma_schedule.model import Reason, RunKey, RunResult, RunState
 from alma_schedule.policies.streak import StreakEffect
 from alma_schedule.stores.sql import hot
 from alma_schedule.stores.sql import queries as q
@@ -219,6 +219,7 @@ AWKWARD = ['q"uote', "back\\slash", "com,ma", "{brace}", "NULL", "sp ace", "Ã¼-Ã
 def test_arrays_of_plain_strings_and_aware_instants_travel_as_literals_any_other_list_as_it_is() -> None:
     assert hot._array(["a", "b c", "NULL", "{x},y"]) == '{"a","b c","NULL","{x},y"}'
     assert hot._array(["a", None, "NULL"]) == '{"a",NULL,"NULL"}'  # None is NULL, the text "NULL" is text
+    assert hot._array([RunState.CLAIMED, None, Reason.OVERLAP]) == '{"claimed",NULL,"overlap"}'  # str enums: values
     east = timezone(timedelta(hours=2))
     at = T0.astimezone(east)
     assert hot._array([T0, None, at, T0]) == (
@@ -254,7 +255,7 @@ def test_every_instant_and_null_reaches_the_database_as_it_was(url: str) -> None
         conn.exec_driver_sql("SET TIME ZONE 'Asia/Tokyo'")
         assert isinstance(hot._array(instants), str)
         assert [row[0] for row in hot.all_rows(conn, stamps, "alma", {"a": instants})] == instants
-        mixed = ["x", None, "NULL", "", None]
+        mixed = ["x", None, "NULL", "", None, RunState.CLAIMED]
         assert isinstance(hot._array(mixed), str)
         assert [row[0] for row in hot.all_rows(conn, texts, "alma", {"a": mixed})] == mixed
         conn.rollback()

@@ -32,6 +32,7 @@ from alma_schedule.policies import backoff, limits, supersession
 from alma_schedule.policies.supersession import Placement
 from alma_schedule.settings import Timers
 from alma_schedule.stores.arguments import claim_due_args, claim_manual_args
+from alma_schedule.stores.base import Staging
 from alma_schedule.stores.memory.runs import RKey, RunsMixin
 from alma_schedule.stores.validation import check_limit, check_utc, require_utc
 
@@ -63,10 +64,12 @@ class TickMixin(RunsMixin):
         decide: Callable[[Routine], Any],
         timers: Timers,
         scan: ClaimScan | None = None,
+        staging: Staging | None = None,
     ) -> ClaimBatch:
         """Under the one lock (``scan`` is accepted and not needed: one batch at a time, and a
-        batch sorts its due routines in memory)."""
-        now, limit = claim_due_args(now, limit, decide, timers, scan)
+        batch sorts its due routines in memory; ``staging`` is checked and never called: nothing
+        runs meanwhile here)."""
+        now, limit = claim_due_args(now, limit, decide, timers, scan, staging)
         claimed: list[RunRecord] = []
         skipped: list[RunRecord] = []
         deferred: list[Deferral] = []

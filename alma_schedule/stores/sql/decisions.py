@@ -35,14 +35,29 @@ def _opt_utc(value: Any) -> bool:
     return value is None or (isinstance(value, datetime) and value.tzinfo is UTC)
 
 
-def decide_checked(decide: Callable[[Routine], Any], routine: Routine, now: datetime, timers: Timers) -> Decision:
-    """``decide``'s answer, validated; anything it raises (or a bad answer) becomes a ``Defer``."""
+def decide_checked(
+    decide: Callable[[Routine], Any],
+    routine: Routine,
+    now: datetime,
+    timers: Timers,
+    checked: dict[int, Fire] | None = None,
+) -> Decision:
+    """``decide``'s answer, validated; anything it raises (or a bad answer) becomes a ``Defer``.
+    ``checked``: the ``Fire`` objects found valid as they are so far in this batch, by identity
+    (a ``Fire`` is frozen and holds immutable values; the engine's ``decide`` hands routines that
+    share a schedule, a cursor and ``now`` one cached answer): the same object is not checked again."""
     try:
         d = decide(routine)
+        if checked is not None:
+            seen: Fire | None = checked.get(id(d))
+            if seen is not None and seen is d:
+                return checked[id(d)]
         if isinstance(d, Fire):
             check_id("run_id", d.run_id)
             if _is_utc(d.fire_at) and _is_utc(d.expires_at) and _opt_utc(d.resend_at) and _opt_utc(d.next_due_at):
                 if _opt_utc(d.due_at):
+                    if checked is not None:
+                        checked[id(d)] = d  # kept alive here: its id names no other object meanwhile
                     return d  # already aware UTC (the usual case): no copy, no conversion
             fire_at = _utc("fire_at", d.fire_at)
             expires_at = _utc("expires_at", d.expires_at)

@@ -1,5 +1,6 @@
 """The run rows of a claim, inserted (:class:`InsertsMixin`, under :mod:`.store_tick`): the INSERT
-with its fallbacks' checks, SQLite's chunking under its bind limit, the driver's plain rows.
+with its fallbacks' checks, SQLite's chunking under its bind limit, the driver's plain rows; and
+``claim_manual`` (one manual run, inserted under its routine's row lock).
 
 ``HeldCheck``: a short batch's check for due rows other transactions held (PostgreSQL), carried by
 its first INSERT's ``RETURNING`` when that INSERT returns a row (:func:`.queries.inserts.insert_records`),
@@ -13,8 +14,11 @@ from datetime import datetime
 from typing import Any
 
 from alma_schedule.errors import StoreConflict
-from alma_schedule.model import RunRecord
+from alma_schedule.model import ClaimResult, RunKey, RunRecord, RunState
+from alma_schedule.stores.arguments import claim_manual_args
+from alma_schedule.stores.base import Staging
 from alma_schedule.stores.sql import queries as q
+from alma_schedule.stores.sql.rows import new_run, routine_from_row, run_from_row
 from alma_schedule.stores.sql.store_base import RKey
 from alma_schedule.stores.sql.store_buffered import BufferedMixin
 
@@ -33,14 +37,32 @@ class HeldCheck:
 
 class InsertsMixin(BufferedMixin):
     def _insert(
-        self, conn: Any, records: list[RunRecord], by_key: dict[Any, RunRecord], held: HeldCheck | None = None
+        self,
+        conn: Any,
+        records: list[RunRecord],
+        by_key: dict[Any, RunRecord],
+        held: HeldCheck | None = None,
+        staging: Staging | None = None,
+        counting: tuple[datetime, list[dict[str, Any]]] | None = None,
     ) -> dict[Any, RunRecord]:
         """Insert these records (``ON CONFLICT DO NOTHING``): the ones inserted, by run key; with
-        ``held`` (PostgreSQL) its check rides in the INSERT, answered when a row came back."""
+        ``held`` (PostgreSQL) its check rides in the INSERT, answered when a row came back; with
+        ``staging``, it is called with the ``claimed`` records (in order) while the first INSERT
+        runs (PostgreSQL: sent ahead, :meth:`_meanwhile`; SQLite: after it); ``counting``
+        (PostgreSQL): ``(now, rows)`` of ``max_runs``' count, which rides in the first INSERT
+        (:func:`.queries.insert_records`)."""
         done: dict[Any, RunRecord] = {}
         check = (held.now, held.besides) if held is not None else None
+        claimed = [r for r in records if r.state == RunState.CLAIMED] if staging is not None else []
         for chunk in self._chunks(records):
-            rows = self._rows(conn, *q.insert_records(self.dialect, chunk, check))
+            now, counted = counting if counting is not None else (None, [])
+            stmt, counting = q.insert_records(self.dialect, chunk, check, counted, now), None
+            if staging is None or not claimed:
+                rows = self._rows(conn, *stmt)
+            else:
+                with self._meanwhile(conn, stmt) as (answer,):
+                    staging(claimed)
+                rows, staging = answer(), None
             if held is not None:
                 if rows:
                     held.found = bool(rows[0][4])
@@ -66,3 +88,41 @@ class InsertsMixin(BufferedMixin):
         if self.dialect == "postgresql" or len(items) <= SQLITE_CHUNK:
             return [items] if items else []
         return [items[i : i + SQLITE_CHUNK] for i in range(0, len(items), SQLITE_CHUNK)]
+
+    def claim_manual(
+        self,
+        key: RunKey,
+        *,
+        now: datetime,
+        expires_at: datetime,
+        resend_at: datetime,
+    ) -> ClaimResult:
+        """Tenant, ONE transaction: lock the routine row, then insert a ``claimed`` manual run."""
+        args = claim_manual_args(key, now, expires_at, resend_at)
+        rk, run_id, now, expires, resend = args.key, args.run_id, args.now, args.expires_at, args.resend_at
+        with self._tx() as conn:
+            found = conn.execute(q.select_routine(*rk, lock=True)).first()
+            if found is None:
+                return ClaimResult(False, None, "not_found")
+            routine = routine_from_row(found)
+            if routine.inactive_reason is not None:
+                return ClaimResult(False, None, routine.inactive_reason)
+            blocking = conn.execute(q.select_open_run(*rk)).first()
+            if blocking is not None:
+                return ClaimResult(False, run_from_row(blocking), "overlap")
+            values = new_run(
+                rk,
+                run_id,
+                state=RunState.CLAIMED,
+                origin="manual",
+                config_revision=routine.config_revision,
+                fire_at=now,
+                now=now,
+                expires_at=expires,
+                resend_at=resend,
+            )
+            row = conn.execute(q.insert_run(self.dialect, values)).first()
+            if row is not None:
+                return ClaimResult(True, run_from_row(row), "won")
+            existing = conn.execute(q.SELECT_RUN, q.run_params(key)).first()
+            return ClaimResult(False, run_from_row(existing) if existing is not None else None, "duplicate")

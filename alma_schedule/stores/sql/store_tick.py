@@ -1,5 +1,5 @@
-"""The tick's claims of :class:`~alma_schedule.stores.sql.SqlStore`: ``claim_due`` and
-``claim_manual`` (its sweeps, ``take_resends``, ``take_polls`` and the peeks: :mod:`.store_sweeps`).
+"""The tick's claims of :class:`~alma_schedule.stores.sql.SqlStore`: ``claim_due`` (``claim_manual``:
+:mod:`.store_inserts`; the sweeps, ``take_resends``, ``take_polls`` and the peeks: :mod:`.store_sweeps`).
 
 ``claim_due`` is ONE transaction with a constant number of statements per batch, whatever the
 batch size (cost O(due), never O(routines); statements in :mod:`.queries.claim`, built once):
@@ -11,7 +11,8 @@ batch size (cost O(due), never O(routines); statements in :mod:`.queries.claim`,
    PostgreSQL, when some fire is live, a data-modifying CTE of step 4's statement: one round trip
    less), one for ``NotDue`` and one for ``Defer`` (only when there are any);
 4. one UPDATE superseding older schedule ``claimed`` runs to ``skipped(missed)`` (CAS, RETURNING;
-   PostgreSQL: sent in pipeline mode, the run records are built while the server runs it),
+   PostgreSQL: sent in pipeline mode with the statements before it, the run records are built
+   while the server runs them),
    skipping a fire whose own run key exists (a duplicate supersedes nothing); each routine's open run
    is probed through ``uq_runs_one_active``, never found by hashing every open run of the table
    (:func:`~alma_schedule.stores.sql.queries.common.end_runs_for_fires`: O(fires) per batch); on
@@ -23,7 +24,9 @@ batch size (cost O(due), never O(routines); statements in :mod:`.queries.claim`,
    to the routine's non-terminal run (SQLite, whose step 4 reports nothing; a run that changed since
    the probe), or is a duplicate: only then one more INSERT records the blocked ones so, and
    conflicts on the key for a duplicate; a fire left with no row is checked to be a duplicate (one
-   read, only then; anything else rolls back);
+   read, only then; anything else rolls back). PostgreSQL sends it in pipeline mode and calls the
+   caller's ``staging`` with the records it is about to claim while the server runs it (the tick
+   builds their messages then: :mod:`alma_schedule.tasks.staged`);
 6. ``max_runs`` (only when the batch claimed a fire of a limited routine): one UPDATE counting the
    claims in ``schedule_claims`` and clearing ``next_due_at`` of the routines it finishes
    (:mod:`alma_schedule.policies.limits`).
@@ -77,29 +80,26 @@ from typing import Any
 from alma_schedule.errors import StoreConflict
 from alma_schedule.model import (
     ClaimBatch,
-    ClaimResult,
     ClaimScan,
     Defer,
     Deferral,
     Fire,
     NotDue,
     Routine,
-    RunKey,
     RunRecord,
     RunState,
 )
 from alma_schedule.policies import backoff, overlap, supersession
 from alma_schedule.settings import Timers
-from alma_schedule.stores.arguments import claim_due_args, claim_manual_args
+from alma_schedule.stores.arguments import claim_due_args
+from alma_schedule.stores.base import Staging
 from alma_schedule.stores.sql import queries as q
 from alma_schedule.stores.sql.decisions import clean_error, decide_checked
 from alma_schedule.stores.sql.rows import (
     new_record,
-    new_run,
     planning_routine,
     planning_routines,
     record_with,
-    routine_from_row,
     run_from_row,
 )
 from alma_schedule.stores.sql.store_base import RKey
@@ -115,13 +115,16 @@ class TickMixin(InsertsMixin):
         decide: Callable[[Routine], Any],
         timers: Timers,
         scan: ClaimScan | None = None,
+        staging: Staging | None = None,
     ) -> ClaimBatch:
         """System, ONE transaction, a constant number of statements (see the module docstring); on
         PostgreSQL a short batch is followed by the claim of the due rows it skipped while another
         transaction held them (:meth:`_claim_held`). With a ``scan`` (PostgreSQL) the batch starts
         past the due key where the scan's earlier batches stopped, and its held-rows check leaves
-        the rows the scan's other open batches hold to them."""
-        now, limit = claim_due_args(now, limit, decide, timers, scan)
+        the rows the scan's other open batches hold to them. PostgreSQL calls ``staging`` with the
+        records the batch is about to claim while the database runs its INSERT (SQLite, where
+        nothing runs meanwhile, and the claim of held rows after a short batch never call it)."""
+        now, limit = claim_due_args(now, limit, decide, timers, scan, staging)
         pg = self.dialect == "postgresql"
         keyed = scan if pg else None
         decided: list[RKey] = []
@@ -139,7 +142,7 @@ class TickMixin(InsertsMixin):
             if pg and (short or (keyed is not None and after is None)):
                 decided = [(r.org, r.uid, r.routine_id) for r in due]
                 check = HeldCheck(now, decided + (keyed.others(token) if keyed is not None else []))
-            batch = self._claim_locked(conn, due, now, decide, timers, check, at)
+            batch = self._claim_locked(conn, due, now, decide, timers, check, at, staging if pg else None)
             if check is not None and short:
                 if check.found is None:  # no INSERT returned a row: its own statement
                     check.found = bool(self._rows(conn, *q.due_exists(now, check.besides))[0][0])
@@ -211,18 +214,21 @@ class TickMixin(InsertsMixin):
         timers: Timers,
         held: HeldCheck | None = None,
         at: list[str] | None = None,
+        staging: Staging | None = None,
     ) -> ClaimBatch:
         """Steps 2-7 of the module docstring over the routines this transaction locked; ``held``
         (PostgreSQL): the short batch's check, answered by its first INSERT when that returns a row;
-        ``at`` (PostgreSQL): the locked rows' addresses, in ``due`` order (the cursor moves' TID scan)."""
+        ``at`` (PostgreSQL): the locked rows' addresses, in ``due`` order (the cursor moves' TID scan);
+        ``staging``: see :meth:`claim_due`."""
         d = self.dialect
         fires: list[tuple[Routine, Fire]] = []
         fire_at: list[str] = []  # the address of each fire's routine row (with ``at``)
         not_due: list[dict[str, Any]] = []
         defers: list[dict[str, Any]] = []
         deferred: list[Deferral] = []
+        checked: dict[int, Fire] = {}  # the Fire objects decide_checked found valid (shared answers)
         for i, routine in enumerate(due):
-            dec = decide_checked(decide, routine, now, timers)
+            dec = decide_checked(decide, routine, now, timers, checked)
             if isinstance(dec, Fire):
                 if routine.last_fire is None or routine.last_fire < dec.fire_at:
                     fires.append((routine, dec))
@@ -254,7 +260,7 @@ class TickMixin(InsertsMixin):
         if defers:
             conn.execute(*q.defer_batch(d, defers, now))
         made = (
-            self._insert_fires(conn, fires, now, timers, carried, held, fire_at if at is not None else None)
+            self._insert_fires(conn, fires, now, timers, carried, held, fire_at if at is not None else None, staging)
             if fires
             else ([], [], [])
         )
@@ -270,6 +276,7 @@ class TickMixin(InsertsMixin):
         advance: bool = False,
         held: HeldCheck | None = None,
         at: list[str] | None = None,
+        staging: Staging | None = None,
     ) -> tuple[list[RunRecord], list[RunRecord], list[RunRecord]]:
         """Steps 4-6: make room (supersede; replace buffered rows), insert, record the blocked;
         ``advance`` (PostgreSQL, some fire live): step 3's cursor moves go in the supersede's
@@ -338,7 +345,12 @@ class TickMixin(InsertsMixin):
                 if key[:3] in blocked and rec.state == claimed_state:
                     by_key[key] = blocked_record(key, rec)
             records = list(by_key.values())
-        inserted = self._insert(conn, records, by_key, held)
+        counting = None  # PostgreSQL: max_runs' count rides in the INSERT, counting what it inserts claimed
+        if d == "postgresql":
+            limited = [(r, f.max_runs) for r, f in fires if f.max_runs is not None]
+            rows = [{"org": r.org, "uid": r.uid, "routine_id": r.routine_id, "max_runs": n} for r, n in limited]
+            counting = (now, rows) if rows else None
+        inserted = self._insert(conn, records, by_key, held, staging, counting)
         lost = [blocked_record(k, rec) for k, rec in by_key.items() if k not in inserted and rec.state == claimed_state]
         if lost:
             inserted.update(self._insert(conn, lost, {(x.org, x.uid, x.routine_id, x.run_id): x for x in lost}))
@@ -357,48 +369,10 @@ class TickMixin(InsertsMixin):
                     skipped.append(gone)
             if made.state == claimed_state:
                 claimed.append(made)
-                if f.max_runs is not None:
+                if f.max_runs is not None and counting is None:
                     counted.append({"org": r.org, "uid": r.uid, "routine_id": r.routine_id, "max_runs": f.max_runs})
             else:
                 (buffered if made.state == RunState.BUFFERED else skipped).append(made)
-        if counted:  # max_runs: no statement at all for a batch without limited routines
+        if counted:  # max_runs (SQLite): no statement at all for a batch without limited routines
             self._exec(conn, *q.count_claims(d, counted, now))
         return claimed, skipped, buffered
-
-    def claim_manual(
-        self,
-        key: RunKey,
-        *,
-        now: datetime,
-        expires_at: datetime,
-        resend_at: datetime,
-    ) -> ClaimResult:
-        """Tenant, ONE transaction: lock the routine row, then insert a ``claimed`` manual run."""
-        args = claim_manual_args(key, now, expires_at, resend_at)
-        rk, run_id, now, expires, resend = args.key, args.run_id, args.now, args.expires_at, args.resend_at
-        with self._tx() as conn:
-            found = conn.execute(q.select_routine(*rk, lock=True)).first()
-            if found is None:
-                return ClaimResult(False, None, "not_found")
-            routine = routine_from_row(found)
-            if routine.inactive_reason is not None:
-                return ClaimResult(False, None, routine.inactive_reason)
-            blocking = conn.execute(q.select_open_run(*rk)).first()
-            if blocking is not None:
-                return ClaimResult(False, run_from_row(blocking), "overlap")
-            values = new_run(
-                rk,
-                run_id,
-                state=RunState.CLAIMED,
-                origin="manual",
-                config_revision=routine.config_revision,
-                fire_at=now,
-                now=now,
-                expires_at=expires,
-                resend_at=resend,
-            )
-            row = conn.execute(q.insert_run(self.dialect, values)).first()
-            if row is not None:
-                return ClaimResult(True, run_from_row(row), "won")
-            existing = conn.execute(q.SELECT_RUN, q.run_params(key)).first()
-            return ClaimResult(False, run_from_row(existing) if existing is not None else None, "duplicate")

@@ -295,6 +295,11 @@ def advance_cursors(
 
 @functools.lru_cache(maxsize=4)
 def _count(dialect: str) -> Any:
+    return count_statement(dialect)
+
+
+def count_statement(dialect: str, guard: Callable[[Any], Any] | None = None) -> Any:
+    """The UPDATE of :func:`count_claims` (``guard``: a further condition on each row's fields ``k``)."""
     counted = routines.c.schedule_claims + limits.CLAIM_STEP
     return _update_stmt(
         dialect,
@@ -302,6 +307,7 @@ def _count(dialect: str) -> Any:
         [("max_runs", sa.Integer())],
         {},
         {"schedule_claims": counted, "updated_at": _NOW},
+        guard,
         computed={
             "next_due_at": lambda k: sa.case((counted >= k["max_runs"], sa.null()), else_=routines.c.next_due_at)
         },
@@ -312,7 +318,12 @@ def count_claims(dialect: str, rows: Sequence[Mapping[str, Any]], now: datetime)
     """``max_runs`` (:mod:`alma_schedule.policies.limits`, set-based): one more claimed schedule fire
     for each routine of ``rows`` (``{org, uid, routine_id, max_runs}``); the claim that reaches
     ``max_runs`` also clears ``next_due_at`` (the routine is finished), in the same statement."""
-    return _count(dialect), _batch_params(dialect, "m", ("max_runs",), rows, now)
+    return _count(dialect), count_params(dialect, rows, now)
+
+
+def count_params(dialect: str, rows: Sequence[Mapping[str, Any]], now: datetime) -> Params:
+    """The parameters of :func:`count_claims`' UPDATE."""
+    return _batch_params(dialect, "m", ("max_runs",), rows, now)
 
 
 @functools.lru_cache(maxsize=4)

@@ -17,9 +17,15 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql as pg
 
-from alma_schedule.model import RunRecord
-from alma_schedule.stores.sql.queries.claim import CHECKED_INSTANT, due_exists_column, due_params
-from alma_schedule.stores.sql.queries.common import Key3, Params, _insert, _unnest
+from alma_schedule.model import RunRecord, RunState
+from alma_schedule.stores.sql.queries.claim import (
+    CHECKED_INSTANT,
+    count_params,
+    count_statement,
+    due_exists_column,
+    due_params,
+)
+from alma_schedule.stores.sql.queries.common import Key3, Params, _insert, _unnest, lit
 from alma_schedule.stores.sql.rows import record_values
 from alma_schedule.stores.sql.schema import runs
 from alma_schedule.stores.sql.types import UtcDateTime
@@ -89,7 +95,11 @@ def insert_runs(dialect: str, rows: Sequence[Mapping[str, Any]]) -> tuple[Any, P
 
 
 def insert_records(
-    dialect: str, recs: Sequence[RunRecord], held: tuple[datetime, Sequence[Key3]] | None = None
+    dialect: str,
+    recs: Sequence[RunRecord],
+    held: tuple[datetime, Sequence[Key3]] | None = None,
+    counting: Sequence[Mapping[str, Any]] = (),
+    now: datetime | None = None,
 ) -> tuple[Any, Params]:
     """:func:`insert_runs` of the run records ``claim_due`` made (read by attribute: no mapping per
     row; their instants are checked aware UTC: :data:`~.claim.CHECKED_INSTANT`).
@@ -97,20 +107,52 @@ def insert_records(
     ``held`` (PostgreSQL only): ``(now, besides)`` of a short batch's check for due rows other
     transactions held (:func:`~.claim.due_exists`), carried as a last ``RETURNING`` column of every
     row (an uncommitted subquery, evaluated once: one round trip fewer than its own statement). It
-    reads the routines as the INSERT's snapshot sees them, as its own statement just after would."""
+    reads the routines as the INSERT's snapshot sees them, as its own statement just after would.
+
+    ``counting`` (PostgreSQL only): the rows of :func:`~.claim.count_claims` (``{org, uid,
+    routine_id, max_runs}``) of the fires of limited routines, at ``now``; their count rides in the
+    same statement, a data-modifying CTE that counts a routine only when this INSERT returned its
+    row ``claimed`` (a fire that lost to a run or was a duplicate never counts): the statement
+    :func:`~.claim.count_claims` would have run after it, one round trip fewer. The rows returned
+    are the same."""
     if dialect != "postgresql":
-        if held is not None:
-            raise ValueError("only PostgreSQL carries the held rows' check in the INSERT")
+        if held is not None or counting:
+            raise ValueError("only PostgreSQL carries the held rows' check and the count in the INSERT")
         return insert_runs(dialect, [record_values(r) for r in recs])
     columns = dict(zip(_VARYING_NAMES, (list(c) for c in zip(*map(_varying_of, recs), strict=True)), strict=True))
     stmt, params = _unnest_insert(columns, record_values(recs[0]), checked=True)
-    if held is None:
-        return stmt, params
-    now, besides = held
     assert isinstance(params, Mapping)  # PostgreSQL binds arrays: one mapping
-    return _checking(stmt, bool(besides)), {**params, **due_params(now, besides)}
+    if held is not None:
+        at, besides = held
+        stmt, params = _checking(stmt, bool(besides)), {**params, **due_params(at, besides)}
+    if counting:
+        if now is None:
+            raise ValueError("the count in the INSERT needs its now")
+        counted = count_params(dialect, counting, now)
+        assert isinstance(counted, Mapping)
+        stmt, params = _counting(stmt), {**params, **counted}
+    return stmt, params
 
 
 @functools.lru_cache(maxsize=512)
 def _checking(stmt: Any, besides: bool) -> Any:
     return stmt.returning(due_exists_column(besides))
+
+
+@functools.lru_cache(maxsize=512)
+def _counting(stmt: Any) -> Any:
+    """``stmt`` (an INSERT ... RETURNING) as the CTE ``i_made``, the count UPDATE a CTE reading it
+    (a routine counted when its row came back ``claimed``), and the INSERT's own rows selected."""
+    made = stmt.returning(runs.c.state.label("made_state")).cte("i_made")
+    claimed = lit(RunState.CLAIMED)
+
+    def inserted_claimed(k: Any) -> Any:
+        return sa.exists(
+            sa.select(sa.literal_column("1"))
+            .select_from(made)
+            .where(made.c.org == k["org"], made.c.uid == k["uid"], made.c.routine_id == k["routine_id"])
+            .where(made.c.made_state == claimed)
+        )
+
+    counted = count_statement("postgresql", inserted_claimed).cte("m_counted")
+    return sa.select(*[c for c in made.c if c.name != "made_state"]).add_cte(counted)
