@@ -1,4 +1,4 @@
-"""PostgreSQL: statements sent ahead (:func:`alma_schedule.stores.sql.hot.meanwhile`, the claim's
+"""PostgreSQL: statements sent ahead (:func:`alma_schedule.stores.sql.ahead.meanwhile`, the claim's
 statements that make room while the run records are built) run on the server, in order, while the
 block's Python runs, their rows come after the block, and a failure leaves as
 :func:`~alma_schedule.stores.sql.hot.all_rows`' would, never a connection left in pipeline mode."""
@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from psycopg.pq import PipelineStatus
 
 from alma_schedule.errors import StoreError, StoreUnavailable
-from alma_schedule.stores.sql import hot
+from alma_schedule.stores.sql import ahead, hot
 from alma_schedule.stores.sql.errors import mapped_errors
 from tests.stores.sql_support import libpq_url, opened, pg_admin, pg_database
 
@@ -45,7 +45,7 @@ def test_the_statement_runs_while_the_block_runs_and_its_rows_come_after(url: st
     )
     with opened(url) as store, store.engine.connect() as conn:
         with conn.begin():
-            with hot.meanwhile(conn, "alma", [(stmt, {"k": LOCK})]) as (rows,):
+            with ahead.meanwhile(conn, "alma", [(stmt, {"k": LOCK})]) as (rows,):
                 deadline = time.monotonic() + 10
                 while (holder := _lock_holder(url)) is None and time.monotonic() < deadline:
                     time.sleep(0.01)  # the server took the lock: the statement ran before the block's end
@@ -62,7 +62,7 @@ def test_a_failed_statement_raises_at_the_block_end_as_a_store_error(url: str) -
     with opened(url) as store:
         with store.engine.connect() as conn, pytest.raises(StoreError) as caught, mapped_errors(url):
             conn.execution_options(isolation_level="AUTOCOMMIT")
-            with hot.meanwhile(conn, "alma", [(one_over, {"zero": 0})]):
+            with ahead.meanwhile(conn, "alma", [(one_over, {"zero": 0})]):
                 pass
         assert type(caught.value) is StoreError and "division by zero" in str(caught.value)
         assert store.count_routines() == {"enabled": 0, "paused": 0, "disabled": 0}  # the pool works on
@@ -75,7 +75,7 @@ def test_a_backend_terminated_meanwhile_is_unavailable_and_the_connection_invali
         pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
         slow = sa.select(sa.func.pg_sleep(sa.literal_column("0.5")), stmt.scalar_subquery())
         with pytest.raises(StoreUnavailable), mapped_errors(url):
-            with hot.meanwhile(conn, "alma", [(slow, {})]):
+            with ahead.meanwhile(conn, "alma", [(slow, {})]):
                 pg_admin(f"SELECT pg_terminate_backend({int(pid or 0)})")
         assert conn.invalidated
 
@@ -92,7 +92,7 @@ def test_several_statements_run_in_order_and_each_answers_after_the_block(url: s
     with opened(url) as store, store.engine.connect() as conn:
         with conn.begin():
             _temp_table(conn)
-            with hot.meanwhile(conn, "alma", [(put, {"n": 2}), (put, {"n": 40}), (total, {})]) as answers:
+            with ahead.meanwhile(conn, "alma", [(put, {"n": 2}), (put, {"n": 40}), (total, {})]) as answers:
                 assert len(answers) == 3
             assert [a() for a in answers[:2]] == [[(2,)], [(40,)]]
             (summed,) = answers[2]()
@@ -107,7 +107,7 @@ def test_a_failed_first_statement_is_named_and_the_rest_do_not_run(url: str) -> 
     with opened(url) as store:
         with store.engine.connect() as conn, pytest.raises(StoreError) as caught, mapped_errors(url):
             conn.execution_options(isolation_level="AUTOCOMMIT")
-            with hot.meanwhile(conn, "alma", [(one_over, {"zero": 0}), (later, {"k": LOCK})]):
+            with ahead.meanwhile(conn, "alma", [(one_over, {"zero": 0}), (later, {"k": LOCK})]):
                 pass
         assert "division by zero" in str(caught.value)
         assert _lock_holder(url) is None  # the statement after the failed one never ran
@@ -118,10 +118,10 @@ def test_nothing_to_send_opens_no_pipeline_and_nesting_is_refused(url: str) -> N
     one = sa.select(sa.literal_column("1"))
     with opened(url) as store, store.engine.connect() as conn:
         with conn.begin():
-            with hot.meanwhile(conn, "alma", []) as answers:
+            with ahead.meanwhile(conn, "alma", []) as answers:
                 assert answers == []
                 assert conn.connection.driver_connection.pgconn.pipeline_status == PipelineStatus.OFF
             with pytest.raises(RuntimeError, match="does not nest"):
-                with hot.meanwhile(conn, "alma", [(one, {})]):
-                    with hot.meanwhile(conn, "alma", [(one, {})]):
+                with ahead.meanwhile(conn, "alma", [(one, {})]):
+                    with ahead.meanwhile(conn, "alma", [(one, {})]):
                         pass

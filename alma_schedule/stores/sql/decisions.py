@@ -1,21 +1,23 @@
 """A routine's claim decision as the SQL store takes it: ``decide``'s answer validated (instants aware
 UTC, ids well formed), anything it raises or a bad answer turned into a ``Defer`` with back-off, and
-the error text cleaned for the column."""
+the error text cleaned for the column; a batch's decisions, taken as its locked rows arrive, sorted
+for the claim's statements (:class:`Decided`, :func:`decide_rows`)."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from alma_schedule.errors import InvalidInput
-from alma_schedule.model import Defer, Fire, NotDue, Routine, check_id
+from alma_schedule.model import Defer, Deferral, Fire, NotDue, Routine, check_id
 from alma_schedule.policies import backoff
 from alma_schedule.settings import Timers
 from alma_schedule.stores.validation import check_utc, require_utc
 
-__all__ = ["Decision", "clean_error", "decide_checked"]
+__all__ = ["Decided", "Decision", "clean_error", "decide_checked", "decide_rows"]
 
 Decision = Fire | NotDue | Defer
 
@@ -81,3 +83,58 @@ def decide_checked(
 
 def clean_error(text: str) -> str:
     return text.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode("utf-8")[:2000]
+
+
+@dataclass
+class Decided:
+    """One claim batch's locked routines, in due order, and ``decide``'s answers sorted for the claim's
+    statements: the fires to record (with the address of each one's routine row when the rows carry
+    one: ``fire_at``), the ``NotDue`` index moves, the ``Defer`` back-offs (rows and reports)."""
+
+    due: list[Routine] = field(default_factory=list)
+    fires: list[tuple[Routine, Fire]] = field(default_factory=list)
+    fire_at: list[str] = field(default_factory=list)
+    not_due: list[dict[str, Any]] = field(default_factory=list)
+    defers: list[dict[str, Any]] = field(default_factory=list)
+    deferred: list[Deferral] = field(default_factory=list)
+
+
+def decide_rows(
+    chunks: Iterable[Sequence[Any]],
+    build: Callable[[Sequence[Any]], list[Routine]],
+    decide: Callable[[Routine], Any],
+    now: datetime,
+    timers: Timers,
+    *,
+    addressed: bool,
+    locked: Callable[[list[Routine]], None] | None = None,
+) -> Decided:
+    """Each row of ``chunks`` (the locked due rows, in due order, in chunks as they arrive: the first
+    are decided while the database still sends the others) built into its routine (``build``, a
+    chunk at a time) and decided (:func:`decide_checked`); ``addressed``: each row's last column is
+    its address (PostgreSQL's ``ctid``); ``locked`` is told the routines locked so far before each
+    chunk is decided. A fire at or before the routine's ``last_fire`` is dropped."""
+    out = Decided()
+    checked: dict[int, Fire] = {}  # the Fire objects found valid (decide's answers are shared)
+    for rows in chunks:
+        routines = build(rows)
+        out.due.extend(routines)
+        if locked is not None:
+            locked(out.due)
+        for routine, row in zip(routines, rows, strict=True):
+            dec = decide_checked(decide, routine, now, timers, checked)
+            if isinstance(dec, Fire):
+                if routine.last_fire is None or routine.last_fire < dec.fire_at:
+                    out.fires.append((routine, dec))
+                    if addressed:
+                        out.fire_at.append(row[-1])
+                continue
+            rk = {"org": routine.org, "uid": routine.uid, "routine_id": routine.routine_id}
+            if isinstance(dec, Defer):
+                error = clean_error(dec.error)
+                out.defers.append({**rk, "until": dec.until, "error": error})
+                first = backoff.first_deferral(routine.error_count)
+                out.deferred.append(Deferral(rk["org"], rk["uid"], rk["routine_id"], dec.until, error, first=first))
+            elif isinstance(dec, NotDue):
+                out.not_due.append({**rk, "next_due_at": dec.next_due_at})
+    return out

@@ -3,7 +3,8 @@ the end of a tick (``record_tick``) on PostgreSQL, sent on the pooled driver con
 prepared statements (:func:`one_row`); and the tick's other statements (``claim_due``'s, the blocked
 read), rendered the same way once and planned for their parameters at every execution
 (:func:`all_rows`): sent UNNAMED, or, in a claim's transaction, which forces custom plans
-(:func:`begin_custom_plans`), prepared so that they are parsed once per connection.
+(:func:`begin_custom_plans`), prepared so that they are parsed once per connection (the claim's
+locking select is streamed, unnamed, and its writes sent ahead: :mod:`.ahead`).
 
 Why: a packed ``run_many`` message runs each of its fires through these two statements, and through
 SQLAlchemy's execution each paid, per call, in this process: the schema-name translation of its
@@ -54,8 +55,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NoReturn
@@ -67,8 +67,8 @@ from sqlalchemy.engine import Connection
 from alma_schedule.stores.sql.namespace import SCHEMA_TOKEN
 
 __all__ = [
-    "Rendered", "Sent", "all_rows", "begin_custom_plans", "meanwhile",
-    "one_row", "out_of_pipeline", "prepared_rows", "rendered", "sent_rows",
+    "CUSTOM_PLANS", "Rendered", "Sent", "all_rows", "begin_custom_plans", "cursor_for",
+    "one_row", "prepared_rows", "rendered", "sent_rows",
 ]  # fmt: skip
 
 #: Compiles the hot statements with ``$n`` placeholders (PostgreSQL's own, no client-side rewrite).
@@ -243,71 +243,6 @@ def sent_rows(conn: Connection, stmt: Any, schema: str, params: Mapping[str, Any
     return _send(conn, rendered(stmt, schema), params, prepare=prepare)
 
 
-@contextmanager
-def meanwhile(
-    conn: Connection, schema: str, statements: Sequence[tuple[Any, Mapping[str, Any]]]
-) -> Iterator[list[Callable[[], list[Any]]]]:
-    """:func:`all_rows` of each ``(stmt, params)`` of ``statements``, all SENT on entry, in order, in
-    the driver connection's pipeline mode: the server runs them one after the other (each sees what
-    the ones before it wrote) while the block's Python runs; the pipeline ends with the block (its
-    Sync: the one round trip :func:`all_rows` waits for, whatever the number of statements), and the
-    yielded functions, one per statement, called after the block (and only then: inside it there is
-    no answer yet), return their rows. A failed statement raises at the block's end, as
-    :func:`all_rows` would (the statements after it did not run: PostgreSQL skips a pipeline's rest
-    after an error); a connection whose pipeline could not end is invalidated (never pooled in
-    pipeline mode). Inside a transaction the pipeline's Sync commits nothing."""
-    import psycopg
-
-    if not statements:  # nothing to send: no pipeline, no round trip
-        yield []
-        return
-    driver = conn.connection.driver_connection
-    assert isinstance(driver, psycopg.Connection)
-    custom = bool(conn.get_execution_options().get(CUSTOM_PLANS))
-    if driver.pgconn.pipeline_status != _pipeline_off():
-        raise RuntimeError("hot.meanwhile does not nest: send every statement of the block in one call")
-    sent: list[Sent] = []
-    hot = None
-    try:
-        with driver.pipeline():
-            for stmt, params in statements:
-                hot = rendered(stmt, schema)
-                sent.append(_send(conn, hot, params, prepare=custom))
-            yield [one.rows for one in sent]
-    except psycopg.Error as exc:
-        failed = _failed(sent)
-        sql = failed.sql if failed is not None else hot.sql if hot is not None else ""
-        _raise(conn, driver, None, exc, sql, failed.args if failed is not None else [])
-    finally:
-        out_of_pipeline(conn, driver)
-
-
-def _pipeline_off() -> Any:
-    from psycopg.pq import PipelineStatus
-
-    return PipelineStatus.OFF
-
-
-def _failed(sent: Sequence[Sent]) -> Sent | None:
-    """The statement of a pipeline that failed (the first whose result is an error), else its last."""
-    from psycopg.pq import ExecStatus
-
-    for one in sent:
-        res = one.cur.pgresult
-        if res is not None and res.status == ExecStatus.FATAL_ERROR:
-            return one
-    return sent[-1] if sent else None
-
-
-def out_of_pipeline(conn: Connection, driver: Any) -> None:
-    """After a pipeline's end: a connection whose pipeline could not end (lost meanwhile) is
-    invalidated, never pooled in pipeline mode."""
-    from psycopg.pq import PipelineStatus
-
-    if driver.pgconn.pipeline_status != PipelineStatus.OFF and not conn.invalidated:
-        conn.invalidate()
-
-
 @dataclass(slots=True)
 class Sent:
     """One statement sent on ``conn``'s driver connection, its cursor still open."""
@@ -342,7 +277,9 @@ class Sent:
         return rows
 
 
-def _send(conn: Connection, hot: Rendered, params: Mapping[str, Any], *, prepare: bool) -> Sent:
+def cursor_for(conn: Connection, hot: Rendered, params: Mapping[str, Any]) -> tuple[Any, Any, str, list[Any]]:
+    """``(driver connection, raw cursor, sql, args)`` of one execution of ``hot`` on ``conn``, the
+    engine's ``before_cursor_execute`` listeners told (echo, tracing, tests: as SQLAlchemy would)."""
     args = hot.args(params)
     import psycopg  # here, not at import: a bare (SQLite) install has no driver for PostgreSQL
 
@@ -350,8 +287,15 @@ def _send(conn: Connection, hot: Rendered, params: Mapping[str, Any], *, prepare
     assert isinstance(driver, psycopg.Connection)
     cur = psycopg.RawCursor(driver)
     sql = hot.sql
-    for before in conn.dispatch.before_cursor_execute:  # echo, tracing, tests: as SQLAlchemy would
+    for before in conn.dispatch.before_cursor_execute:
         sql, args = before(conn, cur, sql, args, None, False)
+    return driver, cur, sql, args
+
+
+def _send(conn: Connection, hot: Rendered, params: Mapping[str, Any], *, prepare: bool) -> Sent:
+    import psycopg
+
+    driver, cur, sql, args = cursor_for(conn, hot, params)
     threshold = driver.prepare_threshold
     if prepare:
         driver.prepare_threshold = 0  # this one only (PG_PLAN_CACHE)

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from alma_schedule.errors import SchemaMismatch
-from alma_schedule.stores.sql import hot
+from alma_schedule.stores.sql import ahead, hot
 from alma_schedule.stores.sql import queries as q
 from alma_schedule.stores.sql.engine import READ, make_engine, normalize_url
 from alma_schedule.stores.sql.errors import mapped_errors, safe_url
@@ -104,12 +104,12 @@ class SqlBase:
     @contextmanager
     def _meanwhile(self, conn: Connection, *statements: tuple[Any, Any]) -> Iterator[list[Callable[[], list[Any]]]]:
         """:meth:`_rows` of each ``(stmt, params)``, in order, read by calling the function the block is
-        given for it, AFTER the block: on PostgreSQL they are all sent on entry (:func:`.hot.meanwhile`:
+        given for it, AFTER the block: on PostgreSQL they are all sent on entry (:func:`.ahead.meanwhile`:
         pipeline mode) and the server runs them while the block's Python runs; their answers come at
         the block's end, in the one round trip :meth:`_rows` would have waited for. SQLite: executed
         on entry, in order."""
         if self.dialect == "postgresql":
-            with hot.meanwhile(conn, self.schema, statements) as answers:
+            with ahead.meanwhile(conn, self.schema, statements) as answers:
                 yield answers
             return
         yield [_answer(self._rows(conn, stmt, params)) for stmt, params in statements]

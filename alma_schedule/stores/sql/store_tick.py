@@ -5,8 +5,10 @@
 batch size (cost O(due), never O(routines); statements in :mod:`.queries.claim`, built once):
 
 1. lock up to ``limit`` due routines (``FOR UPDATE SKIP LOCKED``; SQLite: ``BEGIN IMMEDIATE``),
-   read without their definition (planning never reads it);
-2. ask ``decide`` for each, in Python (the cron math stays in the core);
+   read without their definition (planning never reads it); PostgreSQL streams them
+   (:func:`.ahead.streamed`: :data:`STREAM_CHUNK` rows at a time, as the server sends them);
+2. ask ``decide`` for each, in Python (the cron math stays in the core), a chunk as soon as it
+   arrived (the scan records the chunk's rows as this batch's first);
 3. one batched UPDATE advancing the cursors (``WHERE last_fire IS NULL OR last_fire < fire``; on
    PostgreSQL, when some fire is live, a data-modifying CTE of step 4's statement: one round trip
    less), one for ``NotDue`` and one for ``Defer`` (only when there are any);
@@ -72,7 +74,7 @@ locks the routine row first too, so the run a claim found blocking stays open un
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
@@ -81,20 +83,19 @@ from alma_schedule.errors import StoreConflict
 from alma_schedule.model import (
     ClaimBatch,
     ClaimScan,
-    Defer,
-    Deferral,
+    DueKey,
     Fire,
-    NotDue,
     Routine,
     RunRecord,
     RunState,
 )
-from alma_schedule.policies import backoff, overlap, supersession
+from alma_schedule.policies import overlap, supersession
 from alma_schedule.settings import Timers
 from alma_schedule.stores.arguments import claim_due_args
 from alma_schedule.stores.base import Staging
+from alma_schedule.stores.sql import ahead
 from alma_schedule.stores.sql import queries as q
-from alma_schedule.stores.sql.decisions import clean_error, decide_checked
+from alma_schedule.stores.sql.decisions import Decided, decide_rows
 from alma_schedule.stores.sql.rows import (
     new_record,
     planning_routine,
@@ -106,6 +107,31 @@ from alma_schedule.stores.sql.store_base import RKey
 from alma_schedule.stores.sql.store_inserts import HeldCheck, InsertsMixin
 
 log = logging.getLogger("alma_schedule.stores")
+
+#: The locked due rows decided at a time on PostgreSQL, as they arrive (:meth:`TickMixin._decided`):
+#: a chunk's routines are built and decided while the database locks and sends the next ones.
+STREAM_CHUNK = 100
+
+
+def _opening(scan: ClaimScan | None, token: int) -> Callable[[list[Routine]], None] | None:
+    """What records in ``scan`` the rows a batch locked so far (before they are decided, so that the
+    scan's other batches leave them to it from the moment they arrive): each row's due key made once."""
+    if scan is None:
+        return None
+    keys: list[DueKey] = []
+    seen = [0]
+
+    def locked(due: list[Routine]) -> None:
+        keys.extend((r.next_due_at, r.org, r.uid, r.routine_id) for r in due[seen[0] :] if r.next_due_at)
+        seen[0] = len(due)
+        scan.open(token, list(keys))
+
+    return locked
+
+
+def _each_planned(rows: Sequence[Any]) -> list[Routine]:
+    """SQLite's rows of ``select_due(planning=True)``, as routines."""
+    return [planning_routine(row) for row in rows]
 
 class TickMixin(InsertsMixin):
     def claim_due(
@@ -132,9 +158,8 @@ class TickMixin(InsertsMixin):
         with self._scanned(keyed) as token, self._tx(custom_plans=True) as conn:  # token closed after commit
             after = keyed.after if keyed is not None else None
             stmt = q.select_due(now, limit, lock=True, planning=True, after=after, at=pg)
-            due, at = self._planning(conn, *stmt)
-            if keyed is not None:
-                keyed.open(token, [(r.next_due_at, r.org, r.uid, r.routine_id) for r in due if r.next_due_at])
+            made = self._decided(conn, stmt, now, decide, timers, _opening(keyed, token))  # as the rows arrive
+            due = made.due
             short = len(due) < limit
             check: HeldCheck | None = None
             # the held rows' check, before the commit (in the INSERT if any): a short batch's; and the
@@ -142,7 +167,7 @@ class TickMixin(InsertsMixin):
             if pg and (short or (keyed is not None and after is None)):
                 decided = [(r.org, r.uid, r.routine_id) for r in due]
                 check = HeldCheck(now, decided + (keyed.others(token) if keyed is not None else []))
-            batch = self._claim_locked(conn, due, now, decide, timers, check, at, staging if pg else None)
+            batch = self._claim_locked(conn, made, now, timers, check, staging if pg else None)
             if check is not None and short:
                 if check.found is None:  # no INSERT returned a row: its own statement
                     check.found = bool(self._rows(conn, *q.due_exists(now, check.besides))[0][0])
@@ -189,68 +214,48 @@ class TickMixin(InsertsMixin):
                 conn.execute(q.HELD_LOCK_WAIT)
                 besides = decided + (scan.others(token) if scan is not None else [])
                 stmt = q.select_due(now, limit, lock=True, wait=True, besides=besides, planning=True, at=True)
-                due, at = self._planning(conn, *stmt)
-                if scan is not None:
-                    scan.open(token, [(r.next_due_at, r.org, r.uid, r.routine_id) for r in due if r.next_due_at])
-                return self._claim_locked(conn, due, now, decide, timers, at=at)
+                made = self._decided(conn, stmt, now, decide, timers, _opening(scan, token))
+                return self._claim_locked(conn, made, now, timers)
         except StoreConflict as exc:  # lock_timeout (or a deadlock victim): nothing was written
             log.warning("claim of due routines held by another transaction deferred to the next tick: %s", exc)
             return None
 
-    def _planning(self, conn: Any, stmt: Any, params: Any) -> tuple[list[Routine], list[str] | None]:
-        """The routines of ``select_due(planning=True)`` (:func:`planning_routine`); on PostgreSQL
-        (``at=True``) also their rows' addresses, in the same order."""
+    def _decided(
+        self,
+        conn: Any,
+        stmt: tuple[Any, Any],
+        now: datetime,
+        decide: Callable[[Routine], Any],
+        timers: Timers,
+        locked: Callable[[list[Routine]], None] | None,
+    ) -> Decided:
+        """Steps 1 and 2 of the module docstring: the rows ``select_due(planning=True)`` locked, each
+        built (:func:`planning_routine`) and decided (:func:`.decisions.decide_rows`); ``locked`` is
+        told the routines locked so far before they are decided. PostgreSQL (``at=True``: each row's
+        address last) streams them, :data:`STREAM_CHUNK` rows at a time, and decides the first while
+        the database still locks and sends the others."""
         if self.dialect != "postgresql":
-            return [planning_routine(r) for r in conn.execute(stmt, params).all()], None
-        rows = self._rows(conn, stmt, params)
-        return planning_routines(rows), [row[-1] for row in rows]
+            rows = conn.execute(*stmt).all()
+            return decide_rows([rows], _each_planned, decide, now, timers, addressed=False, locked=locked)
+        chunks = ahead.streamed(conn, stmt[0], self.schema, stmt[1], STREAM_CHUNK)
+        return decide_rows(chunks, planning_routines, decide, now, timers, addressed=True, locked=locked)
 
     def _claim_locked(
         self,
         conn: Any,
-        due: list[Routine],
+        made: Decided,
         now: datetime,
-        decide: Callable[[Routine], Any],
         timers: Timers,
         held: HeldCheck | None = None,
-        at: list[str] | None = None,
         staging: Staging | None = None,
     ) -> ClaimBatch:
-        """Steps 2-7 of the module docstring over the routines this transaction locked; ``held``
-        (PostgreSQL): the short batch's check, answered by its first INSERT when that returns a row;
-        ``at`` (PostgreSQL): the locked rows' addresses, in ``due`` order (the cursor moves' TID scan);
-        ``staging``: see :meth:`claim_due`."""
+        """Steps 3-7 of the module docstring over the routines this transaction locked and decided;
+        ``held`` (PostgreSQL): the short batch's check, answered by its first INSERT when that returns
+        a row; ``staging``: see :meth:`claim_due`. On PostgreSQL each fire's routine row is reached at
+        its address (the cursor moves' TID scan)."""
         d = self.dialect
-        fires: list[tuple[Routine, Fire]] = []
-        fire_at: list[str] = []  # the address of each fire's routine row (with ``at``)
-        not_due: list[dict[str, Any]] = []
-        defers: list[dict[str, Any]] = []
-        deferred: list[Deferral] = []
-        checked: dict[int, Fire] = {}  # the Fire objects decide_checked found valid (shared answers)
-        for i, routine in enumerate(due):
-            dec = decide_checked(decide, routine, now, timers, checked)
-            if isinstance(dec, Fire):
-                if routine.last_fire is None or routine.last_fire < dec.fire_at:
-                    fires.append((routine, dec))
-                    if at is not None:
-                        fire_at.append(at[i])
-                continue
-            rk = {"org": routine.org, "uid": routine.uid, "routine_id": routine.routine_id}
-            if isinstance(dec, Defer):
-                error = clean_error(dec.error)
-                defers.append({**rk, "until": dec.until, "error": error})
-                deferred.append(
-                    Deferral(
-                        routine.org,
-                        routine.uid,
-                        routine.routine_id,
-                        dec.until,
-                        error,
-                        first=backoff.first_deferral(routine.error_count),
-                    )
-                )
-            elif isinstance(dec, NotDue):
-                not_due.append({**rk, "next_due_at": dec.next_due_at})
+        fires, not_due, defers, deferred = made.fires, made.not_due, made.defers, made.deferred
+        at = made.fire_at if d == "postgresql" else None
         # PostgreSQL: the cursor moves ride in the supersede's statement when there is one (step 4)
         carried = d == "postgresql" and any(not f.missed for _, f in fires)
         if fires and not carried:
@@ -259,12 +264,9 @@ class TickMixin(InsertsMixin):
             conn.execute(*q.move_due(d, not_due, now))
         if defers:
             conn.execute(*q.defer_batch(d, defers, now))
-        made = (
-            self._insert_fires(conn, fires, now, timers, carried, held, fire_at if at is not None else None, staging)
-            if fires
-            else ([], [], [])
+        claimed, skipped, buffered = (
+            self._insert_fires(conn, fires, now, timers, carried, held, at, staging) if fires else ([], [], [])
         )
-        claimed, skipped, buffered = made
         return ClaimBatch(tuple(claimed), tuple(skipped), tuple(deferred), tuple(buffered))
 
     def _insert_fires(

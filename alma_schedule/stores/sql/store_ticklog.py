@@ -29,7 +29,7 @@ from typing import Any
 
 from alma_schedule.model import TickEndAsk, TickEndParts, TickMinute
 from alma_schedule.stores.backfill_args import log_tick_args, tick_end_args
-from alma_schedule.stores.sql import hot
+from alma_schedule.stores.sql import ahead, hot
 from alma_schedule.stores.sql import queries as q
 from alma_schedule.stores.sql.queries import probe, ticklog
 from alma_schedule.stores.sql.rows import as_utc, erroring_from_rows, run_from_row
@@ -75,7 +75,7 @@ class TickLogMixin(SqlBase):
             try:
                 conn = stack.enter_context(self._tx(single=True))
                 driver: Any = conn.connection.driver_connection
-                stack.callback(hot.out_of_pipeline, conn, driver)  # after the pipeline's own end
+                stack.callback(ahead.out_of_pipeline, conn, driver)  # after the pipeline's own end
                 stack.enter_context(driver.pipeline())
                 schema = self.schema
                 if limit is not None:  # rendered with its literal LIMIT, planned per execution as before
