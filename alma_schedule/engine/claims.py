@@ -94,10 +94,11 @@ def _claim_live(rt: Runtime, at: datetime, decide: Callable[[Routine], Decision]
     # store written before it existed does not: its batches are sent after their commits, as before)
     stage = getattr(rt.dispatcher, "stage_runs", None) if _takes_staging(store) else None
     tick_thread = threading.current_thread()  # the one that flushes the outbox
+    refused: list[BaseException] = []  # a staging the broker refused: no other in this tick
 
     def one() -> ClaimBatch:
         staged: list[Staged] = []
-        staging = _staging(stage, sending, staged) if stage is not None else None
+        staging = _staging(stage, sending, staged, refused) if stage is not None and not refused else None
         try:
             if staging is None:
                 batch = store.claim_due(at, s.claim_limit, decide, rt.timers, scan)
@@ -155,17 +156,25 @@ class Staged(Protocol):
 
 
 def _staging(
-    stage: Callable[[Sequence[RunRecord]], Staged | None], sending: threading.Lock, staged: list[Staged]
+    stage: Callable[[Sequence[RunRecord]], Staged | None],
+    sending: threading.Lock,
+    staged: list[Staged],
+    refused: list[BaseException],
 ) -> Callable[[Sequence[RunRecord]], None]:
     """``claim_due``'s ``staging`` for one batch: the dispatcher's ``stage_runs`` (its messages built
     while the batch's INSERT runs, published only when sent), kept in ``staged``; never raises (a
-    staging that failed is logged: the batch's runs are then sent as usual, after the commit)."""
+    staging that failed is logged and kept in ``refused``: the batch's runs are then sent as usual,
+    after the commit, and the tick's later batches stage nothing: a broker that is down is waited
+    for once a batch, after its commit, never again while a claim holds its rows)."""
 
     def staging(runs: Sequence[RunRecord]) -> None:
+        if refused:
+            return
         with sending:
             try:
                 made = stage(runs)
             except Exception as exc:
+                refused.append(exc)
                 log.warning("the batch's messages were not built ahead: %s", type(exc).__name__, exc_info=exc)
                 return
         if made is not None:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from engine_support import T0
+from engine_support import T0, RecordingDispatcher, spec
 
 from alma_schedule.engine.claims import _sender, _takes_staging
 from alma_schedule.engine.outbox import Outbox
@@ -94,3 +94,39 @@ def test_a_store_without_staging_is_called_as_before() -> None:
 
     assert _takes_staging(MemoryStore()) and _takes_staging(Wrapping())
     assert not _takes_staging(OldStore()) and not _takes_staging(object())
+
+
+class StagingDispatcher(RecordingDispatcher):
+    """Stages as the Celery dispatcher does (the real one: tests/celery/test_staged.py), recording the
+    stagings; ``refuse``: the first staging raises, as for a broker that is down."""
+
+    def __init__(self, refuse: bool = False) -> None:
+        super().__init__()
+        self.refuse, self.staged = refuse, 0
+        self.flushed: list[RunRecord] = []
+
+    def stage_runs(self, runs: Sequence[RunRecord]) -> FakeStaged:
+        self.staged += 1
+        if self.refuse:
+            raise ConnectionError("the broker is down")
+        made = FakeStaged(runs)
+        made.send = lambda sent: self.flushed.extend(sent)  # type: ignore[method-assign]
+        return made
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("store", ["pg"], indirect=True)
+@pytest.mark.parametrize("refuse", [False, True])
+def test_a_tick_sends_its_staged_batches_and_stops_staging_after_a_refusal(make, clock, store, refuse) -> None:
+    disp = StagingDispatcher(refuse=refuse)
+    sched = make(dispatcher=disp, claim_limit=3, tick_claim_workers=1)
+    for i in range(10):
+        sched.register(spec(f"r{i:02d}", {"cron": "0 9 * * *"}))
+    clock.set(T0.replace(hour=9))
+    report = sched.tick()
+    assert len(report.claimed) == 10
+    if refuse:  # one staging tried, refused; every batch sent as usual after its commit
+        assert disp.staged == 1 and disp.flushed == [] and len(disp.runs) == 10
+    else:  # every batch staged, and its staged messages flushed: nothing sent another way
+        assert disp.staged == 4 and len(disp.flushed) == 10 and disp.runs == []
+    assert sorted(str(k) for k in report.claimed) == sorted(str(r.key) for r in disp.runs + disp.flushed)
