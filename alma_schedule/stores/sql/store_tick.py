@@ -29,9 +29,10 @@ batch size (cost O(due), never O(routines); statements in :mod:`.queries.claim`,
    read, only then; anything else rolls back). PostgreSQL sends it in pipeline mode and calls the
    caller's ``staging`` with the records it is about to claim while the server runs it (the tick
    builds their messages then: :mod:`alma_schedule.tasks.staged`);
-6. ``max_runs`` (only when the batch claimed a fire of a limited routine): one UPDATE counting the
+6. ``max_runs`` (only when the batch holds a fire of a limited routine): one UPDATE counting the
    claims in ``schedule_claims`` and clearing ``next_due_at`` of the routines it finishes
-   (:mod:`alma_schedule.policies.limits`).
+   (:mod:`alma_schedule.policies.limits`); on PostgreSQL a data-modifying CTE of step 5's INSERT
+   that counts only the rows that INSERT returned ``claimed`` (no statement of its own).
 
 On PostgreSQL a SHORT batch ends, before its commit, with one unlocked EXISTS of the due rows it
 did not decide (a last ``RETURNING`` column of its step-5 INSERT, so no round trip of its own, when
