@@ -133,10 +133,14 @@ def _runner_failure(key: RunKey, exc: Exception, what: str) -> RunResult:
     return RunResult.failed(Reason.RUNNER_ERROR, error_class=type(exc).__name__)
 
 
-def _uncertain(rt: Runtime, handle: StoreRunHandle, exc: OutcomeUncertain, what: str, at: datetime) -> RunRecord:
+def _uncertain(
+    rt: Runtime, handle: StoreRunHandle, exc: OutcomeUncertain, what: str, at: datetime, owner: _Owner
+) -> RunRecord:
     """Leave the run as the store has it (no finish: its reservation stays held), mark a ``running``
     run blocked at once (``uncertain_outcome``, its cost raised to at least its reservation), and
-    return it."""
+    return it. ``owner``: the caller's start instant and sleep; the marker is the owner's write, so it
+    is retried while the store is unreachable, as a finish is (:func:`.retry.as_owner`, until the soft
+    time limit): an uncertain outcome met in an outage is then listed by ``runs stuck`` at once."""
     key = handle.key
     log.error(
         "runner %s of %s: outcome uncertain (%s, from %s); the run is blocked, left for the operator's record",
@@ -146,12 +150,21 @@ def _uncertain(rt: Runtime, handle: StoreRunHandle, exc: OutcomeUncertain, what:
         type(exc.__cause__).__name__ if exc.__cause__ is not None else "-",
         exc_info=exc,
     )
+    floor = handle.record.reserved_micros or None
+    started, sleep = owner
+
+    def mark() -> bool:
+        return rt.store.mark_blocked(key, why=BlockedWhy.UNCERTAIN_OUTCOME, now=at, cost_micros=floor)
+
     try:
-        floor = handle.record.reserved_micros or None
-        rt.store.mark_blocked(key, why=BlockedWhy.UNCERTAIN_OUTCOME, now=at, cost_micros=floor)
-        return handle.result()
-    except StoreError:  # the store may still be away: the last record this handle saw (the age rule lists it)
+        as_owner(rt, f"{what} {key}: the blocked marker", mark, started=started, sleep=sleep)
+    except StoreError:  # still away at the soft time limit: the last record seen (the age rule lists it)
         log.error("run %s: the blocked marker was not written (store error); runs stuck lists it by age", key)
+        return handle.record
+    try:
+        return handle.result()
+    except StoreError:
+        log.error("run %s: blocked; its row could not be read back (store error)", key)
         return handle.record
 
 
@@ -204,7 +217,7 @@ def execute(
     try:
         result = _checked(runner.run(routine, handle), allowed=_RUNNER_OUTCOMES)
     except OutcomeUncertain as exc:
-        return _uncertain(rt, handle, exc, "run", _later(rt, at, now))
+        return _uncertain(rt, handle, exc, "run", _later(rt, at, now), mine)
     except Exception as exc:
         result = _runner_failure(key, exc, "run")
     if result.outcome == RunState.SUBMITTED:
@@ -251,7 +264,7 @@ def collect(
         allowed = _RUNNER_OUTCOMES - {RunState.REFUSED} | {RunState.TIMED_OUT}
         result = _checked(collector(routine, handle), allowed=allowed)
     except OutcomeUncertain as exc:
-        return _uncertain(rt, handle, exc, "collect", _later(rt, at, now))
+        return _uncertain(rt, handle, exc, "collect", _later(rt, at, now), (at, sleep))
     except Exception as exc:
         result = _runner_failure(key, exc, "collect")
     if result.outcome == RunState.SUBMITTED:

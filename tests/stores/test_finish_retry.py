@@ -10,6 +10,8 @@ shared server is never touched.
 * an outage that outlasts the soft time limit (a settable clock the injected sleep advances): the
   owner gives up with ``StoreUnavailable`` and the run stays ``running`` (never finished twice);
 * without a sleep (not a Celery task) nothing is retried, as before;
+* an uncertain outcome (the runner raises ``OutcomeUncertain``) met in an outage: the owner's
+  blocked marker is retried like its finish, so ``runs stuck`` lists the run at once, not by age;
 * a START whose commit answer never comes back: the would-be owner reads the row, finds itself the
   owner of the ``running`` run, runs it once and finishes it (not stranded ``running`` with no
   process to finish it and no Celery report to block it); a start cut before it reached the
@@ -28,7 +30,7 @@ import pytest
 from tcp_proxy import TcpProxy, tcp_proxy
 
 from alma_schedule.engine import Scheduler, create_schedule
-from alma_schedule.errors import StoreUnavailable
+from alma_schedule.errors import OutcomeUncertain, StoreUnavailable
 from alma_schedule.model import Routine, RoutineSpec, RunHandle, RunKey, RunResult, Scope
 from alma_schedule.model.time import SettableTime, system_time
 from alma_schedule.policies.finish_retry import CAP
@@ -47,6 +49,7 @@ class CuttingRunner:
     def __init__(self) -> None:
         self.act: Any = None
         self.runs: list[RunKey] = []
+        self.uncertain = False
 
     def validate(self, routine: Routine) -> None:
         return None
@@ -55,6 +58,8 @@ class CuttingRunner:
         self.runs.append(handle.key)
         if self.act is not None:
             self.act()
+        if self.uncertain:  # the provider answered; recording it met the outage
+            raise OutcomeUncertain("provider answered, its receipt was not recorded") from StoreUnavailable("cut")
         return RunResult.failed("provider_error")
 
 
@@ -100,6 +105,16 @@ def _claimed(sched: Scheduler, routine_id: str = "r1") -> RunKey:
     return got.record.key
 
 
+def _outage(p: TcpProxy, back: threading.Timer) -> Any:
+    """The runner's act: cut the proxy, and start the timer that restores it."""
+
+    def cut() -> None:
+        p.cut()
+        back.start()
+
+    return cut
+
+
 def test_a_four_second_outage_at_the_finish_is_retried_until_the_store_is_back(proxy: tuple[TcpProxy, str]) -> None:
     p, url = proxy
     runner = CuttingRunner()
@@ -107,12 +122,7 @@ def test_a_four_second_outage_at_the_finish_is_retried_until_the_store_is_back(p
     try:
         key = _claimed(sched)
         back = threading.Timer(4.0, p.restore)
-
-        def cut() -> None:
-            p.cut()
-            back.start()
-
-        runner.act = cut
+        runner.act = _outage(p, back)
         sleep = Recorded()
         done = sched.execute(key, owner="req-1", sleep=sleep)
         back.join()
@@ -173,6 +183,28 @@ def test_without_a_sleep_nothing_is_retried(proxy: tuple[TcpProxy, str]) -> None
         p.restore()
         rec = store.get(key)
         assert rec is not None and rec.state == "running" and rec.owner is None
+    finally:
+        store.close()
+
+
+def test_an_uncertain_outcome_in_an_outage_is_marked_blocked_once_the_store_is_back(
+    proxy: tuple[TcpProxy, str],
+) -> None:
+    p, url = proxy
+    runner = CuttingRunner()
+    runner.uncertain = True
+    sched, store = _world(url, runner)
+    try:
+        key = _claimed(sched)
+        back = threading.Timer(2.0, p.restore)
+        runner.act = _outage(p, back)
+        sleep = Recorded()
+        done = sched.execute(key, owner="req-unsure", sleep=sleep)
+        back.join()
+        assert sleep.waits and runner.runs == [key]  # the marker waited for the store; the fire ran once
+        assert (done.state, done.blocked_why, done.owner) == ("running", "uncertain_outcome", "req-unsure")
+        rec = store.get(key)
+        assert rec is not None and rec.blocked_at is not None and rec.state == "running"
     finally:
         store.close()
 
