@@ -67,7 +67,7 @@ from sqlalchemy.engine import Connection
 from alma_schedule.stores.sql.namespace import SCHEMA_TOKEN
 
 __all__ = [
-    "CUSTOM_PLANS", "Rendered", "Sent", "all_rows", "begin_custom_plans", "cursor_for",
+    "CUSTOM_PLANS", "ArrayLiteral", "Rendered", "array_literal", "Sent", "all_rows", "begin_custom_plans", "cursor_for",
     "one_row", "prepared_rows", "rendered", "sent_rows",
 ]  # fmt: skip
 
@@ -91,6 +91,9 @@ class Rendered:
         out: list[Any] = []
         for name, proc in zip(self.names, self.processors, strict=True):
             value = params[name] if name in params else self.fixed[name]
+            if type(value) is ArrayLiteral:  # rendered ahead (:func:`array_literal`)
+                out.append(str(value))
+                continue
             if value is not None and proc is not None:
                 value = proc(value)
             if value is None or _as_is(value):
@@ -98,6 +101,22 @@ class Rendered:
             else:
                 out.append(_text(value))
         return out
+
+
+class ArrayLiteral(str):
+    """An array parameter rendered ahead by :func:`array_literal`: :meth:`Rendered.args` sends it as
+    it is (no bind processor: only for arrays of text or of aware instants, whose processors leave
+    the values as they are)."""
+
+    __slots__ = ()
+
+
+def array_literal(values: list[Any]) -> list[Any] | ArrayLiteral:
+    """``values`` rendered NOW as :meth:`Rendered.args` would render them at the send (the literal of
+    :func:`_array`; the list itself when it cannot be one): a caller with time to spare (waiting
+    for the server) renders the arrays of its next statement ahead."""
+    text = _array(values)
+    return ArrayLiteral(text) if isinstance(text, str) else values
 
 
 def _array(values: list[Any]) -> Any:

@@ -9,6 +9,7 @@ else asked with its own statement by ``claim_due``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -44,30 +45,42 @@ class InsertsMixin(BufferedMixin):
         held: HeldCheck | None = None,
         staging: Staging | None = None,
         counting: tuple[datetime, list[dict[str, Any]]] | None = None,
+        columns: tuple[q.Columns, dict[str, Any]] | None = None,
+        meanwhile: Callable[[], None] | None = None,
     ) -> dict[Any, RunRecord]:
         """Insert these records (``ON CONFLICT DO NOTHING``): the ones inserted, by run key; with
         ``held`` (PostgreSQL) its check rides in the INSERT, answered when a row came back; with
         ``staging``, it is called with the ``claimed`` records (in order) while the first INSERT
-        runs (PostgreSQL: sent ahead, :meth:`_meanwhile`; SQLite: after it); ``counting``
-        (PostgreSQL): ``(now, rows)`` of ``max_runs``' count, which rides in the first INSERT
-        (:func:`.queries.insert_records`)."""
+        runs (PostgreSQL: sent ahead, :meth:`_meanwhile`; SQLite: after it), and so is
+        ``meanwhile`` (after ``staging``); ``counting`` (PostgreSQL): ``(now, rows)`` of
+        ``max_runs``' count, which rides in the first INSERT (:func:`.queries.insert_records`);
+        ``columns`` (PostgreSQL): :func:`.queries.record_columns` of ``records`` and some of them
+        rendered (:func:`.hot.array_literal`, by column name), built ahead."""
         done: dict[Any, RunRecord] = {}
         check = (held.now, held.besides) if held is not None else None
         claimed = [r for r in records if r.state == RunState.CLAIMED] if staging is not None else []
+        ahead = columns if self.dialect == "postgresql" else None
         for chunk in self._chunks(records):
             now, counted = counting if counting is not None else (None, [])
-            stmt, counting = q.insert_records(self.dialect, chunk, check, counted, now), None
-            if staging is None or not claimed:
+            built, rendered = ahead if ahead is not None else (None, None)
+            stmt, counting = q.insert_records(self.dialect, chunk, check, counted, now, built, rendered), None
+            ahead = None
+            if (staging is None or not claimed) and meanwhile is None:
                 rows = self._rows(conn, *stmt)
             else:
                 with self._meanwhile(conn, stmt) as (answer,):
-                    staging(claimed)
-                rows, staging = answer(), None
+                    if staging is not None and claimed:
+                        staging(claimed)
+                    if meanwhile is not None:
+                        meanwhile()
+                rows, staging, meanwhile = answer(), None, None
             if held is not None:
                 if rows:
                     held.found = bool(rows[0][4])
                 rows = [row[:4] for row in rows]
             done.update((tuple(key), by_key[tuple(key)]) for key in rows)
+        if meanwhile is not None:  # no row to insert
+            meanwhile()
         return done
 
     def _check_duplicates(self, conn: Any, keys: list[tuple[str, str, str, str]]) -> None:

@@ -94,7 +94,7 @@ from alma_schedule.policies import overlap, supersession
 from alma_schedule.settings import Timers
 from alma_schedule.stores.arguments import claim_due_args
 from alma_schedule.stores.base import Staging
-from alma_schedule.stores.sql import ahead
+from alma_schedule.stores.sql import ahead, hot
 from alma_schedule.stores.sql import queries as q
 from alma_schedule.stores.sql.decisions import Decided, decide_rows
 from alma_schedule.stores.sql.rows import (
@@ -306,6 +306,10 @@ class TickMixin(InsertsMixin):
         for chunk in self._chunks(live):
             sending.append(q.supersede(d, chunk, now, advancing, at if advancing else None))
             advancing = []
+        pg = d == "postgresql"
+        counting = None  # PostgreSQL: max_runs' count rides in the INSERT, counting what it inserts claimed
+        columns: q.Columns | None = None
+        rendered: dict[str, Any] = {}
         with self._meanwhile(conn, *sending) as sent:
             records = [
                 new_record(
@@ -323,20 +327,27 @@ class TickMixin(InsertsMixin):
                 )
                 for key, (r, f) in zip(keys, fires, strict=True)
             ]
+            by_key = dict(zip(keys, records, strict=True))
+            routine_keys = [key[:3] for key in keys]
+            buffering = {key for key, (_, f) in zip(keys, fires, strict=True) if f.buffer}
+            if pg:  # the INSERT's arrays and the count, built while the server makes room
+                columns = q.record_columns(records)
+                rendered = {name: hot.array_literal(values) for name, values in columns.items()}
+                limited = [(r, f.max_runs) for r, f in fires if f.max_runs is not None]
+                rows = [{"org": r.org, "uid": r.uid, "routine_id": r.routine_id, "max_runs": n} for r, n in limited]
+                counting = (now, rows) if rows else None
         replaced = [run_from_row(row) for answer in sent[first - len(replacing) : first] for row in answer()]
+        ended: dict[RKey, Any] = {}  # the superseded rows, made records while the INSERT runs
         for row in (row for answer in sent[first:] for row in answer()):
-            rk, matched, ended = (row[0], row[1], row[2]), row[3], row[4:]
-            if ended[0] is not None:
-                superseded[rk] = run_from_row(ended)
-            elif not matched:
-                blocked.add(rk)
-        by_key = dict(zip(keys, records, strict=True))
+            if row[4] is not None:
+                ended[row[:3]] = row
+            elif not row[3]:  # not matched
+                blocked.add(row[:3])
         # A fire blocked by its routine's non-terminal run is recorded skipped(overlap), or buffered
         # (overlap latest: it waits, with its claim's resend_at): in the first insert when the
         # supersede's probe saw the blocking run, else when its claim lost to that run (then a
         # second insert; a duplicate, whose run key exists, conflicts on the key in both).
         overlap_state, overlap_reason = supersession.OVERLAP
-        buffering = {key for key, (_, f) in zip(keys, fires, strict=True) if f.buffer}
 
         def blocked_record(key: Any, rec: RunRecord) -> RunRecord:
             if key in buffering:
@@ -344,16 +355,19 @@ class TickMixin(InsertsMixin):
             return record_with(rec, state=overlap_state, reason=overlap_reason, resend_at=None, finished_at=now)
 
         if blocked:
-            for key, rec in by_key.items():
-                if key[:3] in blocked and rec.state == claimed_state:
-                    by_key[key] = blocked_record(key, rec)
-            records = list(by_key.values())
-        counting = None  # PostgreSQL: max_runs' count rides in the INSERT, counting what it inserts claimed
-        if d == "postgresql":
-            limited = [(r, f.max_runs) for r, f in fires if f.max_runs is not None]
-            rows = [{"org": r.org, "uid": r.uid, "routine_id": r.routine_id, "max_runs": n} for r, n in limited]
-            counting = (now, rows) if rows else None
-        inserted = self._insert(conn, records, by_key, held, staging, counting)
+            for i, rk in enumerate(routine_keys):
+                if rk in blocked and records[i].state == claimed_state:
+                    key = keys[i]
+                    records[i] = by_key[key] = blocked_record(key, records[i])
+                    if columns is not None:
+                        q.patch_columns(columns, i, records[i], rendered)
+
+        built_ahead = (columns, rendered) if columns is not None else None
+
+        def superseded_records() -> None:
+            superseded.update((rk, run_from_row(row[4:])) for rk, row in ended.items())
+
+        inserted = self._insert(conn, records, by_key, held, staging, counting, built_ahead, superseded_records)
         lost = [blocked_record(k, rec) for k, rec in by_key.items() if k not in inserted and rec.state == claimed_state]
         if lost:
             inserted.update(self._insert(conn, lost, {(x.org, x.uid, x.routine_id, x.run_id): x for x in lost}))

@@ -57,7 +57,14 @@ from alma_schedule.stores.sql.queries.common import (
     routine_pk,
 )
 from alma_schedule.stores.sql.queries.finish import finish_statement
-from alma_schedule.stores.sql.queries.inserts import FIRE_VARYING, insert_records, insert_runs
+from alma_schedule.stores.sql.queries.inserts import (
+    FIRE_VARYING,
+    Columns,
+    insert_records,
+    insert_runs,
+    patch_columns,
+    record_columns,
+)
 from alma_schedule.stores.sql.queries.maintenance import (
     MIGRATION_LOCK_KEY,
     advisory_lock,
@@ -166,6 +173,9 @@ __all__ = [
     "insert_routine",
     "insert_run",
     "insert_records",
+    "patch_columns",
+    "record_columns",
+    "Columns",
     "insert_runs",
     "insert_version",
     "iter_routines_page",

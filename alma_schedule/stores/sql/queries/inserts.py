@@ -75,12 +75,17 @@ def _insert_unnest(varying: frozenset[str], checked: bool) -> Any:
 
 
 def _unnest_insert(
-    columns: Mapping[str, Sequence[Any]], first: Mapping[str, Any], checked: bool = False
+    columns: Mapping[str, Sequence[Any]],
+    first: Mapping[str, Any],
+    checked: bool = False,
+    rendered: Mapping[str, Any] | None = None,
 ) -> tuple[Any, Params]:
-    # Columns with one value in every row are bound once; the others travel as arrays.
+    # Columns with one value in every row are bound once; the others travel as arrays (the ones
+    # ``rendered`` ahead, by column name, as rendered).
     varying = frozenset(n for n, _ in FIRE_VARYING if columns[n].count(columns[n][0]) != len(columns[n]))
     params = {f"i_{c.name}": first[c.name] for c in runs.c if c.name not in varying}
-    return _insert_unnest(varying, checked), {**params, **{f"i_{n}": columns[n] for n in varying}}
+    ahead = rendered or {}
+    return _insert_unnest(varying, checked), {**params, **{f"i_{n}": ahead.get(n, columns[n]) for n in varying}}
 
 
 def insert_runs(dialect: str, rows: Sequence[Mapping[str, Any]]) -> tuple[Any, Params]:
@@ -94,12 +99,35 @@ def insert_runs(dialect: str, rows: Sequence[Mapping[str, Any]]) -> tuple[Any, P
     return _unnest_insert({name: [r[name] for r in rows] for name, _ in FIRE_VARYING}, rows[0])
 
 
+#: The :data:`FIRE_VARYING` columns of some run records, one list per column, in the records' order.
+Columns = dict[str, list[Any]]
+
+
+def record_columns(recs: Sequence[RunRecord]) -> Columns:
+    """The :data:`FIRE_VARYING` values of ``recs`` as columns (one transposition), for
+    :func:`insert_records`; a caller may build them ahead and patch a row with :func:`patch_columns`."""
+    return dict(zip(_VARYING_NAMES, (list(c) for c in zip(*map(_varying_of, recs), strict=True)), strict=True))
+
+
+def patch_columns(columns: Columns, i: int, rec: RunRecord, rendered: dict[str, Any] | None = None) -> None:
+    """Row ``i`` of ``columns`` rewritten from ``rec`` (the record that replaces the one it was built
+    from); a column that changed loses its array rendered ahead (``rendered``, by column name)."""
+    for name, value in zip(_VARYING_NAMES, _varying_of(rec), strict=True):
+        column = columns[name]
+        if column[i] is not value and column[i] != value:
+            column[i] = value
+            if rendered:
+                rendered.pop(name, None)
+
+
 def insert_records(
     dialect: str,
     recs: Sequence[RunRecord],
     held: tuple[datetime, Sequence[Key3]] | None = None,
     counting: Sequence[Mapping[str, Any]] = (),
     now: datetime | None = None,
+    columns: Columns | None = None,
+    rendered: Mapping[str, Any] | None = None,
 ) -> tuple[Any, Params]:
     """:func:`insert_runs` of the run records ``claim_due`` made (read by attribute: no mapping per
     row; their instants are checked aware UTC: :data:`~.claim.CHECKED_INSTANT`).
@@ -114,13 +142,15 @@ def insert_records(
     same statement, a data-modifying CTE that counts a routine only when this INSERT returned its
     row ``claimed`` (a fire that lost to a run or was a duplicate never counts): the statement
     :func:`~.claim.count_claims` would have run after it, one round trip fewer. The rows returned
-    are the same."""
+    are the same. ``columns`` (PostgreSQL): :func:`record_columns` of ``recs``, built ahead;
+    ``rendered``: some of them rendered ahead as well (by column name: the store's
+    ``hot.array_literal`` of the column as it is)."""
     if dialect != "postgresql":
         if held is not None or counting:
             raise ValueError("only PostgreSQL carries the held rows' check and the count in the INSERT")
         return insert_runs(dialect, [record_values(r) for r in recs])
-    columns = dict(zip(_VARYING_NAMES, (list(c) for c in zip(*map(_varying_of, recs), strict=True)), strict=True))
-    stmt, params = _unnest_insert(columns, record_values(recs[0]), checked=True)
+    columns = record_columns(recs) if columns is None else columns
+    stmt, params = _unnest_insert(columns, record_values(recs[0]), checked=True, rendered=rendered)
     assert isinstance(params, Mapping)  # PostgreSQL binds arrays: one mapping
     if held is not None:
         at, besides = held
