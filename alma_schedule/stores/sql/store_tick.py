@@ -13,8 +13,8 @@ batch size (cost O(due), never O(routines); statements in :mod:`.queries.claim`,
    PostgreSQL, when some fire is live, a data-modifying CTE of step 4's statement: one round trip
    less), one for ``NotDue`` and one for ``Defer`` (only when there are any);
 4. one UPDATE superseding older schedule ``claimed`` runs to ``skipped(missed)`` (CAS, RETURNING;
-   PostgreSQL: sent in pipeline mode with the statements before it, the run records are built
-   while the server runs them),
+   PostgreSQL: sent in pipeline mode with the statements before it, the run records and step 5's
+   column arrays are built while the server runs them, a blocked fire's row patched after),
    skipping a fire whose own run key exists (a duplicate supersedes nothing); each routine's open run
    is probed through ``uq_runs_one_active``, never found by hashing every open run of the table
    (:func:`~alma_schedule.stores.sql.queries.common.end_runs_for_fires`: O(fires) per batch); on
