@@ -45,7 +45,7 @@ class InsertsMixin(BufferedMixin):
         held: HeldCheck | None = None,
         staging: Staging | None = None,
         counting: tuple[datetime, list[dict[str, Any]]] | None = None,
-        columns: tuple[q.Columns, dict[str, Any]] | None = None,
+        built_ahead: tuple[q.Columns, dict[str, Any]] | None = None,
         meanwhile: Callable[[], None] | None = None,
     ) -> dict[Any, RunRecord]:
         """Insert these records (``ON CONFLICT DO NOTHING``): the ones inserted, by run key; with
@@ -54,12 +54,12 @@ class InsertsMixin(BufferedMixin):
         runs (PostgreSQL: sent ahead, :meth:`_meanwhile`; SQLite: after it), and so is
         ``meanwhile`` (after ``staging``); ``counting`` (PostgreSQL): ``(now, rows)`` of
         ``max_runs``' count, which rides in the first INSERT (:func:`.queries.insert_records`);
-        ``columns`` (PostgreSQL): :func:`.queries.record_columns` of ``records`` and some of them
+        ``built_ahead`` (PostgreSQL): :func:`.queries.record_columns` of ``records`` and some of them
         rendered (:func:`.hot.array_literal`, by column name), built ahead."""
         done: dict[Any, RunRecord] = {}
         check = (held.now, held.besides) if held is not None else None
         claimed = [r for r in records if r.state == RunState.CLAIMED] if staging is not None else []
-        ahead = columns if self.dialect == "postgresql" else None
+        ahead = built_ahead if self.dialect == "postgresql" else None
         for chunk in self._chunks(records):
             now, counted = counting if counting is not None else (None, [])
             built, rendered = ahead if ahead is not None else (None, None)
