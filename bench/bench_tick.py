@@ -36,7 +36,6 @@ from alma_schedule.engine import create_schedule
 from alma_schedule.model import Fire, Routine, RunRecord
 from alma_schedule.settings import Settings, Timers
 from alma_schedule.stores import open_store
-from alma_schedule.stores.sql import migrate_store
 
 PG_ADMIN = os.environ.get("ALMA_TEST_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/postgres")
 T = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)  # every due routine fires at T
@@ -171,6 +170,8 @@ def fixed_decide(routine: Routine) -> Fire:
 
 
 def measure(size: int, due: int, reps: int) -> dict[str, Any]:
+    from alma_schedule.stores.sql import migrate_store  # here: a worker importing this module never loads Alembic
+
     name, dsn, url = create_db()
     try:
         migrate_store(url)

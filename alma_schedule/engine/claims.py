@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
-from alma_schedule.model import ClaimBatch, ClaimScan, Decision, Routine, RunRecord, TickError
+from alma_schedule.model import ClaimBatch, ClaimScan, Decision, Routine, RunKey, RunRecord, TickError
 
 from . import collector
 from .outbox import Outbox, send_logged
@@ -52,21 +52,44 @@ log = logging.getLogger("alma_schedule.engine")
 __all__ = ["Claims", "claim_live"]
 
 
+@dataclass(frozen=True, slots=True)
+class Tally:
+    """What the tick keeps of one batch once its claims are sent (or held): the keys and lags its
+    report needs, not the run records (a tick over a million routines would otherwise hold every
+    batch's records, about 300 bytes each, until it returns). ``lags``: claim instant minus each
+    claimed fire's instant, in seconds; ``short``: fewer rows than ``claim_limit`` were due."""
+
+    claimed: tuple[RunKey, ...]
+    lags: tuple[float, ...]
+    skipped: tuple[RunKey, ...]
+    buffered: tuple[RunKey, ...]
+    deferred: bool
+    short: bool
+
+    @classmethod
+    def of(cls, batch: ClaimBatch, at: datetime, limit: int) -> Tally:
+        short = len(batch.claimed) + len(batch.skipped) + len(batch.deferred) + len(batch.buffered) < limit
+        return cls(
+            tuple(r.key for r in batch.claimed),
+            tuple((at - r.fire_at).total_seconds() for r in batch.claimed),
+            tuple(r.key for r in batch.skipped),
+            tuple(r.key for r in batch.buffered),
+            bool(batch.deferred),
+            short,
+        )
+
+
 @dataclass
 class Claims:
-    """The batches of one tick's live claims, in the order they were started, and the send errors."""
+    """The batches of one tick's live claims (their :class:`Tally`), in the order they were
+    started, and the send errors."""
 
-    batches: list[ClaimBatch] = field(default_factory=list)
+    batches: list[Tally] = field(default_factory=list)
     errors: list[TickError] = field(default_factory=list)
 
     @property
     def deferred(self) -> bool:
         return any(b.deferred for b in self.batches)
-
-
-def _short(batch: ClaimBatch, limit: int) -> bool:
-    """Fewer rows than ``limit`` were due: the last batch."""
-    return len(batch.claimed) + len(batch.skipped) + len(batch.deferred) + len(batch.buffered) < limit
 
 
 def claim_live(
@@ -87,8 +110,8 @@ def _claim_live(rt: Runtime, at: datetime, decide: Callable[[Routine], Decision]
     sending = threading.Lock()
     scan = ClaimScan()  # this tick's batches: one scan of the due routines (the store may use it)
 
-    def last(batch: ClaimBatch) -> bool:  # short, or the store saw nothing else due
-        return _short(batch, s.claim_limit) or scan.exhausted
+    def last(batch: Tally) -> bool:  # short, or the store saw nothing else due
+        return batch.short or scan.exhausted
 
     # builds a batch's messages during its INSERT, where the store takes a ``staging`` (a fleet's own
     # store written before it existed does not: its batches are sent after their commits, as before)
@@ -96,7 +119,7 @@ def _claim_live(rt: Runtime, at: datetime, decide: Callable[[Routine], Decision]
     tick_thread = threading.current_thread()  # the one that flushes the outbox
     refused: list[BaseException] = []  # a staging the broker refused: no other in this tick
 
-    def one() -> ClaimBatch:
+    def one() -> Tally:
         staged: list[Staged] = []
         staging = _staging(stage, sending, staged, refused) if stage is not None and not refused else None
         try:
@@ -109,14 +132,15 @@ def _claim_live(rt: Runtime, at: datetime, decide: Callable[[Routine], Decision]
                 made.discard()
             raise
         send, discard = _sender(rt.dispatcher.send_runs, staged, batch)
+        tally = Tally.of(batch, at, s.claim_limit)
         with sending:  # a staged batch is sent by the thread that staged it (kombu's batch is per thread)
-            if outbox is not None and last(batch) and (discard is None or threading.current_thread() is tick_thread):
+            if outbox is not None and last(tally) and (discard is None or threading.current_thread() is tick_thread):
                 outbox.hold("run", send, batch.claimed, discard)
-                return batch
+                return tally
             err = send_logged("run", send, batch.claimed)
             if err:
                 out.errors.append(err)
-        return batch
+        return tally
 
     first = one()
     out.batches.append(first)
@@ -198,16 +222,16 @@ def _sender(
 
 
 def _concurrently(
-    one: Callable[[], ClaimBatch],
+    one: Callable[[], Tally],
     left: int,
     workers: int,
-    last: Callable[[ClaimBatch], bool],
+    last: Callable[[Tally], bool],
     context: Callable[[], AbstractContextManager[None]] = nullcontext,
-) -> list[ClaimBatch]:
+) -> list[Tally]:
     """Up to ``left`` batches on ``workers`` threads; no batch starts after the ``last`` one returned
     or a batch raised. The batches in the order they were started; the first exception raised."""
     state = threading.Lock()
-    started: list[ClaimBatch | None] = []
+    started: list[Tally | None] = []
     failures: list[BaseException] = []
     done = False
 

@@ -153,10 +153,10 @@ def tick(rt: Runtime, now: datetime | None = None) -> TickReport:
         outbox.flush()
         raise
     for batch in live.batches:
-        claimed.extend(r.key for r in batch.claimed)
-        lags.extend((at - r.fire_at).total_seconds() for r in batch.claimed)
-        skipped.extend(r.key for r in batch.skipped)
-        buffered.extend(r.key for r in batch.buffered)
+        claimed.extend(batch.claimed)
+        lags.extend(batch.lags)
+        skipped.extend(batch.skipped)
+        buffered.extend(batch.buffered)
     errors.extend(live.errors)
     deferred = live.deferred
 

@@ -4,6 +4,7 @@ its own batch's commit, the bounds and the failures as in the sequential loop.""
 
 from __future__ import annotations
 
+import gc
 import threading
 from collections import Counter
 from collections.abc import Sequence
@@ -12,6 +13,8 @@ from typing import Any
 import pytest
 from engine_support import SCOPE, T0, RecordingDispatcher, every_store, spec
 
+from alma_schedule.engine.claims import claim_live
+from alma_schedule.engine.decide import Planner
 from alma_schedule.errors import ConfigurationError, StoreUnavailable
 from alma_schedule.model import RunRecord, RunState
 from alma_schedule.settings import load_settings
@@ -170,3 +173,22 @@ def test_a_full_first_batch_with_more_due_goes_on(make, clock, store) -> None:
     sizes = _counting(store)
     assert len(sched.tick().claimed) == 4
     assert sizes[0] == 3 and sum(sizes) == 4
+
+
+@every_store
+def test_the_claims_keep_each_batchs_keys_and_lags_never_its_run_records(make, clock, store) -> None:
+    """What the tick keeps of a batch once its claims are sent is a ``Tally`` (the report's keys, the
+    tick log's lags): a tick over a million routines holds no batch's run records until it returns."""
+    sched, disp = _fleet(make, store, clock)
+    rt = sched._rt
+    at = rt.now(None)
+    live = claim_live(rt, at, Planner(rt, at))
+    sent = {r.key: r for r in disp.runs}
+    assert len(live.batches) >= N // 3 and len(sent) == N
+    assert sorted(str(k) for b in live.batches for k in b.claimed) == sorted(str(k) for k in sent)
+    for batch in live.batches:
+        assert batch.lags == tuple((at - sent[k].fire_at).total_seconds() for k in batch.claimed)
+        assert batch.short == (len(batch.claimed) < 3) and batch.skipped == batch.buffered == ()
+        parts = gc.get_referents(batch)
+        held = [x for part in parts for x in (gc.get_referents(part) if isinstance(part, tuple) else [part])]
+        assert held and not any(isinstance(x, RunRecord) for x in held)
