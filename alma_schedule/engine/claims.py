@@ -67,8 +67,7 @@ class Tally:
     short: bool
 
     @classmethod
-    def of(cls, batch: ClaimBatch, at: datetime, limit: int) -> Tally:
-        short = len(batch.claimed) + len(batch.skipped) + len(batch.deferred) + len(batch.buffered) < limit
+    def of(cls, batch: ClaimBatch, at: datetime, short: bool) -> Tally:
         return cls(
             tuple(r.key for r in batch.claimed),
             tuple((at - r.fire_at).total_seconds() for r in batch.claimed),
@@ -92,6 +91,11 @@ class Claims:
         return any(b.deferred for b in self.batches)
 
 
+def _short(batch: ClaimBatch, limit: int) -> bool:
+    """Fewer rows than ``limit`` were due: the last batch."""
+    return len(batch.claimed) + len(batch.skipped) + len(batch.deferred) + len(batch.buffered) < limit
+
+
 def claim_live(
     rt: Runtime, at: datetime, decide: Callable[[Routine], Decision], outbox: Outbox | None = None
 ) -> Claims:
@@ -110,8 +114,8 @@ def _claim_live(rt: Runtime, at: datetime, decide: Callable[[Routine], Decision]
     sending = threading.Lock()
     scan = ClaimScan()  # this tick's batches: one scan of the due routines (the store may use it)
 
-    def last(batch: Tally) -> bool:  # short, or the store saw nothing else due
-        return batch.short or scan.exhausted
+    def last(short: bool) -> bool:  # short, or the store saw nothing else due
+        return short or scan.exhausted
 
     # builds a batch's messages during its INSERT, where the store takes a ``staging`` (a fleet's own
     # store written before it existed does not: its batches are sent after their commits, as before)
@@ -132,32 +136,32 @@ def _claim_live(rt: Runtime, at: datetime, decide: Callable[[Routine], Decision]
                 made.discard()
             raise
         send, discard = _sender(rt.dispatcher.send_runs, staged, batch)
-        tally = Tally.of(batch, at, s.claim_limit)
+        short = _short(batch, s.claim_limit)
         with sending:  # a staged batch is sent by the thread that staged it (kombu's batch is per thread)
-            if outbox is not None and last(tally) and (discard is None or threading.current_thread() is tick_thread):
+            if outbox is not None and last(short) and (discard is None or threading.current_thread() is tick_thread):
                 outbox.hold("run", send, batch.claimed, discard)
-                return tally
-            err = send_logged("run", send, batch.claimed)
-            if err:
-                out.errors.append(err)
-        return tally
+            else:
+                err = send_logged("run", send, batch.claimed)
+                if err:
+                    out.errors.append(err)
+        return Tally.of(batch, at, short)  # after the send: its keys and lags are not on the send's path
 
     first = one()
     out.batches.append(first)
     left = s.tick_max_batches - 1
     workers = min(s.tick_claim_workers, store.claim_concurrency, left)
-    if left <= 0 or last(first):
+    if left <= 0 or last(first.short):
         return out
     if workers <= 1:
         for _ in range(left):
             batch = one()
             out.batches.append(batch)
-            if last(batch):
+            if last(batch.short):
                 break
         return out
     capture = getattr(rt.dispatcher, "caller_context", None)  # the tick's sends' context, into the threads
     context = capture() if capture is not None else nullcontext
-    out.batches.extend(_concurrently(one, left, workers, last, context))
+    out.batches.extend(_concurrently(one, left, workers, lambda t: last(t.short), context))
     return out
 
 
