@@ -57,9 +57,24 @@ _MOVED: dict[str, tuple[str, str]] = {
     **{
         name: ("alma_schedule.model", name)
         for name in (
-            "Routine", "RoutineKey", "RunKey", "RunRecord", "RunState", "Reason", "ClaimResult", "ClaimBatch",
-            "Fire", "Defer", "NotDue", "Ceiling", "TickPlan", "TickReport", "RunHandle", "RoutineRunner",
-            "Dispatcher", "governed_key",
+            "Routine",
+            "RoutineKey",
+            "RunKey",
+            "RunRecord",
+            "RunState",
+            "Reason",
+            "ClaimResult",
+            "ClaimBatch",
+            "Fire",
+            "Defer",
+            "NotDue",
+            "Ceiling",
+            "TickPlan",
+            "TickReport",
+            "RunHandle",
+            "RoutineRunner",
+            "Dispatcher",
+            "governed_key",
         )
     },
     "Timers": ("alma_schedule.settings", "Timers"),
@@ -73,8 +88,11 @@ _MOVED: dict[str, tuple[str, str]] = {
     **{
         name: ("alma_schedule.runners.governed", name)
         for name in (
-            "create_governed_conversation_runner", "create_governed_batch_runner", "ConversationProvider",
-            "BatchProvider", "Sink",
+            "create_governed_conversation_runner",
+            "create_governed_batch_runner",
+            "ConversationProvider",
+            "BatchProvider",
+            "Sink",
         )
     },
     "OpenAICompatibleProvider": ("alma_schedule.runners.adapters.openai", "OpenAICompatibleProvider"),

@@ -131,6 +131,8 @@ class Finished(Refused):
 
     def __init__(self, message: str, *, reason: str = "not_after") -> None:
         super().__init__(message, reason=reason)
+
+
 class BackfillRefused(Refused):
     """``backfill`` refused a range: ``reason`` names the bound it crossed (``future``,
     ``registered_at``, ``pruned_through``, ``last_fire``, ``max``, ``empty``, ``pending``) or the

@@ -112,9 +112,9 @@ def _parse_now(body: bytes) -> datetime | None:
     try:
         value = json.loads(body)
     except (ValueError, RecursionError):  # not UTF-8, not JSON, too deeply nested, too long a number
-        raise InvalidInput("the body must be JSON: {} or {\"now\": \"<ISO instant>\"}") from None
+        raise InvalidInput('the body must be JSON: {} or {"now": "<ISO instant>"}') from None
     if not isinstance(value, dict) or set(value) - {"now"}:
-        raise InvalidInput("the body may only hold {\"now\": \"<ISO instant>\"}")
+        raise InvalidInput('the body may only hold {"now": "<ISO instant>"}')
     raw = value.get("now")
     if raw is None:
         return None
@@ -133,9 +133,7 @@ def _parse_now(body: bytes) -> datetime | None:
         raise InvalidInput(f"now {shown} is out of range") from None
 
 
-def create_http_app(
-    settings: Settings, *, store: Store | None = None, send: Sender | None = None
-) -> Starlette:
+def create_http_app(settings: Settings, *, store: Store | None = None, send: Sender | None = None) -> Starlette:
     """The ASGI app. ``store`` defaults to ``open_store(settings.database_url)`` (opened on first
     ``/healthz``, closed at shutdown); ``send`` defaults to :func:`~alma_schedule.clock.send_tick`."""
     try:

@@ -11,11 +11,7 @@ from typing import Any
 from alma_schedule.deprecation import resolve_alias
 
 #: The names 0.1.0 had here; each now lives in :mod:`alma_schedule.model`.
-NAMES = frozenset(
-    {
-        "MAX_ID_LENGTH", "check_id", "check_scope", "governed_key", "manual_run_id", "new_ulid"
-    }
-)
+NAMES = frozenset({"MAX_ID_LENGTH", "check_id", "check_scope", "governed_key", "manual_run_id", "new_ulid"})
 
 
 def __getattr__(name: str) -> Any:

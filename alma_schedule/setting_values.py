@@ -23,6 +23,7 @@ class StoreAndBroker(Protocol):
     @property
     def broker_url(self) -> str: ...
 
+
 __all__ = [
     "DEFAULT_DATABASE_SCHEMA",
     "check_dashboard",

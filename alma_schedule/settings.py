@@ -359,8 +359,14 @@ def _check(s: Settings) -> None:
             raise ConfigurationError(f"{env_name(name)} must be at least 1")
     _check_limits(s)
     for name in (
-        "resend_first", "poll_first", "run_time_limit", "defer_first", "one_shot_window",
-        "tick_time_limit", "collect_time_limit", "run_batch_budget",
+        "resend_first",
+        "poll_first",
+        "run_time_limit",
+        "defer_first",
+        "one_shot_window",
+        "tick_time_limit",
+        "collect_time_limit",
+        "run_batch_budget",
     ):
         if getattr(s, name) <= timedelta(0):
             raise ConfigurationError(f"{env_name(name)} must be positive")

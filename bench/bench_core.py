@@ -87,8 +87,20 @@ def fleet(shared: bool) -> list[Any]:
             timing = parse_schedule(schedule)
             latest = latest_fire(timing, reg, T)
             last = None if latest is None else latest_fire(timing, reg, latest - timedelta(seconds=1))
-        out.append(Routine(f"org{i % 97}", f"u{i % 1009}", f"r{i:08d}", "bench-due", schedule, {},
-                           registered_at=reg, config_revision="rev", last_fire=last, next_due_at=T))
+        out.append(
+            Routine(
+                f"org{i % 97}",
+                f"u{i % 1009}",
+                f"r{i:08d}",
+                "bench-due",
+                schedule,
+                {},
+                registered_at=reg,
+                config_revision="rev",
+                last_fire=last,
+                next_due_at=T,
+            )
+        )
     return out
 
 
@@ -124,8 +136,9 @@ def compare(against: str | None, reps: int) -> None:
     variants = {"this tree": None}
     with tempfile.TemporaryDirectory() as tmp:
         if against:
-            archive = subprocess.run(["git", "-C", str(here.parent), "archive", against, "alma_schedule"],
-                                     check=True, capture_output=True).stdout
+            archive = subprocess.run(
+                ["git", "-C", str(here.parent), "archive", against, "alma_schedule"], check=True, capture_output=True
+            ).stdout
             subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
             variants = {against: tmp, "this tree": None}
         results: dict[str, list[dict[str, float]]] = {v: [] for v in variants}
@@ -135,8 +148,13 @@ def compare(against: str | None, reps: int) -> None:
                 env = dict(os.environ)
                 if variants[v] is not None:
                     env["PYTHONPATH"] = str(variants[v])
-                run = subprocess.run([sys.executable, str(here / "bench_core.py"), "--decide-once"],
-                                     check=True, capture_output=True, text=True, env=env)
+                run = subprocess.run(
+                    [sys.executable, str(here / "bench_core.py"), "--decide-once"],
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                    env=env,
+                )
                 answer = json.loads(run.stdout)
                 expected = Path(variants[v] or here.parent) / "alma_schedule"
                 if Path(answer["package"]) != expected.resolve():
@@ -150,7 +168,8 @@ def compare(against: str | None, reps: int) -> None:
             print(f"{key:18} {v:>14} {statistics.median(xs):9.2f} {min(xs):9.2f} {max(xs):9.2f}")
         if against:
             ratio = statistics.median(r[key] for r in results[against]) / statistics.median(
-                r[key] for r in results["this tree"])
+                r[key] for r in results["this tree"]
+            )
             print(f"{key:18} {'ratio':>14} {ratio:8.1f}x  ({against} / this tree)")
 
 
@@ -181,21 +200,34 @@ def main() -> None:
     for expr, tz in CRONS:
         cron, zone = Cron(expr, tz), ZoneInfo(tz)
         for label, ours, ref in (
-            ("next", lambda t, c=cron: next_fire(c, REGISTERED, t),
-             lambda t, e=expr, z=zone: croniter(e, t.astimezone(z)).get_next(datetime)),
-            ("latest", lambda t, c=cron: latest_fire(c, REGISTERED, t),
-             lambda t, e=expr, z=zone: croniter(e, t.astimezone(z)).get_prev(datetime)),
+            (
+                "next",
+                lambda t, c=cron: next_fire(c, REGISTERED, t),
+                lambda t, e=expr, z=zone: croniter(e, t.astimezone(z)).get_next(datetime),
+            ),
+            (
+                "latest",
+                lambda t, c=cron: latest_fire(c, REGISTERED, t),
+                lambda t, e=expr, z=zone: croniter(e, t.astimezone(z)).get_prev(datetime),
+            ),
         ):
             median_us(ours, instants, 1)  # warm caches (parsed spec, zone year tables)
-            rows.append((f"cron {label:6} {expr!r} {tz}", median_us(ours, instants, args.rounds),
-                         median_us(ref, instants, max(3, args.rounds // 3))))
+            rows.append(
+                (
+                    f"cron {label:6} {expr!r} {tz}",
+                    median_us(ours, instants, args.rounds),
+                    median_us(ref, instants, max(3, args.rounds // 3)),
+                )
+            )
     every = Every(timedelta(minutes=15))
     at = At(datetime(2026, 6, 1, tzinfo=UTC))
     for name, sched in (("every 15m", every), ("at", at)):
-        rows.append((f"{name} next", median_us(lambda t, s=sched: next_fire(s, REGISTERED, t), instants, args.rounds),
-                     None))
-        rows.append((f"{name} latest",
-                     median_us(lambda t, s=sched: latest_fire(s, REGISTERED, t), instants, args.rounds), None))
+        rows.append(
+            (f"{name} next", median_us(lambda t, s=sched: next_fire(s, REGISTERED, t), instants, args.rounds), None)
+        )
+        rows.append(
+            (f"{name} latest", median_us(lambda t, s=sched: latest_fire(s, REGISTERED, t), instants, args.rounds), None)
+        )
 
     width = max(len(r[0]) for r in rows)
     print(f"{'case':{width}}  {'ours µs':>9}  {'croniter µs':>11}  {'ratio':>6}")

@@ -71,8 +71,12 @@ def main() -> None:
                 explained.append((statement, parameters))
 
         settings = Settings(
-            database_url=url, http_secret=Secret("x"), dashboard_user="ops", dashboard_scopes="*",
-            dashboard_password_hash=Secret(hash_password("pw", n=2**10)), clock=lambda: now,
+            database_url=url,
+            http_secret=Secret("x"),
+            dashboard_user="ops",
+            dashboard_scopes="*",
+            dashboard_password_hash=Secret(hash_password("pw", n=2**10)),
+            clock=lambda: now,
         )
         client = TestClient(create_http_app(settings, store=store, send=lambda s, at: "t"))
         client.auth = ("ops", "pw")

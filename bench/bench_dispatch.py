@@ -51,7 +51,7 @@ from store_load import ROUTINE_COLS, copy, routine_rows, scratch_database
 REDIS_BASE = os.environ.get("ALMA_BENCH_REDIS", "redis://127.0.0.1:6379")
 CELERY = str(Path(sys.executable).parent / "celery")
 
-RUNNER_MODULE = '''
+RUNNER_MODULE = """
 from __future__ import annotations
 import redis
 from alma_schedule.model import RunResult
@@ -67,7 +67,7 @@ class Trivial:
 
 def factory(settings):
     return Trivial(settings.broker_url)
-'''
+"""
 
 
 @contextlib.contextmanager
@@ -93,9 +93,17 @@ def records(n: int) -> list[RunRecord]:
     now = datetime.now(UTC).replace(microsecond=0)
     return [
         RunRecord(
-            org=f"org-{i % 100}", uid="user-1", routine_id=f"routine-{i:07d}", run_id="2026-01-01T00:00:00Z",
-            state="claimed", origin="schedule", config_revision="rev-1", fire_at=now, claimed_at=now,
-            state_at=now, expires_at=now + timedelta(seconds=300 + i % 60),
+            org=f"org-{i % 100}",
+            uid="user-1",
+            routine_id=f"routine-{i:07d}",
+            run_id="2026-01-01T00:00:00Z",
+            state="claimed",
+            origin="schedule",
+            config_revision="rev-1",
+            fire_at=now,
+            claimed_at=now,
+            state_at=now,
+            expires_at=now + timedelta(seconds=300 + i % 60),
         )
         for i in range(n)
     ]
@@ -135,8 +143,6 @@ def part_dispatch(sizes: list[int], reps: int) -> None:
                 f"({med['single'] / med['loop']:.2f}x) | packed x{packed.run_batch_size} {med['packed']:8.0f}/s "
                 f"({med['packed'] / med['loop']:.2f}x)   [runs: {', '.join(f'{k}={len(v)}' for k, v in rates.items())}]"
             )
-
-
 
 
 def part_end_to_end(routines: int, due: int, batch_size: int, tmp: Path) -> None:

@@ -253,6 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["ALMA_BENCH_PG_ADMIN"] = args.pg_admin
     from round_trips import TICKS, WARM, count
     from worker_idle import measure as worker_idle
+
     trips = idle_worker = end_to_end = None
     if not args.scale_only:
         trips = count(1_000, WARM, TICKS)

@@ -74,7 +74,10 @@ class Alma(System):
         self.policies = workload.apply_policies(self.dsn, bt.T)  # 10 % of the routines
         bt.record_zone_data(self.dsn)  # a long-lived fleet, as bench/scale.py's
         settings = Settings(
-            clock=lambda: bt.NOW, database_url=url, broker_url=self.redis_url, result_backend=self.redis_url,
+            clock=lambda: bt.NOW,
+            database_url=url,
+            broker_url=self.redis_url,
+            result_backend=self.redis_url,
             task_events=TASK_EVENTS,
         )
         registry = KindRegistry(
@@ -103,8 +106,15 @@ class Alma(System):
                     " 0, 0, 0, '[]', 0, '[]'"
                     " FROM routines WHERE routine_id = ANY(%s)",
                     (
-                        old.strftime("%Y-%m-%dT%H:%M:%SZ"), state, old, old, old, bt.NOW + timedelta(hours=1),
-                        old if state == "running" else None, bt.NOW + timedelta(hours=1), ids,
+                        old.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                        state,
+                        old,
+                        old,
+                        old,
+                        bt.NOW + timedelta(hours=1),
+                        old if state == "running" else None,
+                        bt.NOW + timedelta(hours=1),
+                        ids,
                     ),
                 )
 

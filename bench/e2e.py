@@ -73,8 +73,6 @@ def factory(settings):
 """
 
 
-
-
 class Bench:
     def __init__(self, routines: int, fires: int, redis_url: str, tmp: Path, db_url: str, conninfo: str) -> None:
         self.routines, self.fires, self.tmp, self.conninfo = routines, fires, tmp, conninfo

@@ -233,8 +233,14 @@ def memory(db: ss.Loaded, redis_url: str, ticks: int = 8) -> dict[str, Any]:
         worker.terminate()
         worker.wait(timeout=60)
         cs.drain(r)
-    return {"routines": db.n, "ticks": ticks, "claimed_each": claimed, "pool_children": status, "pool_idle": idle,
-            "main": parent}
+    return {
+        "routines": db.n,
+        "ticks": ticks,
+        "claimed_each": claimed,
+        "pool_children": status,
+        "pool_idle": idle,
+        "main": parent,
+    }
 
 
 def _status(pid: str) -> dict[str, int]:

@@ -1,4 +1,5 @@
 """The Celery app a real prefork ``celery worker`` of ``bench/scale.py`` serves (its tick task)."""
+
 from __future__ import annotations
 
 import os

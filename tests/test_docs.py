@@ -52,7 +52,7 @@ def test_the_library_example_runs_as_written() -> None:
 TOOLS = ("alma-schedule", "celery", "pip")
 #: alma-schedule commands the test runs for real (on SQLite); every other line runs with --help.
 RUN_FOR_REAL = ("migrate", "import-beat", "routines", "runs list", "plan")
-FLEET_TAIL = '''
+FLEET_TAIL = """
 
 @app.task(name="proj.reports.build")
 def build_report(period):
@@ -65,7 +65,7 @@ app.conf.beat_schedule = {
     "reports": {"task": "proj.reports.build", "schedule": crontab(minute=0, hour=6), "args": ["daily"]},
     "moon": {"task": "proj.reports.build", "schedule": crontab(hour=7, day_of_month="1-7", day_of_week="mon")},
 }
-'''
+"""
 
 
 def _section(title: str) -> str:

@@ -11,11 +11,7 @@ from typing import Any
 from alma_schedule.deprecation import resolve_alias
 
 #: The names 0.1.0 had here; each now lives in :mod:`alma_schedule.runners.adapters`.
-NAMES = frozenset(
-    {
-        "OpenAICompatibleProvider", "TokenPrices", "WebhookSink", "sign", "verify_signature"
-    }
-)
+NAMES = frozenset({"OpenAICompatibleProvider", "TokenPrices", "WebhookSink", "sign", "verify_signature"})
 
 
 def __getattr__(name: str) -> Any:

@@ -17,7 +17,15 @@ from alma_schedule.cli.context import CliContext
 
 #: Modules under alma_schedule.cli that add commands (each has ``register(group)``).
 AREAS = (
-    "schedule", "routines", "runs", "ticks", "celery_cmds", "beat_cmds", "demo", "migrate", "settings_cmd",
+    "schedule",
+    "routines",
+    "runs",
+    "ticks",
+    "celery_cmds",
+    "beat_cmds",
+    "demo",
+    "migrate",
+    "settings_cmd",
     "dashboard_cmds",
 )
 

@@ -34,9 +34,7 @@ def _load(app_path: str) -> Any:
 @click.argument("app_path", metavar="MODULE:APP")
 @click.argument("scope_text", metavar="ORG/UID")
 @click.option("--apply", "do_apply", is_flag=True, help="Register the converted entries (default: show only).")
-@click.option(
-    "--track", is_flag=True, help="Tracked routines: follow each fleet task's result (needs --deadline)."
-)
+@click.option("--track", is_flag=True, help="Tracked routines: follow each fleet task's result (needs --deadline).")
 @click.option("--deadline", default=None, help="How long a tracked run waits for its task's result (1h, 30m, ...).")
 @json_option
 @click.pass_obj

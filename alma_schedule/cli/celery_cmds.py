@@ -54,9 +54,7 @@ def clock_send(obj: CliContext, now: str | None) -> None:
 
 
 @clock_group.command("run")
-@click.option(
-    "--every", "every", default=None, help="Tick period (90, 30s, 1m, ...) [default: ALMA_TICK_PERIOD, 60s]."
-)
+@click.option("--every", "every", default=None, help="Tick period (90, 30s, 1m, ...) [default: ALMA_TICK_PERIOD, 60s].")
 @click.option(
     "--follow",
     is_flag=True,

@@ -72,7 +72,7 @@ def run_demo(*, hours: int = 24, step_minutes: int = 5, celery: bool = True, ech
             echo("skipped (--no-celery): real Celery ticks need the celery extra")
     echo(
         "\nThe demo's stores and the sink's file were in a temporary folder, now removed. To look around\n"
-        "afterwards, run the same against a store of your own: see the README's \"Adopt it in your fleet\"."
+        'afterwards, run the same against a store of your own: see the README\'s "Adopt it in your fleet".'
     )
     return out
 

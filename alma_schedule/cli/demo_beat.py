@@ -35,9 +35,9 @@ def require_celery() -> None:
         raise missing_extra(exc, "celery", CELERY_PARTS) from None
 
 
-def operator_part(folder: Path, *, hours: int = 24, step: timedelta = timedelta(minutes=5), echo: Any = print) -> (
-    dict[str, Any]
-):
+def operator_part(
+    folder: Path, *, hours: int = 24, step: timedelta = timedelta(minutes=5), echo: Any = print
+) -> dict[str, Any]:
     """Import the demo fleet's ``beat_schedule`` into a SQLite store in ``folder``, tick it over
     ``hours`` simulated hours (one tick every ``step``) with a real worker running the fleet's tasks.
 

@@ -75,7 +75,15 @@ def _routine_row(r: Routine, last: RunRecord | None, now: datetime, over: tuple[
 #: "last run" is the newest fire the schedule claimed (the ledger); "cursor" is where the schedule
 #: resumes counting from (the last claimed fire, or the instant of a resume / enable / schedule change).
 ROUTINE_COLUMNS = [
-    "id", "kind", "schedule", "state", "next due (UTC)", "last run (fire, state)", "cursor", "failures", "last error",
+    "id",
+    "kind",
+    "schedule",
+    "state",
+    "next due (UTC)",
+    "last run (fire, state)",
+    "cursor",
+    "failures",
+    "last error",
     "over limits",
 ]
 PAGE = 50
@@ -116,8 +124,14 @@ routines.add_command(describe)
 @click.pass_obj
 @handle_errors
 def list_(
-    obj: CliContext, scope: str | None, deleted: bool, every_scope: bool, kind: str | None, state: str | None,
-    limit: int, as_json: bool,
+    obj: CliContext,
+    scope: str | None,
+    deleted: bool,
+    every_scope: bool,
+    kind: str | None,
+    state: str | None,
+    limit: int,
+    as_json: bool,
 ) -> None:
     """List a scope's routines, or with --all every scope's (with a count per scope).
 
@@ -154,9 +168,7 @@ def list_(
         emit_json([{**routine_json(r, now), "over_limits": list(over_limits(r, settings))} for r in rows])
         return
     store = obj.store()
-    table = [
-        _routine_row(r, last_scheduled_run(store, sc, r.routine_id), now, over_limits(r, settings)) for r in rows
-    ]
+    table = [_routine_row(r, last_scheduled_run(store, sc, r.routine_id), now, over_limits(r, settings)) for r in rows]
     print_table(f"routines of {sc}", ROUTINE_COLUMNS, table)
 
 

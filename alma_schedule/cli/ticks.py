@@ -44,9 +44,7 @@ def plan(obj: CliContext, at: str | None, as_json: bool) -> None:
         [(e.get("routine", ""), e.get("collect_run_id", "")) for e in p.polls],
     )
     _section("skipped", ["routine", "why"], [(f"{s.org}/{s.uid}/{s.routine_id}", s.why) for s in p.skipped])
-    _section(
-        "paused / disabled", ["routine", "why"], [(f"{s.org}/{s.uid}/{s.routine_id}", s.why) for s in p.inactive]
-    )
+    _section("paused / disabled", ["routine", "why"], [(f"{s.org}/{s.uid}/{s.routine_id}", s.why) for s in p.inactive])
     whys = p.blocked_why or ("",) * len(p.blocked)
     _section("blocked (stuck runs)", ["run", "why"], list(zip((str(k) for k in p.blocked), whys, strict=True)))
     _section(

@@ -109,9 +109,7 @@ def _value(token: str, field: tuple[str, int, int, dict[str, int]], text: str) -
     up = token.upper()
     if up[:1] in ("L", "W", "H", "R") or re.fullmatch(r"[0-9]+[LW]", up):
         tok = up[:1] if up[:1] in ("L", "W", "H", "R") else up[-1]
-        raise InvalidSchedule(
-            f"unsupported token {tok!r} in {name} field {_show(text)} (only standard 5-field cron)"
-        )
+        raise InvalidSchedule(f"unsupported token {tok!r} in {name} field {_show(text)} (only standard 5-field cron)")
     if not token:
         raise InvalidSchedule(f"{name} field {_show(text)} has an empty value")
     raise InvalidSchedule(f"{name} field: invalid value {_show(token)} in {_show(text)}")
@@ -169,8 +167,7 @@ def compile_expr(expr: str) -> CronSpec:
         )
     if len(fields) != 5:
         raise InvalidSchedule(
-            f"cron {_show(expr)} needs 5 fields (minute hour day-of-month month day-of-week), "
-            f"got {len(fields)}"
+            f"cron {_show(expr)} needs 5 fields (minute hour day-of-month month day-of-week), got {len(fields)}"
         )
     for f in fields:
         if not f.isascii() or not f.isprintable():

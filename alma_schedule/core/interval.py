@@ -78,8 +78,11 @@ def parse_interval(value: object) -> timedelta:
             )
         weeks, days, hours, minutes, seconds, frac = m.groups()
         total = (
-            int(weeks or 0) * 604800 + int(days or 0) * 86400 + int(hours or 0) * 3600
-            + int(minutes or 0) * 60 + int(seconds or 0)
+            int(weeks or 0) * 604800
+            + int(days or 0) * 86400
+            + int(hours or 0) * 3600
+            + int(minutes or 0) * 60
+            + int(seconds or 0)
         )
         if total >= 1 and frac is not None and frac.strip("0"):
             raise InvalidSchedule(f"'every' {_show(value)} is not a whole number of seconds")

@@ -47,9 +47,7 @@ def _from_mapping(obj: Mapping[object, object]) -> ScheduleValue:
     if not kinds:
         unknown = [k for k in obj if k != "tz" and k not in POLICY_KEYS]
         if unknown:
-            raise InvalidSchedule(
-                f"unknown key {_show(unknown[0])} in schedule (expected 'cron', 'every' or 'at')"
-            )
+            raise InvalidSchedule(f"unknown key {_show(unknown[0])} in schedule (expected 'cron', 'every' or 'at')")
         raise InvalidSchedule("schedule needs one of 'cron', 'every' or 'at'")
     if len(kinds) > 1:
         raise InvalidSchedule(f"schedule has more than one of {', '.join(repr(k) for k in kinds)}")
@@ -98,7 +96,6 @@ def validate_schedule(value: object, *, now: datetime | None = None) -> Schedule
         n = to_epoch(now, "now")
         if isinstance(schedule, At) and to_epoch(schedule.when, "at") < n:
             raise InvalidSchedule(
-                f"'at' {schedule.when.isoformat()} is earlier than now ({now.isoformat()}); "
-                "it would never fire"
+                f"'at' {schedule.when.isoformat()} is earlier than now ({now.isoformat()}); it would never fire"
             )
     return schedule

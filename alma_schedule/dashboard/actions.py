@@ -49,9 +49,11 @@ def make_schedule(settings: Settings, store: Store) -> Scheduler:
 
 def _record_fields() -> str:
     outcomes = "".join(f'<option value="{esc(o)}">{esc(o)}</option>' for o in sorted(TERMINAL))
-    return (f'<p>outcome <select name="outcome">{outcomes}</select> '
-            f'reason <input name="reason" value="operator" list="reasons"></p>'
-            f'<datalist id="reasons">{"".join(f"<option value={esc(r)!r}>" for r in sorted(REASONS))}</datalist>')
+    return (
+        f'<p>outcome <select name="outcome">{outcomes}</select> '
+        f'reason <input name="reason" value="operator" list="reasons"></p>'
+        f'<datalist id="reasons">{"".join(f"<option value={esc(r)!r}>" for r in sorted(REASONS))}</datalist>'
+    )
 
 
 def confirm_page(action: str, key_text: str, path: str, csrf: str, advice: str = "") -> str:
@@ -89,8 +91,11 @@ def perform(
     except AlmaScheduleError as exc:
         return f'<p class="err">refused: {esc(exc)}</p>{back}'
     shown = result.to_dict() if hasattr(result, "to_dict") else {}
-    rows = [[esc(k), esc(v)] for k, v in shown.items() if k in ("routine_id", "run_id", "state", "reason",
-                                                                  "paused_reason", "enabled", "next_due_at")]
+    rows = [
+        [esc(k), esc(v)]
+        for k, v in shown.items()
+        if k in ("routine_id", "run_id", "state", "reason", "paused_reason", "enabled", "next_due_at")
+    ]
     return f'<p class="msg">{esc(action)} done</p>' + table(["field", "value"], rows) + back
 
 
@@ -99,4 +104,3 @@ def advice_for(store: Store, sc: Scope, routine_id: str, run_id: str | None) -> 
         return ""
     run = store.get(RunKey.of(sc, routine_id, run_id))
     return record_advice(run) if run is not None else "this run is not in the ledger"
-

@@ -84,8 +84,12 @@ def dashboard_routes(settings: Settings, get_store: Callable[[], Store], credent
             try:
                 body = await run_in_threadpool(render, request, user)
             except _NotFound:
-                return HTMLResponse(layout("not found", "<p>no such scope, routine or run here</p>", user=user,
-                                           read_only=access.read_only), status_code=404)
+                return HTMLResponse(
+                    layout(
+                        "not found", "<p>no such scope, routine or run here</p>", user=user, read_only=access.read_only
+                    ),
+                    status_code=404,
+                )
             except InvalidInput as exc:
                 body = f'<p class="err">{esc(exc)}</p>'
                 return HTMLResponse(layout(title, body, user=user, read_only=access.read_only), status_code=400)
@@ -131,8 +135,9 @@ def dashboard_routes(settings: Settings, get_store: Callable[[], Store], credent
             return '<p class="err">the dashboard is read-only (ALMA_DASHBOARD_READ_ONLY)</p>'
         key = f"{sc}/{rid}" + (f"/{run}" if run else "")
         advice = actions.advice_for(get_store(), sc, rid, run)
-        return actions.confirm_page(action, key, str(request.url.path) + "?" + request.url.query,
-                                    credentials.csrf_token(user), advice)
+        return actions.confirm_page(
+            action, key, str(request.url.path) + "?" + request.url.query, credentials.csrf_token(user), advice
+        )
 
     async def act(request: Request) -> Response:
         user = await run_in_threadpool(credentials.check, request.headers.get("authorization"))

@@ -29,8 +29,12 @@ th{background:#eceef2}.ok{color:#11772b}.bad{color:#b3261e;font-weight:600}
 .err{padding:.5rem .8rem;background:#fde7e7;border:1px solid #d08080;margin:.5rem 0}
 """
 
-_NAV = (("/dashboard/", "Overview"), ("/dashboard/routines", "Routines"), ("/dashboard/ledger", "Ledger"),
-        ("/dashboard/stuck", "Stuck"))
+_NAV = (
+    ("/dashboard/", "Overview"),
+    ("/dashboard/routines", "Routines"),
+    ("/dashboard/ledger", "Ledger"),
+    ("/dashboard/stuck", "Stuck"),
+)
 
 
 def esc(value: Any) -> str:

@@ -40,8 +40,12 @@ class StoreGauges:
     """A prometheus_client collector over the store, its values cached for ``CACHE_SECONDS``."""
 
     def __init__(
-        self, settings: Settings, get_store: Callable[[], Store], queue_depth: Callable[[], int | None],
-        *, monotonic: Callable[[], float] = time.monotonic,
+        self,
+        settings: Settings,
+        get_store: Callable[[], Store],
+        queue_depth: Callable[[], int | None],
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._settings = settings
         self._get_store = get_store
@@ -83,19 +87,22 @@ class StoreGauges:
 
         v = self.values()
         if v["last_tick"] is not None:
-            yield GaugeMetricFamily("alma_last_tick_timestamp_seconds", "The heartbeat: when the last tick ran.",
-                                    value=v["last_tick"])
+            yield GaugeMetricFamily(
+                "alma_last_tick_timestamp_seconds", "The heartbeat: when the last tick ran.", value=v["last_tick"]
+            )
         if v["next_wake"] is not None:
-            yield GaugeMetricFamily("alma_next_wake_timestamp_seconds", "The wake-up hint the last tick stored.",
-                                    value=v["next_wake"])
+            yield GaugeMetricFamily(
+                "alma_next_wake_timestamp_seconds", "The wake-up hint the last tick stored.", value=v["next_wake"]
+            )
         yield GaugeMetricFamily("alma_runs_blocked", f"Blocked runs (capped at {CAP + 1}).", value=v["blocked"])
         routines = GaugeMetricFamily("alma_routines", f"Routines by state (capped at {CAP + 1}).", labels=["state"])
         for state, n in sorted(v["routines"].items()):
             routines.add_metric([state], n)
         yield routines
         if v["queue_depth"] is not None:
-            yield GaugeMetricFamily("alma_run_queue_depth", "Messages waiting in the run queue.",
-                                    value=v["queue_depth"])
+            yield GaugeMetricFamily(
+                "alma_run_queue_depth", "Messages waiting in the run queue.", value=v["queue_depth"]
+            )
 
 
 def metrics_text(registry: Any) -> tuple[bytes, str]:
@@ -131,8 +138,11 @@ def metrics_route(settings: Settings, get_store: Callable[[], Store], credential
         if not allowed and credentials is not None:
             allowed = await run_in_threadpool(credentials.check, header) is not None
         if not allowed:
-            return PlainTextResponse("authentication required", status_code=401,
-                                     headers={"WWW-Authenticate": 'Basic realm="alma-schedule dashboard"'})
+            return PlainTextResponse(
+                "authentication required",
+                status_code=401,
+                headers={"WWW-Authenticate": 'Basic realm="alma-schedule dashboard"'},
+            )
         body, content_type = await run_in_threadpool(metrics_text, registry)
         return Response(body, media_type=content_type)
 

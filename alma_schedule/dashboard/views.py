@@ -64,8 +64,17 @@ def routine_href(r: Routine | RunRecord) -> str:
 
 def run_cells(r: RunRecord, *, scoped: bool = True) -> list[str]:
     who = [] if scoped else [esc(f"{r.org}/{r.uid}")]
-    return [*who, link(routine_href(r), r.routine_id), esc(r.run_id), esc(r.state), esc(r.reason),
-            instant(r.fire_at), instant(r.started_at), instant(r.finished_at), esc(r.error_class)]
+    return [
+        *who,
+        link(routine_href(r), r.routine_id),
+        esc(r.run_id),
+        esc(r.state),
+        esc(r.reason),
+        instant(r.fire_at),
+        instant(r.started_at),
+        instant(r.finished_at),
+        esc(r.error_class),
+    ]
 
 
 RUN_HEADERS = ["routine", "run", "state", "reason", "fire (UTC)", "started", "finished", "error"]
@@ -75,8 +84,10 @@ def scope_picker(access: Access, current: Scope | None, path: str) -> str:
     """Links to the listed scopes, and a box to type one (ORG/* and ``*`` grants)."""
     links = " ".join(link(url(path, scope=str(s)), str(s)) for s in access.listed())
     value = esc(str(current)) if current else ""
-    return (f'<form method="get" action="{esc(path)}">scope <input name="scope" value="{value}" '
-            f'placeholder="ORG/UID"> <button>show</button> {links}</form>')
+    return (
+        f'<form method="get" action="{esc(path)}">scope <input name="scope" value="{value}" '
+        f'placeholder="ORG/UID"> <button>show</button> {links}</form>'
+    )
 
 
 def clock_log(store: Store, now: datetime) -> str:
@@ -87,9 +98,11 @@ def clock_log(store: Store, now: datetime) -> str:
     p95s = [m.lag_p95 for m in hour if m.lag_p95 is not None]
     p50 = f"{p50s[(len(p50s) - 1) // 2]:.1f} s" if p50s else "-"
     p95 = f"{max(p95s):.1f} s" if p95s else "-"
-    summary = (f"<p>ticks in the last hour: <b>{sum(m.ticks for m in hour)}</b>, fires claimed: "
-               f"{sum(m.claimed for m in hour)}, fire lag p50 {esc(p50)} (median minute), p95 {esc(p95)} "
-               "(worst minute)</p>")
+    summary = (
+        f"<p>ticks in the last hour: <b>{sum(m.ticks for m in hour)}</b>, fires claimed: "
+        f"{sum(m.claimed for m in hour)}, fire lag p50 {esc(p50)} (median minute), p95 {esc(p95)} "
+        "(worst minute)</p>"
+    )
     rows = [[instant(m.minute), esc(m.ticks), esc(m.claimed), esc(m.lag_p50), esc(m.lag_p95)] for m in minutes[:10]]
     return summary + table(["minute", "ticks", "claimed", "lag p50 (s)", "lag p95 (s)"], rows, empty="no tick logged")
 
@@ -102,10 +115,14 @@ def overview(store: Store, settings: Settings, access: Access, now: datetime, sc
     else:
         age = now - last
         cls, word = ("ok", "ok") if age <= max_age else ("bad", "stale")
-        health = (f'<p class="{cls}">clock {word}: last tick {instant(last)}, {age.total_seconds():.0f} s ago '
-                  f"(ALMA_HEARTBEAT_MAX_AGE {max_age.total_seconds():.0f} s)</p>")
-    parts = [f"<h2>Clock health</h2>{health}<p>next wake-up hint: {instant(store.next_wake_at())}</p>",
-             clock_log(store, now)]
+        health = (
+            f'<p class="{cls}">clock {word}: last tick {instant(last)}, {age.total_seconds():.0f} s ago '
+            f"(ALMA_HEARTBEAT_MAX_AGE {max_age.total_seconds():.0f} s)</p>"
+        )
+    parts = [
+        f"<h2>Clock health</h2>{health}<p>next wake-up hint: {instant(store.next_wake_at())}</p>",
+        clock_log(store, now),
+    ]
     if access.fleet:
         counts = store.count_routines(CAP)
         counts["erroring"] = store.erroring(limit=1).count
@@ -122,8 +139,11 @@ def overview(store: Store, settings: Settings, access: Access, now: datetime, sc
             failures[run.reason or "-"] += 1
     rows = [[esc(reason), esc(n)] for reason, n in failures.most_common()]
     shown = ", ".join(str(s) for s in scopes) or "pick a scope"
-    parts.append(f"<h2>Failures of the last 24 h by reason ({esc(shown)})</h2>"
-                 + scope_picker(access, sc, "/dashboard/") + table(["reason", "runs"], rows))
+    parts.append(
+        f"<h2>Failures of the last 24 h by reason ({esc(shown)})</h2>"
+        + scope_picker(access, sc, "/dashboard/")
+        + table(["reason", "runs"], rows)
+    )
     return "".join(parts)
 
 
@@ -147,17 +167,39 @@ def routines_page(store: Store, access: Access, sc: Scope | None, q: Mapping[str
     for r in shown:
         last = store.list_runs(sc, routine_id=r.routine_id, limit=1)
         outcome = f"{last[0].state} ({last[0].reason or '-'})" if last else None
-        rows.append([link(routine_href(r), r.routine_id), esc(r.kind), esc(schedule_words(r.schedule)),
-                     f"<code>{esc(dict(r.schedule))}</code>", esc(routine_state(r)), instant(r.next_due_at),
-                     in_zone(r.next_due_at, r.schedule), esc(outcome), esc(r.consecutive_failures),
-                     esc(r.paused_reason)])
-    filters = (f'<form method="get">{_hidden_scope(sc)}kind <input name="kind" value="{esc(kind or "")}"> '
-               f'state <select name="state">{_options(("", *ROUTINE_STATES), state or "")}</select> '
-               "<button>filter</button></form>")
+        rows.append(
+            [
+                link(routine_href(r), r.routine_id),
+                esc(r.kind),
+                esc(schedule_words(r.schedule)),
+                f"<code>{esc(dict(r.schedule))}</code>",
+                esc(routine_state(r)),
+                instant(r.next_due_at),
+                in_zone(r.next_due_at, r.schedule),
+                esc(outcome),
+                esc(r.consecutive_failures),
+                esc(r.paused_reason),
+            ]
+        )
+    filters = (
+        f'<form method="get">{_hidden_scope(sc)}kind <input name="kind" value="{esc(kind or "")}"> '
+        f'state <select name="state">{_options(("", *ROUTINE_STATES), state or "")}</select> '
+        "<button>filter</button></form>"
+    )
     href = url("/dashboard/routines", scope=str(sc), kind=kind, state=state, after=after)
     nxt = link(href, "next page") if more else ""
-    headers = ["id", "kind", "schedule", "JSON", "state", "next fire (UTC)", "next fire (its zone)",
-               "last outcome", "streak", "paused reason"]
+    headers = [
+        "id",
+        "kind",
+        "schedule",
+        "JSON",
+        "state",
+        "next fire (UTC)",
+        "next fire (its zone)",
+        "last outcome",
+        "streak",
+        "paused reason",
+    ]
     return picker + filters + table(headers, rows, empty="no routine") + nxt
 
 
@@ -166,8 +208,9 @@ def _hidden_scope(sc: Scope) -> str:
 
 
 def _options(values: tuple[str, ...], chosen: str) -> str:
-    return "".join(f'<option value="{esc(v)}"{" selected" if v == chosen else ""}>{esc(v or "any")}</option>'
-                   for v in values)
+    return "".join(
+        f'<option value="{esc(v)}"{" selected" if v == chosen else ""}>{esc(v or "any")}</option>' for v in values
+    )
 
 
 def blocking_run(store: Store, sc: Scope, routine_id: str) -> RunRecord | None:

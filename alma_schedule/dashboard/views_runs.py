@@ -35,12 +35,19 @@ def action_href(action: str, r: Routine | RunRecord) -> str:
 
 def routine_page(store: Store, settings: Settings, access: Access, r: Routine, now: datetime) -> str:
     fields = [
-        ("scope", esc(str(r.scope))), ("kind", esc(r.kind)), ("schedule", esc(schedule_words(r.schedule))),
-        ("schedule JSON", f"<code>{esc(dict(r.schedule))}</code>"), ("policies", esc(policies_words(r.schedule))),
-        ("state", esc(routine_state(r))), ("paused reason", esc(r.paused_reason)),
-        ("next fire (UTC)", instant(r.next_due_at)), ("next fire (its zone)", in_zone(r.next_due_at, r.schedule)),
-        ("cursor (last fire)", instant(r.last_fire)), ("failure streak", esc(r.consecutive_failures)),
-        ("planning error", esc(r.last_error)), ("revision", esc(r.config_revision)),
+        ("scope", esc(str(r.scope))),
+        ("kind", esc(r.kind)),
+        ("schedule", esc(schedule_words(r.schedule))),
+        ("schedule JSON", f"<code>{esc(dict(r.schedule))}</code>"),
+        ("policies", esc(policies_words(r.schedule))),
+        ("state", esc(routine_state(r))),
+        ("paused reason", esc(r.paused_reason)),
+        ("next fire (UTC)", instant(r.next_due_at)),
+        ("next fire (its zone)", in_zone(r.next_due_at, r.schedule)),
+        ("cursor (last fire)", instant(r.last_fire)),
+        ("failure streak", esc(r.consecutive_failures)),
+        ("planning error", esc(r.last_error)),
+        ("revision", esc(r.config_revision)),
         ("definition", f"<code>{esc(dict(r.definition))}</code>"),
     ]
     parts = [table(["field", "value"], [[esc(k), v] for k, v in fields])]
@@ -113,14 +120,25 @@ def ledger_page(store: Store, access: Access, sc: Scope | None, q: Mapping[str, 
             break
     filters = (
         f'<form method="get"><input type="hidden" name="scope" value="{esc(str(sc))}">'
-        + "".join(f'{n} <input name="{n}" value="{esc(q.get(n, ""))}"> '
-                  for n in ("routine", "state", "reason", "since", "until"))
+        + "".join(
+            f'{n} <input name="{n}" value="{esc(q.get(n, ""))}"> '
+            for n in ("routine", "state", "reason", "since", "until")
+        )
         + "<button>filter</button></form>"
     )
     nxt = ""
     if more and before is not None:
-        href = url("/dashboard/ledger", scope=str(sc), routine=routine, state=state, reason=reason,
-                   since=q.get("since"), until=q.get("until"), before_at=before[0].isoformat(), before_run=before[1])
+        href = url(
+            "/dashboard/ledger",
+            scope=str(sc),
+            routine=routine,
+            state=state,
+            reason=reason,
+            since=q.get("since"),
+            until=q.get("until"),
+            before_at=before[0].isoformat(),
+            before_run=before[1],
+        )
         nxt = link(href, "older runs")
     return picker + filters + table(RUN_HEADERS, [run_cells(x) for x in rows], empty="no run") + nxt
 
@@ -128,16 +146,20 @@ def ledger_page(store: Store, access: Access, sc: Scope | None, q: Mapping[str, 
 def record_advice(run: RunRecord) -> str:
     """What ``runs record`` does to this run (the operator's reconciliation)."""
     money = f"; its reservation of {run.reserved_micros} micro-USD is settled" if run.reserved_micros else ""
-    return (f"record moves it from {run.state} to the outcome you give (e.g. failed or completed) with your "
-            f"reason, in one compare-and-set{money}; the streak is untouched and nothing is re-sent")
+    return (
+        f"record moves it from {run.state} to the outcome you give (e.g. failed or completed) with your "
+        f"reason, in one compare-and-set{money}; the streak is untouched and nothing is re-sent"
+    )
 
 
 def stuck_page(store: Store, settings: Settings, access: Access, now: datetime) -> str:
     """Blocked and stuck runs (system reads, shown filtered to the dashboard's scopes)."""
     limit = 200
     found: dict[str, RunRecord] = {}
-    for run in [*store.blocked(now, settings.run_time_limit, limit),
-                *store.stuck(now, 2 * settings.run_time_limit, limit)]:
+    for run in [
+        *store.blocked(now, settings.run_time_limit, limit),
+        *store.stuck(now, 2 * settings.run_time_limit, limit),
+    ]:
         if run.state not in TERMINAL and access.allows(Scope(run.org, run.uid)):
             found.setdefault(str(run.key), run)
     rows = []

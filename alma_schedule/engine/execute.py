@@ -292,8 +292,12 @@ def _log_late(rt: Runtime, record: RunRecord, routine: Routine | None) -> None:
         state = late(record) if late is not None else None
     except Exception as exc:  # a log line only: the timeout stands
         state = f"unknown ({type(exc).__name__})"
-    log.warning("collect %s: timed out past its deadline %s; %s", record.key, record.deadline,
-                state or "nothing to say of its target")
+    log.warning(
+        "collect %s: timed out past its deadline %s; %s",
+        record.key,
+        record.deadline,
+        state or "nothing to say of its target",
+    )
 
 
 def record(

@@ -61,9 +61,12 @@ def _body(what: str, value: Any, max_bytes: int, max_bytes_name: str, limits: Li
     else:
         depth = nesting_depth(value, limits.nesting_depth)
         if depth > limits.nesting_depth:
-            yield "max_nesting_depth", (
-                f"{what} is nested deeper than {limits.nesting_depth} levels, "
-                f"over {_setting('max_nesting_depth', limits.nesting_depth)}"
+            yield (
+                "max_nesting_depth",
+                (
+                    f"{what} is nested deeper than {limits.nesting_depth} levels, "
+                    f"over {_setting('max_nesting_depth', limits.nesting_depth)}"
+                ),
             )
             return
         try:
@@ -71,9 +74,7 @@ def _body(what: str, value: Any, max_bytes: int, max_bytes_name: str, limits: Li
         except InvalidInput:
             return  # not JSON: the registration's own checks refuse it, naming why
     if size > max_bytes:
-        yield max_bytes_name, (
-            f"{what} is {size} bytes of canonical JSON, over {_setting(max_bytes_name, max_bytes)}"
-        )
+        yield max_bytes_name, (f"{what} is {size} bytes of canonical JSON, over {_setting(max_bytes_name, max_bytes)}")
 
 
 def _caps(definition: Mapping[str, Any], limits: Limits) -> Iterator[tuple[str, str]]:

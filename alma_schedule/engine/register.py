@@ -115,9 +115,7 @@ def _policy(schedule: Mapping[str, Any]) -> SchedulePolicy | None:
         return None
 
 
-def due_from(
-    routine: Routine, schedule: ScheduleValue, policy: SchedulePolicy, after: datetime
-) -> datetime | None:
+def due_from(routine: Routine, schedule: ScheduleValue, policy: SchedulePolicy, after: datetime) -> datetime | None:
     """``next_due_at`` of a routine whose cursor restarts after ``after`` (were it active): the first
     fire in the bounds (the bounds read the nominal instant) as its DUE instant ``f + o(f)`` (its
     ``jitter`` applied), None once ``max_runs`` is reached (also used by resume, enable, reindex

@@ -112,9 +112,7 @@ def _take_as_owner(
             continue  # unknown again: read the row again (as_owner gives up at the soft time limit)
 
 
-def start_as_owner(
-    rt: Runtime, key: RunKey, *, now: datetime, owner: str | None, sleep: Sleep | None
-) -> ClaimResult:
+def start_as_owner(rt: Runtime, key: RunKey, *, now: datetime, owner: str | None, sleep: Sleep | None) -> ClaimResult:
     """``store.start`` (inside the run's window) by the would-be owner, settled by the row when its
     outcome is unknown (:func:`_take_as_owner`, the module docstring)."""
     return _take_as_owner(
@@ -129,9 +127,7 @@ def start_as_owner(
     )
 
 
-def collect_as_owner(
-    rt: Runtime, key: RunKey, *, now: datetime, owner: str | None, sleep: Sleep | None
-) -> ClaimResult:
+def collect_as_owner(rt: Runtime, key: RunKey, *, now: datetime, owner: str | None, sleep: Sleep | None) -> ClaimResult:
     """``store.begin_collecting`` by a collector, settled by the row as a start is."""
     return _take_as_owner(
         rt,

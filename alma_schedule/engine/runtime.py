@@ -38,6 +38,7 @@ class ZoneCheck:
     done: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
+
 Resolver = Callable[[Routine], RoutineRunner]
 RunnerSource = RoutineRunner | Resolver
 

@@ -226,8 +226,9 @@ def tick(rt: Runtime, now: datetime | None = None) -> TickReport:
         next_wake_at=next_wake_at,
         blocked_why=tuple(blocked_why(r, at) for r in blocked),
         buffered=tuple(buffered),
-        claimed_kinds=tuple(sorted(Counter(kinds.get((k.org, k.uid, k.routine_id), "unknown")
-                                           for k in claimed).items())),
+        claimed_kinds=tuple(
+            sorted(Counter(kinds.get((k.org, k.uid, k.routine_id), "unknown") for k in claimed).items())
+        ),
     )
     if failing.count:
         log.warning("tick %s: %d routine(s) cannot be planned, e.g. %s", at.isoformat(), failing.count, errors[0])

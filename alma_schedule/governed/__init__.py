@@ -13,10 +13,27 @@ from alma_schedule.deprecation import resolve_alias
 #: The names 0.1.0 had here; each now lives in :mod:`alma_schedule.runners.governed`.
 NAMES = frozenset(
     {
-        "BatchProvider", "BatchReceipt", "BatchRequest", "BatchStatus", "Budget", "ConversationProvider",
-        "Delivery", "FileSink", "GovernedBatchRunner", "GovernedConversationRunner", "HostCaps",
-        "MoneyPlan", "Prices", "ScriptedProvider", "Sink", "StdoutSink", "TurnReceipt", "TurnRequest",
-        "create_governed_batch_runner", "create_governed_conversation_runner", "parse_budget"
+        "BatchProvider",
+        "BatchReceipt",
+        "BatchRequest",
+        "BatchStatus",
+        "Budget",
+        "ConversationProvider",
+        "Delivery",
+        "FileSink",
+        "GovernedBatchRunner",
+        "GovernedConversationRunner",
+        "HostCaps",
+        "MoneyPlan",
+        "Prices",
+        "ScriptedProvider",
+        "Sink",
+        "StdoutSink",
+        "TurnReceipt",
+        "TurnRequest",
+        "create_governed_batch_runner",
+        "create_governed_conversation_runner",
+        "parse_budget",
     }
 )
 

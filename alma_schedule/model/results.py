@@ -32,9 +32,7 @@ class RunResult(Data):
         return cls("completed", reason, cost_micros)
 
     @classmethod
-    def failed(
-        cls, reason: str, cost_micros: int | None = None, error_class: str | None = None
-    ) -> RunResult:
+    def failed(cls, reason: str, cost_micros: int | None = None, error_class: str | None = None) -> RunResult:
         return cls("failed", reason, cost_micros, error_class)
 
     @classmethod

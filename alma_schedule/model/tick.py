@@ -11,8 +11,22 @@ from alma_schedule.model.keys import RunKey
 from alma_schedule.model.run import RunRecord
 
 __all__ = [
-    "ClaimBatch", "Decision", "Defer", "Deferral", "Erroring", "Fire", "NotDue", "PlannedFire", "PlannedRoutine",
-    "Resends", "TickEndAsk", "TickEndParts", "TickError", "TickMinute", "TickPlan", "TickReport",
+    "ClaimBatch",
+    "Decision",
+    "Defer",
+    "Deferral",
+    "Erroring",
+    "Fire",
+    "NotDue",
+    "PlannedFire",
+    "PlannedRoutine",
+    "Resends",
+    "TickEndAsk",
+    "TickEndParts",
+    "TickError",
+    "TickMinute",
+    "TickPlan",
+    "TickReport",
     "ZoneReconciliation",
 ]
 
@@ -281,4 +295,6 @@ class TickMinute(Data):
     claimed: int
     lag_p50: float | None = None
     lag_p95: float | None = None
+
+
 # --- end the tick log ---

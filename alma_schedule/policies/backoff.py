@@ -18,7 +18,14 @@ from typing import Any
 from alma_schedule.settings import Timers
 
 __all__ = [
-    "CLEAR", "ERROR_STEP", "PlanningBackoff", "deferred", "first_deferral", "held_back", "next_poll", "retry_at",
+    "CLEAR",
+    "ERROR_STEP",
+    "PlanningBackoff",
+    "deferred",
+    "first_deferral",
+    "held_back",
+    "next_poll",
+    "retry_at",
 ]
 
 #: How much one deferral adds to ``error_count``.
@@ -72,4 +79,3 @@ def next_poll(scheduled: datetime, now: datetime, deadline: datetime | None, tol
         return scheduled
     due = deadline + tolerance
     return due if now < due < scheduled else scheduled
-

@@ -52,4 +52,5 @@ def hard_limit_note(rec: RunRecord, now: datetime, run_time_limit: timedelta) ->
         return None
     return PAST_HARD_LIMIT if now - rec.started_at > run_time_limit + HARD_LIMIT_GRACE else None
 
+
 # --- end killed runs ---

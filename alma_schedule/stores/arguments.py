@@ -304,8 +304,10 @@ def reserve_args(key: RunKey, day: str, amount_micros: int, ceilings: Sequence[C
     rk = check_run_key(key)
     check_id("day", day)
     amount = check_micros("amount_micros", amount_micros)
-    if isinstance(ceilings, str) or not isinstance(ceilings, Sequence) or not all(
-        isinstance(c, Ceiling) for c in ceilings
+    if (
+        isinstance(ceilings, str)
+        or not isinstance(ceilings, Sequence)
+        or not all(isinstance(c, Ceiling) for c in ceilings)
     ):
         raise InvalidInput("ceilings must be a sequence of Ceiling")
     keys = [check_id("ceiling", c.key) for c in ceilings]

@@ -40,9 +40,7 @@ def backfill_args(backfill: Backfill, now: datetime) -> tuple[RKey, Backfill, da
     n = backfill.max_fires
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise InvalidInput(f"max_fires must be a positive integer, got {n!r}")
-    row = dataclasses.replace(
-        backfill, from_at=start, to_at=end, next_at=nxt, cancelled_at=None, created_at=now
-    )
+    row = dataclasses.replace(backfill, from_at=start, to_at=end, next_at=nxt, cancelled_at=None, created_at=now)
     return key, row, now
 
 

@@ -55,9 +55,7 @@ class SystemStore(Protocol):
         :class:`InvalidInput` for another state."""
         ...
 
-    def system_routine_counts(
-        self, *, kind: str | None = None, state: str | None = None
-    ) -> list[tuple[str, str, int]]:
+    def system_routine_counts(self, *, kind: str | None = None, state: str | None = None) -> list[tuple[str, str, int]]:
         """System: ``(org, uid, count)`` of the live routines per scope under the filters of
         :meth:`system_routines`, in scope order. ONE grouped query."""
         ...

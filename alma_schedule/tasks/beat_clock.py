@@ -174,4 +174,3 @@ def connect_beat_clock(
 
     beat_init.connect(on_beat_init, weak=False)
     return on_beat_init
-

@@ -95,8 +95,13 @@ def _refuse(app: Celery, message: Any, reason: str) -> bool:
         _refused[queue] += 1
     log.warning(
         "alma_schedule: refused a message on %s (delivery tag %s, id %s, task %s): %s; body %s; dead-lettered to %s",
-        queue, getattr(message, "delivery_tag", None), _short(headers.get("id"), 60),
-        _short(headers.get("task"), 80), reason, _short(message.body), dead,
+        queue,
+        getattr(message, "delivery_tag", None),
+        _short(headers.get("id"), 60),
+        _short(headers.get("task"), 80),
+        reason,
+        _short(message.body),
+        dead,
     )
     try:
         dead_letter(app, message, queue, reason, dead)
@@ -118,9 +123,15 @@ def dead_letter(app: Celery, message: Any, queue: str, reason: str, dead: str) -
     }
     with app.producer_or_acquire() as producer:
         producer.publish(
-            message.body, exchange=exchange, routing_key=dead, declare=[target], headers=headers,
-            content_type=message.content_type, content_encoding=message.content_encoding,
-            retry=True, retry_policy={"max_retries": 3},
+            message.body,
+            exchange=exchange,
+            routing_key=dead,
+            declare=[target],
+            headers=headers,
+            content_type=message.content_type,
+            content_encoding=message.content_encoding,
+            retry=True,
+            retry_policy={"max_retries": 3},
         )
 
 

@@ -59,9 +59,15 @@ if TYPE_CHECKING:
 def our_routes(settings: Settings | Mapping[str, str]) -> dict[str, dict[str, str]]:
     """``task_routes`` entries for our task names (queues from settings, or a mapping of the three
     queue names as :func:`alma_schedule.settings.queue_names` returns)."""
-    names = settings if isinstance(settings, Mapping) else {
-        "tick_queue": settings.tick_queue, "run_queue": settings.run_queue, "collect_queue": settings.collect_queue
-    }
+    names = (
+        settings
+        if isinstance(settings, Mapping)
+        else {
+            "tick_queue": settings.tick_queue,
+            "run_queue": settings.run_queue,
+            "collect_queue": settings.collect_queue,
+        }
+    )
     return {
         TICK_TASK: {"queue": names["tick_queue"]},
         RUN_TASK: {"queue": names["run_queue"]},
@@ -131,9 +137,7 @@ def install(
     return composition
 
 
-def install_on(
-    app: Celery, *, settings: Settings | None, registry: KindRegistry | None, fleet: bool
-) -> Composition:
+def install_on(app: Celery, *, settings: Settings | None, registry: KindRegistry | None, fleet: bool) -> Composition:
     """:func:`install`; ``fleet=False`` for the ready app (whose ``task`` kind needs ``ALMA_CELERY_APP``)."""
     if composition_of(app) is not None:
         raise ConfigurationError(f"alma_schedule is already installed on the Celery app {app.main!r}")

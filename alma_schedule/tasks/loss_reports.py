@@ -124,4 +124,3 @@ def _again(schedule: Any, task_id: str, why: BlockedWhy, deadline: float, attemp
     timer = threading.Timer(delay, apply_report, (schedule, task_id, why), {"budget": left, "attempt": attempt + 1})
     timer.daemon = True
     timer.start()
-

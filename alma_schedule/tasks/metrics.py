@@ -68,8 +68,7 @@ def _get() -> dict[str, Any] | None:
             duration=Histogram("alma_tick_duration_seconds", "How long a tick took."),
             claimed=Counter("alma_fires_claimed_total", "Fires claimed by ticks.", ["kind"]),
             finished=Counter("alma_runs_finished_total", "Runs finished by runs of this host.", ["state", "reason"]),
-            lag=Histogram("alma_fire_lag_seconds", "Start minus due instant of the runs started.",
-                          buckets=lag_buckets),
+            lag=Histogram("alma_fire_lag_seconds", "Start minus due instant of the runs started.", buckets=lag_buckets),
             errors=Counter("alma_errors_total", "Errors of ticks by step.", ["step"]),
         )
     return _metrics

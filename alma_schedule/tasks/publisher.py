@@ -24,7 +24,7 @@ _celery_log = logging.getLogger("celery.app.base")  # where app.send_task warns 
 _EXPIRED = (
     "%s has an expiration date in the past (%ss ago).\nWe assume this is intended and so we have set the "
     "expiration date to 0 instead.\nAccording to RabbitMQ's documentation:\n\"Setting the TTL to 0 causes "
-    "messages to be expired upon reaching a queue unless they can be delivered to a consumer immediately.\"\n"
+    'messages to be expired upon reaching a queue unless they can be delivered to a consumer immediately."\n'
     "If this was unintended, please check the code which published this task."
 )
 

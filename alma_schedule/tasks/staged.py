@@ -107,4 +107,3 @@ def _discard(stack: ExitStack) -> None:
         stack.__exit__(_Discarded, _Discarded(), None)
     except Exception as exc:  # releasing the producer failed: nothing was sent, nothing to undo
         log.warning("discarding staged messages: %s", type(exc).__name__, exc_info=exc)
-

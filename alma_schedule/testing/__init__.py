@@ -31,7 +31,17 @@ from typing import Any
 
 _SUITES = ("builders", "dump", "hostile", "store_contract", "store_races")
 _PARTS = (
-    "backfills", "backoff", "claims", "hostile", "input", "money", "reads", "routines", "runs", "settlement", "streak",
+    "backfills",
+    "backoff",
+    "claims",
+    "hostile",
+    "input",
+    "money",
+    "reads",
+    "routines",
+    "runs",
+    "settlement",
+    "streak",
 )
 
 if "pytest" in sys.modules:  # under pytest: give the suites' plain asserts pytest's rich messages

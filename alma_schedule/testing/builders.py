@@ -72,9 +72,7 @@ def make_routine(
     )
 
 
-def fire_next_due(
-    step: timedelta = MINUTE, window: timedelta | None = None, *, missed: bool = False
-) -> Decide:
+def fire_next_due(step: timedelta = MINUTE, window: timedelta | None = None, *, missed: bool = False) -> Decide:
     """A ``decide`` that fires the routine's ``next_due_at`` and moves the index by ``step``.
 
     The fire expires after ``window`` (default: at the next fire, like the engine's default).
@@ -140,9 +138,7 @@ def key_of(routine_id: str, run_id: str, scope: Scope = SCOPE) -> RunKey:
     return RunKey(scope.org, scope.uid, routine_id, run_id)
 
 
-def claim(
-    store: Store, routine_id: str = "r1", *, now: datetime = T0, decide: Decide = fire_due_long
-) -> RunRecord:
+def claim(store: Store, routine_id: str = "r1", *, now: datetime = T0, decide: Decide = fire_due_long) -> RunRecord:
     """Claim the due fire of one routine at ``now`` and return its ``claimed`` record."""
     batch = store.claim_due(now, 1000, decide, TIMERS)
     mine = [r for r in batch.claimed if r.routine_id == routine_id]
@@ -159,9 +155,7 @@ def running(store: Store, routine_id: str = "r1", *, now: datetime = T0, **kw: A
 
 def submitted(store: Store, routine_id: str = "r1", *, now: datetime = T0, **kw: Any) -> RunRecord:
     rec = running(store, routine_id, now=now, **kw)
-    res = store.submit(
-        rec.key, now=now, batch_id="batch-1", deadline=now + HOUR, next_poll_at=now + 30 * SECOND
-    )
+    res = store.submit(rec.key, now=now, batch_id="batch-1", deadline=now + HOUR, next_poll_at=now + 30 * SECOND)
     assert res.won and res.record is not None, res
     return res.record
 

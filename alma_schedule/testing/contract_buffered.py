@@ -144,9 +144,7 @@ class BufferedContract:
         assert store.get(kept.key) == kept
 
     @pytest.mark.parametrize("ending", sorted(ENDINGS))
-    def test_every_terminal_write_of_the_active_run_releases_the_buffered_fire(
-        self, store: Store, ending: str
-    ) -> None:
+    def test_every_terminal_write_of_the_active_run_releases_the_buffered_fire(self, store: Store, ending: str) -> None:
         drive, end = ENDINGS[ending]
         register(store)
         active = drive(store)

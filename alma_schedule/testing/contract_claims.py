@@ -81,7 +81,6 @@ class ClaimContract:
         claimed = [r.routine_id for b in out for r in b.claimed]
         assert len(out) == n and len(claimed) == 2 * n == len(set(claimed))
 
-
     def test_claim_due_claims_and_advances_the_cursor_once(self, store: Store) -> None:
         routine = register(store)
         batch = store.claim_due(T0, 100, fire_due, TIMERS)

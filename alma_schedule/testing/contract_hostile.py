@@ -96,8 +96,21 @@ def _routine(draw: Draw) -> Any:
         return draw(anything())
     field = draw(
         st.sampled_from(
-            ["org", "uid", "routine_id", "kind", "schedule", "definition", "registered_at", "config_revision",
-             "last_fire", "next_due_at", "tzdata_version", "paused_reason", "consecutive_failures"]
+            [
+                "org",
+                "uid",
+                "routine_id",
+                "kind",
+                "schedule",
+                "definition",
+                "registered_at",
+                "config_revision",
+                "last_fire",
+                "next_due_at",
+                "tzdata_version",
+                "paused_reason",
+                "consecutive_failures",
+            ]
         )
     )
     value = draw(json_values() if field in ("schedule", "definition") else anything())
@@ -188,28 +201,30 @@ OPS: dict[str, StoreOp] = {
     "set_paused": lambda s, d: (
         lambda: s.set_paused(d(SCOPES), d(IDS), d(st.one_of(st.none(), anything())), now=d(NOW), next_due_at=d(OPT_NOW))
     ),
-    "delete_routine": lambda s, d: (lambda: s.delete_routine(d(SCOPES), d(IDS), now=d(NOW))),
-    "get_routine": lambda s, d: (lambda: s.get_routine(d(SCOPES), d(IDS), include_deleted=d(anything()))),
+    "delete_routine": lambda s, d: lambda: s.delete_routine(d(SCOPES), d(IDS), now=d(NOW)),
+    "get_routine": lambda s, d: lambda: s.get_routine(d(SCOPES), d(IDS), include_deleted=d(anything())),
     "list_routines": lambda s, d: (
         lambda: s.list_routines(d(SCOPES), include_deleted=d(anything()), limit=d(LIMITS), after=d(IDS))
     ),
-    "routine_versions": lambda s, d: (lambda: s.routine_versions(d(SCOPES), d(IDS))),
-    "claim_due": lambda s, d: (lambda: s.claim_due(d(NOW), d(LIMITS), _decide(d), TIMERS)),
-    "claim_manual": lambda s, d: (
-        lambda: s.claim_manual(_key(s, d), now=d(NOW), expires_at=d(NOW), resend_at=d(NOW))
-    ),
-    "take_resends": lambda s, d: (lambda: s.take_resends(d(NOW), d(LIMITS), TIMERS, send=d(anything()))),
-    "take_polls": lambda s, d: (lambda: s.take_polls(d(NOW), d(LIMITS), TIMERS)),
+    "routine_versions": lambda s, d: lambda: s.routine_versions(d(SCOPES), d(IDS)),
+    "claim_due": lambda s, d: lambda: s.claim_due(d(NOW), d(LIMITS), _decide(d), TIMERS),
+    "claim_manual": lambda s, d: lambda: s.claim_manual(_key(s, d), now=d(NOW), expires_at=d(NOW), resend_at=d(NOW)),
+    "take_resends": lambda s, d: lambda: s.take_resends(d(NOW), d(LIMITS), TIMERS, send=d(anything())),
+    "take_polls": lambda s, d: lambda: s.take_polls(d(NOW), d(LIMITS), TIMERS),
     "start": lambda s, d: (
         lambda: s.start(_key(s, d), now=d(NOW), owner=d(st.one_of(st.none(), OWNERS)), in_window=d(st.booleans()))
     ),
     "submit": lambda s, d: (
         lambda: s.submit(
-            _key(s, d), now=d(NOW), batch_id=d(anything()), deadline=d(NOW), next_poll_at=d(NOW),
+            _key(s, d),
+            now=d(NOW),
+            batch_id=d(anything()),
+            deadline=d(NOW),
+            next_poll_at=d(NOW),
             target_task_id=d(st.one_of(st.none(), anything())),
         )
     ),
-    "begin_collecting": lambda s, d: (lambda: s.begin_collecting(_key(s, d), now=d(NOW))),
+    "begin_collecting": lambda s, d: lambda: s.begin_collecting(_key(s, d), now=d(NOW)),
     "annotate": lambda s, d: (
         lambda: s.annotate(
             _key(s, d),
@@ -218,7 +233,10 @@ OPS: dict[str, StoreOp] = {
     ),
     "finish": lambda s, d: (
         lambda: s.finish(
-            _key(s, d), _result(d), now=d(NOW), timers=TIMERS,
+            _key(s, d),
+            _result(d),
+            now=d(NOW),
+            timers=TIMERS,
             from_states=d(st.one_of(st.none(), st.lists(or_hostile(*STATES), max_size=2), anything())),
         )
     ),
@@ -227,24 +245,28 @@ OPS: dict[str, StoreOp] = {
     ),
     "mark_blocked": lambda s, d: (
         lambda: s.mark_blocked(
-            _key(s, d), why=d(or_hostile(*sorted(BLOCKED_WHY))), now=d(NOW),
+            _key(s, d),
+            why=d(or_hostile(*sorted(BLOCKED_WHY))),
+            now=d(NOW),
             cost_micros=d(st.one_of(st.none(), or_hostile(5))),
         )
     ),
-    "running_of": lambda s, d: (lambda: s.running_of(d(OWNERS), d(LIMITS))),
+    "running_of": lambda s, d: lambda: s.running_of(d(OWNERS), d(LIMITS)),
     "reserve": lambda s, d: (
         lambda: s.reserve(
-            _key(s, d), d(or_hostile(DAY)), d(or_hostile(10, 0)),
+            _key(s, d),
+            d(or_hostile(DAY)),
+            d(or_hostile(10, 0)),
             d(st.one_of(st.lists(st.builds(Ceiling, or_hostile("org:x"), or_hostile(100)), max_size=2), anything())),
         )
     ),
-    "release": lambda s, d: (lambda: s.release(_key(s, d))),
-    "spend": lambda s, d: (lambda: s.spend(d(or_hostile("org:x")), d(or_hostile(DAY)))),
-    "put_backfill": lambda s, d: (lambda: s.put_backfill(_backfill(d), now=d(NOW))),
-    "get_backfill": lambda s, d: (lambda: s.get_backfill(d(SCOPES), d(IDS))),
-    "cancel_backfill": lambda s, d: (lambda: s.cancel_backfill(d(SCOPES), d(IDS), now=d(NOW))),
-    "claim_backfills": lambda s, d: (lambda: s.claim_backfills(d(NOW), d(LIMITS), _plan(d), TIMERS)),
-    "get": lambda s, d: (lambda: s.get(_key(s, d))),
+    "release": lambda s, d: lambda: s.release(_key(s, d)),
+    "spend": lambda s, d: lambda: s.spend(d(or_hostile("org:x")), d(or_hostile(DAY))),
+    "put_backfill": lambda s, d: lambda: s.put_backfill(_backfill(d), now=d(NOW)),
+    "get_backfill": lambda s, d: lambda: s.get_backfill(d(SCOPES), d(IDS)),
+    "cancel_backfill": lambda s, d: lambda: s.cancel_backfill(d(SCOPES), d(IDS), now=d(NOW)),
+    "claim_backfills": lambda s, d: lambda: s.claim_backfills(d(NOW), d(LIMITS), _plan(d), TIMERS),
+    "get": lambda s, d: lambda: s.get(_key(s, d)),
     "list_runs": lambda s, d: (
         lambda: s.list_runs(
             d(SCOPES),
@@ -255,10 +277,10 @@ OPS: dict[str, StoreOp] = {
             before=d(st.one_of(st.none(), st.tuples(instants(), anything()), anything())),
         )
     ),
-    "last_completed_delivery": lambda s, d: (lambda: s.last_completed_delivery(d(SCOPES), d(IDS))),
-    "peek_due": lambda s, d: (lambda: s.peek_due(d(NOW), d(LIMITS))),
-    "peek_resends": lambda s, d: (lambda: s.peek_resends(d(NOW), d(LIMITS))),
-    "peek_polls": lambda s, d: (lambda: s.peek_polls(d(NOW), d(LIMITS))),
+    "last_completed_delivery": lambda s, d: lambda: s.last_completed_delivery(d(SCOPES), d(IDS)),
+    "peek_due": lambda s, d: lambda: s.peek_due(d(NOW), d(LIMITS)),
+    "peek_resends": lambda s, d: lambda: s.peek_resends(d(NOW), d(LIMITS)),
+    "peek_polls": lambda s, d: lambda: s.peek_polls(d(NOW), d(LIMITS)),
     "system_routines": lambda s, d: (
         lambda: s.system_routines(
             kind=d(st.one_of(st.none(), or_hostile("test"))),
@@ -273,16 +295,16 @@ OPS: dict[str, StoreOp] = {
             state=d(st.one_of(st.none(), or_hostile(*ROUTINE_STATES))),
         )
     ),
-    "list_inactive": lambda s, d: (lambda: s.list_inactive(d(LIMITS))),
-    "blocked": lambda s, d: (lambda: s.blocked(d(NOW), d(spans()), d(LIMITS))),
-    "probe_tick": lambda s, d: (lambda: s.probe_tick(d(NOW), d(spans()))),
-    "stuck": lambda s, d: (lambda: s.stuck(d(NOW), d(spans()), d(LIMITS))),
-    "iter_routines": lambda s, d: (lambda: list(s.iter_routines(d(or_hostile(2, 1000))))),
-    "heartbeat": lambda s, d: (lambda: s.heartbeat(d(NOW))),
+    "list_inactive": lambda s, d: lambda: s.list_inactive(d(LIMITS)),
+    "blocked": lambda s, d: lambda: s.blocked(d(NOW), d(spans()), d(LIMITS)),
+    "probe_tick": lambda s, d: lambda: s.probe_tick(d(NOW), d(spans())),
+    "stuck": lambda s, d: lambda: s.stuck(d(NOW), d(spans()), d(LIMITS)),
+    "iter_routines": lambda s, d: lambda: list(s.iter_routines(d(or_hostile(2, 1000)))),
+    "heartbeat": lambda s, d: lambda: s.heartbeat(d(NOW)),
     "last_tick": lambda s, d: s.last_tick,
     "next_wake_at": lambda s, d: s.next_wake_at,
-    "peek_wake": lambda s, d: (lambda: s.peek_wake(d(NOW))),
-    "erroring": lambda s, d: (lambda: s.erroring(d(LIMITS))),
+    "peek_wake": lambda s, d: lambda: s.peek_wake(d(NOW)),
+    "erroring": lambda s, d: lambda: s.erroring(d(LIMITS)),
     "log_tick": lambda s, d: (
         lambda: s.log_tick(d(NOW), d(or_hostile(3, 0)), d(st.one_of(st.none(), or_hostile(0.5))), d(OPT_TEXT))
     ),
@@ -290,12 +312,12 @@ OPS: dict[str, StoreOp] = {
         lambda: s.record_tick(d(NOW), d(or_hostile(3, 0)), d(st.one_of(st.none(), or_hostile(0.5))), d(OPT_TEXT))
     ),
     "begin_tick_end": _tick_end,
-    "tick_log": lambda s, d: (lambda: s.tick_log(d(LIMITS))),
-    "count_routines": lambda s, d: (lambda: s.count_routines(d(or_hostile(10_000, 1, 0)))),
-    "prune": lambda s, d: (lambda: s.prune(d(NOW))),
-    "purge_deleted": lambda s, d: (lambda: s.purge_deleted(d(LIMITS))),
-    "erase_results": lambda s, d: (lambda: s.erase_results(d(SCOPES))),
-    "erase_expired_results": lambda s, d: (lambda: s.erase_expired_results(d(NOW), d(LIMITS))),
+    "tick_log": lambda s, d: lambda: s.tick_log(d(LIMITS)),
+    "count_routines": lambda s, d: lambda: s.count_routines(d(or_hostile(10_000, 1, 0))),
+    "prune": lambda s, d: lambda: s.prune(d(NOW)),
+    "purge_deleted": lambda s, d: lambda: s.purge_deleted(d(LIMITS)),
+    "erase_results": lambda s, d: lambda: s.erase_results(d(SCOPES)),
+    "erase_expired_results": lambda s, d: lambda: s.erase_expired_results(d(NOW), d(LIMITS)),
     "reconcile_zone_data": lambda s, d: (
         lambda: s.reconcile_zone_data(_derive(d), d(or_hostile("2026a")), limit=d(LIMITS))
     ),

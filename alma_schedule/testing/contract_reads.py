@@ -164,9 +164,7 @@ class ReadContract:
     def test_iter_routines_streams_every_scope_in_key_order(self, store: Store) -> None:
         made = [register(store, rid, scope=scope) for scope in (OTHER_UID, SCOPE, OTHER_ORG) for rid in "zma"]
         got = list(store.iter_routines(batch=2))
-        assert [(r.org, r.uid, r.routine_id) for r in got] == sorted(
-            (r.org, r.uid, r.routine_id) for r in made
-        )
+        assert [(r.org, r.uid, r.routine_id) for r in got] == sorted((r.org, r.uid, r.routine_id) for r in made)
 
     # ------------------------------------------------------------------ maintenance
 

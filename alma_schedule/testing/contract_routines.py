@@ -130,9 +130,7 @@ class RoutineContract:
         register(store)
         paused = store.set_paused(SCOPE, "r1", "operator", now=T0, next_due_at=None)
         assert paused.paused_reason == "operator" and paused.next_due_at is None
-        again = store.set_paused(
-            SCOPE, "r1", "failure_streak:runner_error", now=T0 + MINUTE, next_due_at=None
-        )
+        again = store.set_paused(SCOPE, "r1", "failure_streak:runner_error", now=T0 + MINUTE, next_due_at=None)
         assert again.paused_reason == "operator"
         assert store.peek_due(T0 + HOUR_, 10) == []
 
@@ -226,9 +224,7 @@ class RoutineContract:
             )
             assert (res.won, res.reason, res.record) == (False, "not_found", None)
         assert store.get_routine(SCOPE, "r1") == mine
-        twin = store.put_routine(
-            dataclasses.replace(make_routine("r1", scope=OTHER_ORG), kind="other"), now=T0
-        )
+        twin = store.put_routine(dataclasses.replace(make_routine("r1", scope=OTHER_ORG), kind="other"), now=T0)
         assert twin.kind == "other" and store.get_routine(SCOPE, "r1") == mine
 
 

@@ -37,15 +37,11 @@ ORG_CEILING = Ceiling.org_key(SCOPE.org)
 #: Every guarded write, as (name, call). Each is applied to rows in states it must NOT move.
 OPS: dict[str, Op] = {
     "start": lambda s, r: s.start(r.key, now=T0 + MINUTE),
-    "submit": lambda s, r: s.submit(
-        r.key, now=T0 + MINUTE, batch_id="b", deadline=T0 + HOUR, next_poll_at=T0 + HOUR
-    ),
+    "submit": lambda s, r: s.submit(r.key, now=T0 + MINUTE, batch_id="b", deadline=T0 + HOUR, next_poll_at=T0 + HOUR),
     "begin_collecting": lambda s, r: s.begin_collecting(r.key, now=T0 + MINUTE),
     "completed": lambda s, r: s.finish(r.key, RunResult.completed(), now=T0 + MINUTE, timers=TIMERS),
     "failed": lambda s, r: s.finish(r.key, RunResult.failed("runner_error"), now=T0 + MINUTE, timers=TIMERS),
-    "refused": lambda s, r: s.finish(
-        r.key, RunResult.refused("not_admitted"), now=T0 + MINUTE, timers=TIMERS
-    ),
+    "refused": lambda s, r: s.finish(r.key, RunResult.refused("not_admitted"), now=T0 + MINUTE, timers=TIMERS),
     "skipped": lambda s, r: s.finish(r.key, RunResult("skipped", "missed"), now=T0 + MINUTE, timers=TIMERS),
     "timed_out": lambda s, r: s.finish(r.key, RunResult.timed_out(), now=T0 + MINUTE, timers=TIMERS),
 }

@@ -123,8 +123,10 @@ class SettlementContract:
         if name == "finish":
             outcome, cost = op[2], op[3]
             assert isinstance(outcome, str) and (cost is None or isinstance(cost, int))
-            result = RunResult.completed("delivered", cost) if outcome == "completed" else RunResult.failed(
-                "provider_error", cost
+            result = (
+                RunResult.completed("delivered", cost)
+                if outcome == "completed"
+                else RunResult.failed("provider_error", cost)
             )
             finished = store.finish(run.key, result, now=now, timers=NO_LATCH)
             assert finished.won, finished

@@ -66,6 +66,7 @@ EVERY_RESULT = [(state, reason) for state in sorted(TERMINAL) for reason in [Non
 def _timers(threshold: int, counts_refused: bool) -> Timers:
     return dataclasses.replace(with_threshold(threshold), streak_counts_refused=counts_refused)
 
+
 PAUSES = (False, False, False, False, True)  # an operator pause before a finish: rare (it ends the run)
 
 

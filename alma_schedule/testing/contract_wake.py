@@ -119,7 +119,10 @@ class ZoneDataContract:
         assert (last.previous, last.changed, last.done) == (None, 0, True)
         rows = {r.routine_id: r for r in store.iter_routines()}
         assert {rid: r.next_due_at for rid, r in rows.items()} == {
-            "a": T0 + HOUR, "b": T0 + HOUR, "c": None, "d": T0 + HOUR,
+            "a": T0 + HOUR,
+            "b": T0 + HOUR,
+            "c": None,
+            "d": T0 + HOUR,
         }
         assert {r.tzdata_version for rid, r in rows.items() if rid != "c"} == {"tzdata 2099a"}
         before = everything(store)

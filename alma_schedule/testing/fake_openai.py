@@ -186,9 +186,7 @@ class FakeOpenAI(FaultControls):
             "object": "chat.completion",
             "created": int(time.time()),
             "model": body.get("model", "fake-model"),
-            "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}
-            ],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
             "usage": {
                 "prompt_tokens": usage_in,
                 "completion_tokens": usage_out,

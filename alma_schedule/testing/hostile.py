@@ -96,9 +96,7 @@ def texts() -> st.SearchStrategy[str]:
 
 def numbers() -> st.SearchStrategy[Any]:
     special = [float("nan"), float("inf"), float("-inf"), -0.0, 10**400, -(10**400), 2**63, 2**31, -1, 0, 1e269]
-    return st.one_of(
-        st.sampled_from(special), st.integers(), st.floats(), st.booleans(), st.integers(-(2**70), 2**70)
-    )
+    return st.one_of(st.sampled_from(special), st.integers(), st.floats(), st.booleans(), st.integers(-(2**70), 2**70))
 
 
 def instants() -> st.SearchStrategy[Any]:
@@ -113,9 +111,7 @@ def instants() -> st.SearchStrategy[Any]:
         datetime(9000, 1, 1, tzinfo=UTC),
         datetime(2026, 3, 1, 12, 0),  # naive
     ]
-    return st.one_of(
-        st.sampled_from(edges), st.datetimes(), st.datetimes(timezones=st.sampled_from(ZONES))
-    )
+    return st.one_of(st.sampled_from(edges), st.datetimes(), st.datetimes(timezones=st.sampled_from(ZONES)))
 
 
 def spans() -> st.SearchStrategy[Any]:

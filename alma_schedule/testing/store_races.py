@@ -228,9 +228,7 @@ class StoreRaceContract:
                 if res.won:
                     wins.append(key)
                 else:
-                    assert (
-                        res.reason == "duplicate" and res.record is not None and res.record.state == "running"
-                    )
+                    assert res.reason == "duplicate" and res.record is not None and res.record.state == "running"
             return wins
 
         wins = Counter(k for mine in race(16, starter) for k in mine)
@@ -239,9 +237,7 @@ class StoreRaceContract:
     def test_two_collectors_one_winner(self, store: Store) -> None:
         runs = _running(store, self.scaled(100))
         for rec in runs:
-            assert store.submit(
-                rec.key, now=T0, batch_id="b", deadline=T0 + HOUR, next_poll_at=T0 + MINUTE
-            ).won
+            assert store.submit(rec.key, now=T0, batch_id="b", deadline=T0 + HOUR, next_poll_at=T0 + MINUTE).won
 
         def collector(i: int) -> list[RunKey]:
             order = runs if i == 0 else runs[::-1]
@@ -288,6 +284,7 @@ class StoreRaceContract:
                 assert got.blocked_why is None
             else:
                 assert got.blocked_why in whys and got.blocked_at == T0
+
     def test_finishes_racing_latest_claims_never_leave_two_open_or_an_orphan_buffer(self, store: Store) -> None:
         """Overlap latest: 4 threads end the active runs (each end releases the buffered fire) while 4
         claim the routines' newer fires (each replaces or buffers, or supersedes a released one).

@@ -9,6 +9,7 @@ The broker and result backend are Celery's own settings (``CELERY_BROKER_URL`` a
 ``CELERY_RESULT_BACKEND`` override the defaults below, as Celery reads them); alma-schedule's are
 ``alma_*`` keys of ``app.conf`` or ``ALMA_*`` variables (compose sets ``ALMA_DATABASE_URL``).
 """
+
 from __future__ import annotations
 
 from celery import Celery

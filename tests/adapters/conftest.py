@@ -26,9 +26,7 @@ def fake_server(fake: FakeOpenAI) -> Iterator[RunningServer]:
 
 @pytest.fixture
 def provider(fake_server: RunningServer) -> Iterator[OpenAICompatibleProvider]:
-    with OpenAICompatibleProvider(
-        fake_server.url, API_KEY, "fake-model", PRICE_IN, PRICE_OUT, timeout=10.0
-    ) as p:
+    with OpenAICompatibleProvider(fake_server.url, API_KEY, "fake-model", PRICE_IN, PRICE_OUT, timeout=10.0) as p:
         yield p
 
 

@@ -156,14 +156,22 @@ def test_turn_and_job_routines_through_celery_with_the_real_adapters(world: dict
     t0 = world["clock"]()
     brief = schedule.register(
         RoutineSpec(
-            SCOPE.org, SCOPE.uid, "briefing", "turn", {"every": "1d"},
+            SCOPE.org,
+            SCOPE.uid,
+            "briefing",
+            "turn",
+            {"every": "1d"},
             {"goal": TURN_GOAL, "budget": {"per_turn_usd": 0.002, "max_output_tokens": 12}},
         ),
         now=t0,
     )
     digest = schedule.register(
         RoutineSpec(
-            SCOPE.org, SCOPE.uid, "digest", "job", {"every": "1d"},
+            SCOPE.org,
+            SCOPE.uid,
+            "digest",
+            "job",
+            {"every": "1d"},
             {"goal": JOB_GOAL, "budget": {"per_run_usd": 0.003}},
         ),
         now=t0,

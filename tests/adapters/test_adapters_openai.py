@@ -41,9 +41,7 @@ def test_implements_both_provider_protocols(provider: OpenAICompatibleProvider) 
 # ---------------------------------------------------------------------------- turns
 
 
-def test_turn_ok_returns_the_reply_and_usage_times_prices(
-    provider: OpenAICompatibleProvider, fake: FakeOpenAI
-) -> None:
+def test_turn_ok_returns_the_reply_and_usage_times_prices(provider: OpenAICompatibleProvider, fake: FakeOpenAI) -> None:
     receipt = provider.run_turn(turn())
 
     (call,) = fake.calls_to("/v1/chat/completions")
@@ -71,9 +69,7 @@ def test_cost_rounds_up_to_whole_micro_usd(fake_server: RunningServer, fake: Fak
     assert receipt.cost_micros == 1
 
 
-def test_max_tokens_is_derived_from_the_hard_cost_bound(
-    provider: OpenAICompatibleProvider, fake: FakeOpenAI
-) -> None:
+def test_max_tokens_is_derived_from_the_hard_cost_bound(provider: OpenAICompatibleProvider, fake: FakeOpenAI) -> None:
     messages = [{"role": "user", "content": PROMPT}]
     in_bound = input_token_bound(messages)
     assert in_bound >= 2 * len(PROMPT.split())  # an upper bound, far above the fake's words * 1.3
@@ -166,9 +162,10 @@ def test_a_wrong_key_is_provider_error(fake_server: RunningServer, fake: FakeOpe
 
 def test_a_base_url_with_v1_is_normalised() -> None:
     fake = FakeOpenAI(reply_fn=lambda prompt, seq: "")
-    with serve_asgi(fake.app) as server, OpenAICompatibleProvider(
-        server.url + "/v1/", API_KEY, "m", PRICE_IN, PRICE_OUT, timeout=10
-    ) as p:
+    with (
+        serve_asgi(fake.app) as server,
+        OpenAICompatibleProvider(server.url + "/v1/", API_KEY, "m", PRICE_IN, PRICE_OUT, timeout=10) as p,
+    ):
         receipt = p.run_turn(turn())
     assert receipt.status == "ok" and receipt.text == ""
     assert fake.calls[-1].path == "/v1/chat/completions"
@@ -181,9 +178,10 @@ def test_an_answer_that_is_not_a_completion_is_provider_error(answer: bytes) -> 
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": answer})
 
-    with serve_asgi(app) as server, OpenAICompatibleProvider(
-        server.url, API_KEY, "m", PRICE_IN, PRICE_OUT, timeout=10
-    ) as p:
+    with (
+        serve_asgi(app) as server,
+        OpenAICompatibleProvider(server.url, API_KEY, "m", PRICE_IN, PRICE_OUT, timeout=10) as p,
+    ):
         with pytest.raises(ProviderError) as info:
             p.run_turn(turn())
     assert info.value.reason == "provider_error"
@@ -193,9 +191,7 @@ def test_an_answer_that_is_not_a_completion_is_provider_error(answer: bytes) -> 
 # ---------------------------------------------------------------------------- batches
 
 
-def test_batch_lifecycle_submit_pending_succeeded(
-    provider: OpenAICompatibleProvider, fake: FakeOpenAI
-) -> None:
+def test_batch_lifecycle_submit_pending_succeeded(provider: OpenAICompatibleProvider, fake: FakeOpenAI) -> None:
     receipt = provider.submit(job(max_cost_micros=2_000))
 
     upload, create = fake.calls
@@ -221,9 +217,10 @@ def test_batch_lifecycle_submit_pending_succeeded(
     input_line = json.loads(fake._files[upload.response["id"]][1])
     assert input_line["custom_id"] == "key-job-1"
     assert input_line["url"] == "/v1/chat/completions"
-    assert input_line["body"]["max_tokens"] == (
-        2_000 * 1_000_000 - input_token_bound(input_line["body"]["messages"]) * PRICE_IN
-    ) // PRICE_OUT
+    assert (
+        input_line["body"]["max_tokens"]
+        == (2_000 * 1_000_000 - input_token_bound(input_line["body"]["messages"]) * PRICE_IN) // PRICE_OUT
+    )
     output_line = json.loads(fake._files[output_id][1])
     assert output_line["custom_id"] == "key-job-1"
     body = output_line["response"]["body"]
@@ -237,8 +234,11 @@ def test_batch_lifecycle_submit_pending_succeeded(
 
 @pytest.mark.parametrize(
     ("outcome", "state", "reason"),
-    [("failed", "failed", "provider_failed"), ("cancelled", "failed", "provider_failed"),
-     ("expired", "expired", "provider_expired")],
+    [
+        ("failed", "failed", "provider_failed"),
+        ("cancelled", "failed", "provider_failed"),
+        ("expired", "expired", "provider_expired"),
+    ],
 )
 def test_batch_provider_outcomes(
     provider: OpenAICompatibleProvider, fake: FakeOpenAI, outcome: str, state: str, reason: str

@@ -27,9 +27,7 @@ def delivery(text: str = "Good morning: nothing burns. Ünïcode ✓") -> Delive
     return Delivery.for_run(KEY, text, 1234, ("per_turn_usd",), kind="turn")
 
 
-def test_a_signed_delivery_verifies_at_the_receiver(
-    receiver: WebhookReceiver, receiver_server: RunningServer
-) -> None:
+def test_a_signed_delivery_verifies_at_the_receiver(receiver: WebhookReceiver, receiver_server: RunningServer) -> None:
     with WebhookSink(receiver_server.url + "/hooks/alma", WEBHOOK_SECRET, timeout=10) as sink:
         assert isinstance(sink, Sink)
         sink.deliver(delivery())
@@ -137,9 +135,10 @@ def test_from_settings(receiver: WebhookReceiver, receiver_server: RunningServer
 
 def test_the_clock_gives_the_timestamp() -> None:
     receiver = WebhookReceiver(None, status=200)
-    with serve_asgi(receiver.app) as server, WebhookSink(
-        server.url, WEBHOOK_SECRET, timeout=10, clock=lambda: T0
-    ) as sink:
+    with (
+        serve_asgi(receiver.app) as server,
+        WebhookSink(server.url, WEBHOOK_SECRET, timeout=10, clock=lambda: T0) as sink,
+    ):
         sink.deliver(delivery())
     got = receiver.received[0]
     assert got.headers["x-alma-timestamp"] == str(int(T0.timestamp()))

@@ -23,7 +23,7 @@ from tests.beat import fleet_app
 APP = "tests.beat.fleet_app:app"
 SCOPE = Scope("acme", "ops")
 
-TRACKED_FLEET = '''
+TRACKED_FLEET = """
 from datetime import timedelta
 from celery import Celery
 from celery.schedules import crontab
@@ -44,7 +44,7 @@ def build():
 @app.task(name="tracked.quiet", shared=False, ignore_result=True)
 def quiet():
     return None
-'''
+"""
 
 
 def invoke(*args: str, env: dict[str, str] | None = None) -> Any:
@@ -87,8 +87,16 @@ def test_track_deadline_creates_tracked_routines(sqlite_url: str, tracked_app: s
     assert "untracked" not in dry.output
     assert "ignores its results" in dry.output  # refused in the dry run already, not only at --apply
     done = invoke(
-        "--database-url", sqlite_url, "import-beat", tracked_app, "acme/ops", "--track", "--deadline", "1h",
-        "--apply", "--json",
+        "--database-url",
+        sqlite_url,
+        "import-beat",
+        tracked_app,
+        "acme/ops",
+        "--track",
+        "--deadline",
+        "1h",
+        "--apply",
+        "--json",
     )
     assert done.exit_code == 0, done.output
     applied = {a["name"]: a["outcome"] for a in json.loads(done.output)["applied"]}
@@ -121,7 +129,14 @@ def test_track_flags_are_refused_in_one_line(tmp_path: Path, flags: list[str], n
 
 def test_track_without_a_result_backend_refuses_every_entry_in_the_dry_run(tmp_path: Path) -> None:
     out = invoke(
-        "--database-url", f"sqlite:///{tmp_path}/x", "import-beat", APP, "acme/ops", "--track", "--deadline", "1h",
+        "--database-url",
+        f"sqlite:///{tmp_path}/x",
+        "import-beat",
+        APP,
+        "acme/ops",
+        "--track",
+        "--deadline",
+        "1h",
         "--json",
     ).output
     entries = json.loads(out)["entries"]

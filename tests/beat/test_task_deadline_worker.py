@@ -138,8 +138,14 @@ def test_a_message_revoked_at_its_deadline_is_timed_out_not_failed(fleet: Any) -
     start = datetime.now(UTC).replace(microsecond=0) + timedelta(minutes=1)
     clock = SettableTime(start)
     schedule = create_schedule(store=MemoryStore(), runner=TaskRunner(fleet), settings=Settings(clock=clock))
-    spec = RoutineSpec(SCOPE.org, SCOPE.uid, "expired", "task", {"every": "1h"},
-                       {"task": "fleet.add", "track": True, "deadline": "10m"})
+    spec = RoutineSpec(
+        SCOPE.org,
+        SCOPE.uid,
+        "expired",
+        "task",
+        {"every": "1h"},
+        {"task": "fleet.add", "track": True, "deadline": "10m"},
+    )
     schedule.register(spec, now=start)
     fire = schedule.plan(now=start + timedelta(hours=1)).due[0]
     tid = task_id_for(RunKey(SCOPE.org, SCOPE.uid, "expired", fire.run_id))

@@ -141,9 +141,7 @@ def runner_path(tmp_path: Path) -> str:
     dist.mkdir(parents=True, exist_ok=True)
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: alma-e2e-runners\nVersion: 0\n")
     (dist / "entry_points.txt").write_text(
-        "[alma_schedule.runners]\n"
-        "count = e2e_runners:count_factory\n"
-        "hooked = e2e_runners:needs_webhook_factory\n"
+        "[alma_schedule.runners]\ncount = e2e_runners:count_factory\nhooked = e2e_runners:needs_webhook_factory\n"
     )
     return os.pathsep.join([str(dist.parent), str(HERE)])
 
@@ -178,7 +176,11 @@ class Procs:
         """Start ``argv`` in ``cwd`` (default: the test's tmp_path), its output in ``NAME.log``."""
         log = open(self.tmp_path / f"{name}.log", "wb")
         proc = subprocess.Popen(
-            argv, env=dict(env), stdout=log, stderr=subprocess.STDOUT, cwd=cwd or self.tmp_path,
+            argv,
+            env=dict(env),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=cwd or self.tmp_path,
             start_new_session=True,
         )
         log.close()
@@ -189,8 +191,21 @@ class Procs:
         self, name: str, env: Mapping[str, str], queues: str, concurrency: int = 1, *extra: str
     ) -> subprocess.Popen[bytes]:
         argv = [
-            CELERY, "-A", "alma_schedule.celery", "worker", "-Q", queues, "-c", str(concurrency),
-            "-n", f"{name}@%h", "--loglevel", "INFO", "--without-mingle", "--without-gossip", *extra,
+            CELERY,
+            "-A",
+            "alma_schedule.celery",
+            "worker",
+            "-Q",
+            queues,
+            "-c",
+            str(concurrency),
+            "-n",
+            f"{name}@%h",
+            "--loglevel",
+            "INFO",
+            "--without-mingle",
+            "--without-gossip",
+            *extra,
         ]
         return self.start(name, argv, env)
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from celery_support import ALMA, CELERY
 
-FLEET = '''\
+FLEET = """\
 from celery import Celery
 from alma_schedule.celery import install
 
@@ -26,7 +26,7 @@ def add(x, y):
 
 
 {install}
-'''
+"""
 
 
 def write_fleet(

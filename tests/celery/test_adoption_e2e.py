@@ -37,7 +37,7 @@ IMPORTED = ("every-minute", "every-20s", "every-5s")
 KEPT = ("first-monday", "sunset")  # import-beat refuses them; they stay in beat
 TERMINAL = ("completed", "failed", "refused", "skipped", "timed_out")
 
-FLEET = '''\
+FLEET = """\
 import json
 
 import redis
@@ -60,7 +60,7 @@ def record(self, entry):
 
 
 install(app, beat_clock=True)
-'''
+"""
 
 ENTRIES = {
     "every-minute": 'crontab(), "args": ["every-minute"]',

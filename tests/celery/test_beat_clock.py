@@ -95,8 +95,13 @@ def test_beat_init_adds_exactly_one_tick_entry_and_keeps_what_cannot_convert(
 def test_a_convertible_entry_stops_beat_naming_it(
     tmp_path: Path, services: list[beat.Service], caplog: pytest.LogCaptureFixture
 ) -> None:
-    app = fleet({**KEPT, "sync": {"task": "fleet.ping", "schedule": 300}, "nightly": {
-        "task": "fleet.ping", "schedule": crontab(minute=30, hour=2)}})
+    app = fleet(
+        {
+            **KEPT,
+            "sync": {"task": "fleet.ping", "schedule": 300},
+            "nightly": {"task": "fleet.ping", "schedule": crontab(minute=30, hour=2)},
+        }
+    )
     with pytest.raises(SystemExit) as stopped:
         start(app, tmp_path, services)
     assert stopped.value.code == 1
@@ -156,8 +161,13 @@ def test_keep_beat_entries_without_beat_clock_is_refused() -> None:
 
 
 def test_the_check_is_the_import_beat_conversion() -> None:
-    app = fleet({**KEPT, "sync": {"task": "fleet.ping", "schedule": timedelta(minutes=5)}, "ghost": {
-        "task": "fleet.nope", "schedule": 60}})
+    app = fleet(
+        {
+            **KEPT,
+            "sync": {"task": "fleet.ping", "schedule": timedelta(minutes=5)},
+            "ghost": {"task": "fleet.nope", "schedule": 60},
+        }
+    )
     check = check_beat_schedule(app)
     assert check.convertible == ("sync",)
     assert {n for n, _ in check.kept} == {"lights", "first-monday", "ghost"}
@@ -223,9 +233,22 @@ class Beats:
         env.pop("PYTHONPATH", None)  # the fleet is found as `celery -A` finds it: the working directory
         log = open(self.tmp_path / f"{name}.log", "wb")
         proc = subprocess.Popen(
-            [CELERY, "-A", "fleet", "beat", "--loglevel", "INFO", "-s", str(self.tmp_path / f"{name}-schedule"),
-             *extra],
-            cwd=self.tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            [
+                CELERY,
+                "-A",
+                "fleet",
+                "beat",
+                "--loglevel",
+                "INFO",
+                "-s",
+                str(self.tmp_path / f"{name}-schedule"),
+                *extra,
+            ],
+            cwd=self.tmp_path,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         log.close()
         self.procs.append(proc)
@@ -281,11 +304,10 @@ pytestmark = pytest.mark.redis
 
 
 @pytest.mark.slow
-def test_real_beat_sends_expiring_ticks_keeps_the_rest_and_two_beats_are_harmless(
-    beats: Beats, r: redis.Redis
-) -> None:
+def test_real_beat_sends_expiring_ticks_keeps_the_rest_and_two_beats_are_harmless(beats: Beats, r: redis.Redis) -> None:
     beats.write(KEPT_ENTRIES)
     one, two = beats.start("beat1"), beats.start("beat2")
+
     def from_both() -> list[dict[str, Any]]:
         beats.alive(one, two)
         ticks = tick_messages(r)
@@ -293,7 +315,9 @@ def test_real_beat_sends_expiring_ticks_keeps_the_rest_and_two_beats_are_harmles
 
     origins = wait_for(
         from_both,
-        120, 0.2, "ticks from both beats",
+        120,
+        0.2,
+        "ticks from both beats",
     )
     assert one.poll() is None and two.poll() is None
     for m in origins:

@@ -76,7 +76,10 @@ def test_clock_run_follow_ticks_at_the_stored_hint(tmp_path: Path, redis_url: st
     store.close()
     proc = subprocess.Popen(
         [ALMA, "clock", "run", "--follow", "--every", "1h"],
-        env=_env(redis_url, url), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=_env(redis_url, url),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         wait_for(lambda: r.llen("alma.tick") >= 2, 30, what="the start tick and the hinted one")

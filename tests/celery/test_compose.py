@@ -245,8 +245,10 @@ def test_the_compose_services_run_the_fleet_as_local_processes(pg_url: str, redi
 
             keys = []
             for routine in ("heartbeat", "daily-report"):  # run now, through the fleet's app
-                done = run(["alma-schedule", "-A", "fleet", "routines", "trigger", "acme/ops", routine, "--json"],
-                           local_env("migrate", **values))
+                done = run(
+                    ["alma-schedule", "-A", "fleet", "routines", "trigger", "acme/ops", routine, "--json"],
+                    local_env("migrate", **values),
+                )
                 assert done.returncode == 0, done.stderr
                 row = json.loads(done.stdout)
                 keys.append(RunKey(row["org"], row["uid"], row["routine_id"], row["run_id"]))
@@ -258,8 +260,12 @@ def test_the_compose_services_run_the_fleet_as_local_processes(pg_url: str, redi
                 fleet.close()
             assert isinstance(beat_of, str) and report["period"] == "day"  # the beat entry's kwargs carried
 
-            healthy = wait_for(lambda: (c := run(healthcheck("clock"), local_env("clock", **values))).returncode == 0
-                               and c, 60, 0.5, "the clock's healthcheck after the first tick")
+            healthy = wait_for(
+                lambda: (c := run(healthcheck("clock"), local_env("clock", **values))).returncode == 0 and c,
+                60,
+                0.5,
+                "the clock's healthcheck after the first tick",
+            )
             assert healthy.stdout.startswith("ok: the last tick ran")
 
             def flower_up() -> bool:

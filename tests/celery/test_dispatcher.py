@@ -165,9 +165,7 @@ def test_runs_go_out_routed_with_expires_and_task_sent_events(
     assert dispatcher.run_queue_depth() == 120
 
 
-def test_a_large_dispatch_is_packed_into_run_many_messages_ordered_by_expiry(
-    redis_url: str, r: redis.Redis
-) -> None:
+def test_a_large_dispatch_is_packed_into_run_many_messages_ordered_by_expiry(redis_url: str, r: redis.Redis) -> None:
     settings = Settings(broker_url=redis_url, task_events=True, run_batch_size=20)
     app = create_app(settings)
     dispatcher = CeleryDispatcher(app, settings)
@@ -248,9 +246,7 @@ def test_the_depth_check_reuses_the_pooled_broker_connection(
     assert connects == []
 
 
-def test_a_publish_batch_whose_flush_fails_is_sent_again_one_message_at_a_time(
-    redis_url: str, r: redis.Redis
-) -> None:
+def test_a_publish_batch_whose_flush_fails_is_sent_again_one_message_at_a_time(redis_url: str, r: redis.Redis) -> None:
     """A broker blip at the batch's flush (here: the connection closed right after the pipelined
     LPUSHes reached Redis, before its answers) does not leave the fires for a later tick's re-send:
     they are sent again at once, one message at a time with kombu's publish retry. Some messages may

@@ -284,6 +284,8 @@ def test_a_buffered_fire_runs_right_after_the_slow_run_once_never_in_parallel(e2
     runs = schedule.runs(SCOPE, routine_id="slow", limit=100)
     assert {r.state for r in runs} <= {"completed", "skipped"}  # nothing left open or buffered
     assert all(r.reason == "overlap" for r in runs if r.state == "skipped")  # replaced buffered fires only
+
+
 # --------------------------------------------------------------------------- backfill
 
 

@@ -35,8 +35,15 @@ def test_flower_shows_the_tick_with_its_report(sqlite_url: str, redis_url: str, 
     procs = Procs(tmp_path)
     flower = procs.start(
         "flower",
-        [CELERY, "-A", "alma_schedule.celery", "flower", "--address=127.0.0.1", f"--port={port}",
-         "--basic-auth=alma:s3cret"],
+        [
+            CELERY,
+            "-A",
+            "alma_schedule.celery",
+            "flower",
+            "--address=127.0.0.1",
+            f"--port={port}",
+            "--basic-auth=alma:s3cret",
+        ],
         alma_env(settings, tmp_path),
     )
     base = f"http://127.0.0.1:{port}"

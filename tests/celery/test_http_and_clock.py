@@ -86,7 +86,10 @@ def test_clock_send_and_the_crontab_line_from_a_shell(redis_url: str, r: redis.R
     assert done.returncode == 0, done.stderr
     crontab = subprocess.run(
         [CELERY, "-A", "alma_schedule.celery", "call", TICK_TASK, "--expires", "55"],
-        env=_env(redis_url), capture_output=True, text=True, timeout=60,
+        env=_env(redis_url),
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert crontab.returncode == 0, crontab.stderr
     sent = messages(r, "alma.tick")
@@ -150,9 +153,7 @@ class Server:
 def test_serve_http_refuses_to_start_without_a_secret() -> None:
     with pytest.raises(ConfigurationError, match="ALMA_HTTP_SECRET"):
         create_http_app(Settings())
-    done = subprocess.run(
-        [ALMA, "serve-http"], env=_env("memory://"), capture_output=True, text=True, timeout=60
-    )
+    done = subprocess.run([ALMA, "serve-http"], env=_env("memory://"), capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and "ALMA_HTTP_SECRET" in done.stderr
 
 
@@ -160,8 +161,12 @@ def test_post_tick_and_healthz_through_a_real_server(sqlite_url: str, redis_url:
     migrate_store(sqlite_url)
     clock = {"now": utcnow()}
     settings = make_settings(
-        sqlite_url, redis_url, http_secret=Secret("s3cret-s3cret-s3cret"), http_max_body=64,
-        heartbeat_max_age=timedelta(minutes=5), clock=lambda: clock["now"],
+        sqlite_url,
+        redis_url,
+        http_secret=Secret("s3cret-s3cret-s3cret"),
+        http_max_body=64,
+        heartbeat_max_age=timedelta(minutes=5),
+        clock=lambda: clock["now"],
     )
     store = open_store(sqlite_url)
     try:

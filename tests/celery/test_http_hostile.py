@@ -89,8 +89,11 @@ def test_a_secret_under_16_bytes_is_refused_at_start_naming_the_setting(secret: 
     assert "\n" not in str(refused.value)
     create_http_app(make_settings("sqlite://", redis_url, http_secret=Secret("sixteen-bytes!!!")))
     done = subprocess.run(
-        [ALMA, "serve-http"], env={**_env(redis_url), "ALMA_HTTP_SECRET": secret},
-        capture_output=True, text=True, timeout=60,
+        [ALMA, "serve-http"],
+        env={**_env(redis_url), "ALMA_HTTP_SECRET": secret},
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 1
     lines = [line for line in done.stderr.splitlines() if line.strip()]

@@ -31,9 +31,7 @@ def raw(r: redis.Redis, queue: str) -> list[dict[str, object]]:
     return [json.loads(m) for m in reversed(r.lrange(queue, 0, -1))]
 
 
-def test_importing_the_fleet_app_and_delay_never_fail_because_of_our_settings(
-    tmp_path: Path, redis_url: str
-) -> None:
+def test_importing_the_fleet_app_and_delay_never_fail_because_of_our_settings(tmp_path: Path, redis_url: str) -> None:
     root = write_fleet(tmp_path / "proj", broker=redis_url)
     code = (
         "import fleet\n"
@@ -111,9 +109,7 @@ def test_our_tasks_and_messages_pin_our_rules_whatever_the_app_defaults(redis_ur
     assert {m["content-type"] for m in sent} == {"application/json"}  # never the app's pickle
 
 
-def test_a_worker_serving_our_queues_refuses_an_accept_content_other_than_json(
-    redis_url: str, sqlite_url: str
-) -> None:
+def test_a_worker_serving_our_queues_refuses_an_accept_content_other_than_json(redis_url: str, sqlite_url: str) -> None:
     app = pinned_against(redis_url)
     install(app, settings=make_settings(sqlite_url, redis_url))
     migrate_store(sqlite_url)
@@ -131,9 +127,7 @@ def test_a_fleet_worker_serves_task_routines_without_alma_celery_app_and_takes_o
     monkeypatch.delenv("ALMA_CELERY_APP", raising=False)
     migrate_store(sqlite_url)
     app = Celery("fleet", set_as_current=False)
-    app.conf.update(
-        broker_url=redis_url, alma_database_url=sqlite_url, alma_run_time_limit="90s", task_time_limit=5
-    )
+    app.conf.update(broker_url=redis_url, alma_database_url=sqlite_url, alma_run_time_limit="90s", task_time_limit=5)
 
     @app.task(name="fleet.add", shared=False)
     def add(x: int, y: int) -> int:

@@ -86,8 +86,11 @@ def publish_raw(broker_url: str, queue: str, body: Any, headers: dict[str, Any] 
     content_type = "application/x-python-serialize" if body == PICKLE else "application/json"
     with Connection(broker_url) as conn:
         conn.Producer().publish(
-            raw(body), routing_key=queue, content_type=content_type,
-            content_encoding="utf-8", headers=headers or {},
+            raw(body),
+            routing_key=queue,
+            content_type=content_type,
+            content_encoding="utf-8",
+            headers=headers or {},
         )
 
 
@@ -102,7 +105,8 @@ def dead_letters(r: redis.Redis) -> list[dict[str, Any]]:
 @pytest.mark.slow
 @pytest.mark.postgres
 def test_poison_on_every_queue_is_refused_dead_lettered_and_the_worker_serves_the_next_message(
-    e2e: E2E, redis_client: redis.Redis  # noqa: F811 (the imported fixture)
+    e2e: E2E,  # noqa: F811 (the imported fixture)
+    redis_client: redis.Redis,
 ) -> None:
     settings, schedule, procs = e2e.settings, e2e.schedule, e2e.procs
     store, app = schedule.store, create_app(settings)
@@ -131,8 +135,12 @@ def test_poison_on_every_queue_is_refused_dead_lettered_and_the_worker_serves_th
     (record,) = store.list_runs(SCOPE)
     run_key = record.key
     app.send_task(COLLECT_TASK, args=run_key.args(), queue="alma.collect")
-    wait_for(lambda: f"{COLLECT_TASK}[" in procs.log("w") and "succeeded" in procs.log("w").split(
-        COLLECT_TASK + "[")[-1], 60, 0.2, "the collect to run")
+    wait_for(
+        lambda: f"{COLLECT_TASK}[" in procs.log("w") and "succeeded" in procs.log("w").split(COLLECT_TASK + "[")[-1],
+        60,
+        0.2,
+        "the collect to run",
+    )
 
     assert worker.poll() is None, procs.log("w")[-3000:]
     log = procs.log("w")

@@ -112,7 +112,10 @@ def test_stored_kinds_worker_check_and_a_worker_that_refuses_to_start(
     assert "kind 'hooked' cannot be served: ALMA_WEBHOOK_URL is not set" in refused.stderr
     worker = subprocess.run(
         [CELERY, "-A", "alma_schedule.celery", "worker", "-Q", "alma.run", "-c", "1", "--without-mingle"],
-        env=env, capture_output=True, text=True, timeout=120,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert worker.returncode != 0
     assert "ALMA_WEBHOOK_URL is not set" in worker.stdout + worker.stderr

@@ -103,9 +103,7 @@ def test_a_slow_fire_sends_the_unstarted_ones_away_and_expired_ones_are_left_cla
     composition = composition_of(app)
     assert composition is not None
     keep = Keep()
-    claimer = create_schedule(
-        store=composition.store(), runner=registry.resolve, dispatcher=keep, settings=settings
-    )
+    claimer = create_schedule(store=composition.store(), runner=registry.resolve, dispatcher=keep, settings=settings)
     ago = utcnow() - timedelta(hours=1, seconds=1)  # one fire due now, its window open for an hour
     for rid, kind in (("a-slow", "slow"), ("b-fast", "fast"), ("c-expired", "fast")):
         claimer.register(RoutineSpec(SCOPE.org, SCOPE.uid, rid, kind, {"every": "1h"}), now=ago)

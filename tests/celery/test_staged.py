@@ -76,9 +76,7 @@ def test_other_runs_than_the_staged_ones_are_sent_and_the_staged_discarded(
     assert _idle(dispatcher)
 
 
-def test_a_discarded_staging_sends_nothing_and_returns_its_producer(
-    redis_url: str, redis_client: redis.Redis
-) -> None:
+def test_a_discarded_staging_sends_nothing_and_returns_its_producer(redis_url: str, redis_client: redis.Redis) -> None:
     r = redis_client
     dispatcher = _dispatcher(redis_url, task_events=True, run_batch_size=1)
     dispatcher.app.conf.broker_pool_limit = 1  # a producer kept by a staging would starve the next one

@@ -107,7 +107,9 @@ def test_pickle_is_refused_and_an_expired_run_message_is_discarded(sqlite_url: s
             wait_for(lambda: r.llen("alma.run") == 0, what="the expired message consumed")
             # the same kind of message in pickle: refused and dropped by the JSON-only worker
             pending = schedule.store.claim_manual(
-                RunKey.of(SCOPE, "p", "manual:01PICKLE"), now=utcnow(), expires_at=utcnow() + timedelta(hours=1),
+                RunKey.of(SCOPE, "p", "manual:01PICKLE"),
+                now=utcnow(),
+                expires_at=utcnow() + timedelta(hours=1),
                 resend_at=utcnow() + timedelta(hours=1),
             ).record
             assert pending is not None
@@ -140,9 +142,7 @@ def test_a_worker_that_cannot_serve_a_stored_kind_refuses_to_start(sqlite_url: s
             raise ConfigurationError("ALMA_WEBHOOK_URL is not set")
         return recorder
 
-    registry = KindRegistry(
-        settings, builtins=False, use_entry_points=False, factories={"noop": lambda s: recorder}
-    )
+    registry = KindRegistry(settings, builtins=False, use_entry_points=False, factories={"noop": lambda s: recorder})
     app = create_app(settings, registry=registry)
     schedule = composition_of(app).schedule()  # type: ignore[union-attr]
     schedule.register(RoutineSpec(SCOPE.org, SCOPE.uid, "ok", "noop", {"every": "1h"}))

@@ -59,8 +59,9 @@ def test_the_worker_exporters_counters_match_the_ledger(
         stale.parent.mkdir()
         stale.write_bytes(b"left by an earlier worker")
         with reserved_port() as port:
-            env = alma_env(settings, tmp_path, ALMA_METRICS_PORT=str(port),
-                           PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "prom"))
+            env = alma_env(
+                settings, tmp_path, ALMA_METRICS_PORT=str(port), PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "prom")
+            )
             procs.worker("w", env, "alma.tick,alma.run", 2)
             wait_worker_ready(procs, "w")
             assert not stale.exists()  # the directory is wiped at start

@@ -128,9 +128,7 @@ def count(o: Observed) -> Figures:
     f.info["task executions beyond their sends (broker redeliveries)"] = sum(
         max(0, n - twice.get(k, 0)) for k, n in executed.items()
     )
-    f.info["executions of no claimed fire"] = sum(
-        1 for e in o.effects if e.kind != "slow" and e.key not in by_task_id
-    )
+    f.info["executions of no claimed fire"] = sum(1 for e in o.effects if e.kind != "slow" and e.key not in by_task_id)
 
     # parallel runs: tracked tasks and slow runs from the effects, governed runs from the fakes
     intervals: dict[str, list[tuple[float, float, str]]] = defaultdict(list)

@@ -61,8 +61,13 @@ def quiesce(pg: PgCluster, procs: Procs, timeout: float) -> None:
 
 def runs_stuck(env: dict[str, str], *options: str) -> set[RunKey]:
     """What ``alma-schedule runs stuck`` lists (the operator's view), with its defaults unless ``options``."""
-    done = subprocess.run([ALMA, "runs", "stuck", "--json", "--limit", "10000", *options], env=env,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [ALMA, "runs", "stuck", "--json", "--limit", "10000", *options],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     if done.returncode != 0:
         raise RuntimeError(f"runs stuck failed:\n{done.stdout}{done.stderr}")
     return {RunKey(r["org"], r["uid"], r["routine_id"], r["run_id"]) for r in json.loads(done.stdout)}

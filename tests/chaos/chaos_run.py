@@ -65,45 +65,103 @@ def routines(seed: int) -> list[list[Any]]:
     out: list[list[Any]] = []
     for i in range(160):
         rid = f"untracked-{i:03d}"
-        out.append(["fleet", "chaos", rid, "task", {"every": f"{rng.choice((3, 4, 6, 10))}s"},
-                    {"task": "chaos.untracked", "args": [rid]}])
+        out.append(
+            [
+                "fleet",
+                "chaos",
+                rid,
+                "task",
+                {"every": f"{rng.choice((3, 4, 6, 10))}s"},
+                {"task": "chaos.untracked", "args": [rid]},
+            ]
+        )
     for i in range(16):
         rid = f"tracked-{i:02d}"
         seconds = round(rng.uniform(0.2, 1.5), 2)
-        out.append(["fleet", "chaos", rid, "task", {"every": "6s"},
-                    {"task": "chaos.tracked", "args": [rid, seconds], "track": True, "deadline": "20s"}])
+        out.append(
+            [
+                "fleet",
+                "chaos",
+                rid,
+                "task",
+                {"every": "6s"},
+                {"task": "chaos.tracked", "args": [rid, seconds], "track": True, "deadline": "20s"},
+            ]
+        )
     budget = {"max_output_tokens": 64}
     for org in ("acme-a", "acme-b"):
-        out += [[org, "chaos", f"turn-{i:02d}", "turn", {"every": "5s"},
-                 {"goal": f"Summarise the {org} queue, turn {i}", "budget": budget}] for i in range(12)]
-        out += [[org, "chaos", f"job-{i:02d}", "job", {"every": "8s"},
-                 {"goal": f"Digest the {org} tickets, job {i}", "budget": budget}] for i in range(6)]
-    out += [["fleet", "chaos", f"slow-{i:02d}", "slow", {"every": "6s"}, {"seconds": round(rng.uniform(1, 6), 2)}]
-            for i in range(6)]
+        out += [
+            [
+                org,
+                "chaos",
+                f"turn-{i:02d}",
+                "turn",
+                {"every": "5s"},
+                {"goal": f"Summarise the {org} queue, turn {i}", "budget": budget},
+            ]
+            for i in range(12)
+        ]
+        out += [
+            [
+                org,
+                "chaos",
+                f"job-{i:02d}",
+                "job",
+                {"every": "8s"},
+                {"goal": f"Digest the {org} tickets, job {i}", "budget": budget},
+            ]
+            for i in range(6)
+        ]
+    out += [
+        ["fleet", "chaos", f"slow-{i:02d}", "slow", {"every": "6s"}, {"seconds": round(rng.uniform(1, 6), 2)}]
+        for i in range(6)
+    ]
     return out
 
 
 def fleet_env(root: Path, redis: RedisServer, pg: PgCluster, provider: str, receiver: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ALMA_", "CHAOS_"))}
-    env.update({
-        "PYTHONPATH": entry_points(root), "PYTHONUNBUFFERED": "1", "TZ": "UTC",
-        "CHAOS_EFFECTS": str(root / "effects.db"),
-        "ALMA_DATABASE_URL": pg.url, "ALMA_BROKER_URL": f"{redis.url}/0", "ALMA_RESULT_BACKEND": f"{redis.url}/1",
-        "ALMA_TICK_PERIOD": f"{TICK_PERIOD}s", "ALMA_RESEND_FIRST": "3s", "ALMA_RESEND_MAX": "10s",
-        "ALMA_POLL_FIRST": "2s", "ALMA_POLL_MAX": "4s", "ALMA_FAILURE_THRESHOLD": "0",
-        "ALMA_PROVIDER": "openai", "ALMA_OPENAI_BASE_URL": provider, "ALMA_OPENAI_API_KEY": API_KEY,
-        "ALMA_OPENAI_TIMEOUT": "10s", "ALMA_SINK": "webhook", "ALMA_WEBHOOK_URL": f"{receiver}/hook",
-        "ALMA_WEBHOOK_SECRET": WEBHOOK_SECRET, "ALMA_WEBHOOK_TIMEOUT": "5s",
-        "ALMA_PRICE_INPUT_PER_MTOK_MICROS": str(PRICE_PER_MTOK),
-        "ALMA_PRICE_OUTPUT_PER_MTOK_MICROS": str(PRICE_PER_MTOK),
-        "ALMA_CEILING_ORG_DAILY_MICROS": str(CEILING_ORG), "ALMA_CAP_PER_RUN_MICROS": str(CAP_PER_RUN),
-    })
+    env.update(
+        {
+            "PYTHONPATH": entry_points(root),
+            "PYTHONUNBUFFERED": "1",
+            "TZ": "UTC",
+            "CHAOS_EFFECTS": str(root / "effects.db"),
+            "ALMA_DATABASE_URL": pg.url,
+            "ALMA_BROKER_URL": f"{redis.url}/0",
+            "ALMA_RESULT_BACKEND": f"{redis.url}/1",
+            "ALMA_TICK_PERIOD": f"{TICK_PERIOD}s",
+            "ALMA_RESEND_FIRST": "3s",
+            "ALMA_RESEND_MAX": "10s",
+            "ALMA_POLL_FIRST": "2s",
+            "ALMA_POLL_MAX": "4s",
+            "ALMA_FAILURE_THRESHOLD": "0",
+            "ALMA_PROVIDER": "openai",
+            "ALMA_OPENAI_BASE_URL": provider,
+            "ALMA_OPENAI_API_KEY": API_KEY,
+            "ALMA_OPENAI_TIMEOUT": "10s",
+            "ALMA_SINK": "webhook",
+            "ALMA_WEBHOOK_URL": f"{receiver}/hook",
+            "ALMA_WEBHOOK_SECRET": WEBHOOK_SECRET,
+            "ALMA_WEBHOOK_TIMEOUT": "5s",
+            "ALMA_PRICE_INPUT_PER_MTOK_MICROS": str(PRICE_PER_MTOK),
+            "ALMA_PRICE_OUTPUT_PER_MTOK_MICROS": str(PRICE_PER_MTOK),
+            "ALMA_CEILING_ORG_DAILY_MICROS": str(CEILING_ORG),
+            "ALMA_CAP_PER_RUN_MICROS": str(CAP_PER_RUN),
+        }
+    )
     return env
 
 
 def _admin(env: dict[str, str], *args: str) -> str:
-    done = subprocess.run([sys.executable, str(HERE / "chaos_admin.py"), *args], env=env, cwd=HERE,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, str(HERE / "chaos_admin.py"), *args],
+        env=env,
+        cwd=HERE,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if done.returncode != 0:
         raise RuntimeError(f"chaos_admin {args[0]} failed:\n{done.stdout}{done.stderr}")
     return done.stdout
@@ -167,7 +225,16 @@ def run(options: Options) -> Result:
         stuck_by_age = chaos_gather.runs_stuck(procs.env, "--older-than", "1s")
         procs.stop_all()
         observed = chaos_gather.observe(
-            root, pg, provider, receiver, faults, stuck, stuck_by_age, paused_at, PRICE_PER_MTOK, CEILING_ORG,
+            root,
+            pg,
+            provider,
+            receiver,
+            faults,
+            stuck,
+            stuck_by_age,
+            paused_at,
+            PRICE_PER_MTOK,
+            CEILING_ORG,
             CAP_PER_RUN,
         )
         figures = count(observed)

@@ -129,8 +129,18 @@ class PgCluster:
 
     def _ctl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         return self._as_postgres(
-            pg_bin("pg_ctl"), "-D", str(self.data), "-l", str(self.log), "-o", self._options(), "-w", "-t", "60",
-            *args, check=check,
+            pg_bin("pg_ctl"),
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.log),
+            "-o",
+            self._options(),
+            "-w",
+            "-t",
+            "60",
+            *args,
+            check=check,
         )
 
     def start(self) -> None:

@@ -39,11 +39,14 @@ def clean() -> Observed:
     """Two fires of each routine (at +10 s and +20 s), each run once, ticks at +11 s and +21 s."""
     ledger = [
         LedgerRow(key(r, k), r.kind, "completed", "ok", T0 + timedelta(seconds=10 * k + 3))
-        for r in (SLOW, TASK, TURN) for k in (1, 2)
+        for r in (SLOW, TASK, TURN)
+        for k in (1, 2)
     ]
     effects = [Effect("slow", "slow-00", str(key(SLOW, k)), 7, BASE + 10 * k + 1, BASE + 10 * k + 3) for k in (1, 2)]
-    effects += [Effect("untracked", "untracked-000", task_id_for(key(TASK, k)), 8, BASE + 10 * k + 1, BASE + 10 * k + 1)
-                for k in (1, 2)]
+    effects += [
+        Effect("untracked", "untracked-000", task_id_for(key(TASK, k)), 8, BASE + 10 * k + 1, BASE + 10 * k + 1)
+        for k in (1, 2)
+    ]
     usage = {"prompt_tokens": 10, "completion_tokens": 10}
     return Observed(
         routines=[SLOW, TASK, TURN],

@@ -21,8 +21,17 @@ def _add(env: dict[str, str], tmp_path: Path, routine_id: str, schedule: dict[st
     definition.write_text(json.dumps(DEFINITION))
     return ok(
         run(
-            env, "routines", "add", "acme/alice", routine_id, "--kind", "turn",
-            "--schedule", json.dumps(schedule), "--definition", f"@{definition}",
+            env,
+            "routines",
+            "add",
+            "acme/alice",
+            routine_id,
+            "--kind",
+            "turn",
+            "--schedule",
+            json.dumps(schedule),
+            "--definition",
+            f"@{definition}",
         )
     )
 
@@ -62,5 +71,7 @@ def test_previews_stop_at_the_bounds_and_at_max_runs(env: dict[str, str], tmp_pa
     assert len(json.loads(ok(run(env, "routines", "next", "acme/alice", "limited", "-n", "10", "--json")))) == 2
     preview = json.loads(ok(run(env, "schedule", "next", json.dumps(bounded), "-n", "3", "--json")))
     assert [p["utc"] for p in preview] == [
-        "2098-12-31T23:00:00+00:00", "2099-01-01T00:00:00+00:00", "2099-01-01T01:00:00+00:00"
+        "2098-12-31T23:00:00+00:00",
+        "2099-01-01T00:00:00+00:00",
+        "2099-01-01T01:00:00+00:00",
     ]

@@ -37,4 +37,3 @@ def test_routines_show_gives_the_overlap_policy_and_the_buffered_run(tmp_path: P
     assert (shown["overlap"], shown["buffered_run"]) == ("latest", buffered.run_id)
     text = _show(url)
     assert "overlap" in text and "latest" in text and buffered.run_id in text
-

@@ -25,9 +25,9 @@ def _values(lo: int, hi: int, max_size: int = 4) -> st.SearchStrategy[str]:
     return st.one_of(st.just("*"), vals.map(lambda v: ",".join(map(str, sorted(v)))))
 
 
-CANONICAL = st.tuples(
-    _values(0, 59, 6), _values(0, 23, 6), _values(1, 31), _values(1, 12, 6), _values(0, 6)
-).map(" ".join)
+CANONICAL = st.tuples(_values(0, 59, 6), _values(0, 23, 6), _values(1, 31), _values(1, 12, 6), _values(0, 6)).map(
+    " ".join
+)
 
 
 def _reference(expr: str, tz: str, t: datetime) -> tuple[datetime, datetime]:
@@ -58,11 +58,22 @@ def test_utc_matches_croniter(expr: str, t: datetime) -> None:
 
 @settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(
-    st.tuples(_values(0, 59, 6), st.one_of(st.just("*"), _values(0, 23, 8)), st.just("*"), st.just("*"),
-              st.one_of(st.just("*"), _values(0, 6))).map(" ".join),
+    st.tuples(
+        _values(0, 59, 6),
+        st.one_of(st.just("*"), _values(0, 23, 8)),
+        st.just("*"),
+        st.just("*"),
+        st.one_of(st.just("*"), _values(0, 6)),
+    ).map(" ".join),
     st.sampled_from(ZONES),
-    st.sampled_from([datetime(2026, 1, 10, tzinfo=UTC), datetime(2026, 7, 10, tzinfo=UTC),
-                     datetime(2027, 12, 1, tzinfo=UTC), datetime(2029, 6, 20, tzinfo=UTC)]),
+    st.sampled_from(
+        [
+            datetime(2026, 1, 10, tzinfo=UTC),
+            datetime(2026, 7, 10, tzinfo=UTC),
+            datetime(2027, 12, 1, tzinfo=UTC),
+            datetime(2029, 6, 20, tzinfo=UTC),
+        ]
+    ),
     st.integers(0, 20 * 24 * 60),
 )
 def test_zones_outside_transitions_match_croniter(expr: str, tz: str, base: datetime, minutes: int) -> None:

@@ -10,14 +10,33 @@ from hypothesis import strategies as st
 
 from alma_schedule.core import At, Cron, Every, ScheduleValue, latest_fire, next_fire, next_fires
 
-ZONES = ["UTC", "Europe/London", "America/New_York", "Australia/Lord_Howe", "Pacific/Chatham",
-         "Antarctica/Troll", "Asia/Kolkata", "America/Sao_Paulo"]
-CRONS = ["*/15 * * * *", "30 2 * * *", "0 */2 * * *", "30 1 * * *", "0 9 * * mon-fri", "0 0 29 2 *",
-         "0 2,3 * * *", "45 1 1,15 * *", "@hourly", "@weekly", "0 0 13 * fri", "*/20 2 * * *", "0 0 */2 * mon"]
+ZONES = [
+    "UTC",
+    "Europe/London",
+    "America/New_York",
+    "Australia/Lord_Howe",
+    "Pacific/Chatham",
+    "Antarctica/Troll",
+    "Asia/Kolkata",
+    "America/Sao_Paulo",
+]
+CRONS = [
+    "*/15 * * * *",
+    "30 2 * * *",
+    "0 */2 * * *",
+    "30 1 * * *",
+    "0 9 * * mon-fri",
+    "0 0 29 2 *",
+    "0 2,3 * * *",
+    "45 1 1,15 * *",
+    "@hourly",
+    "@weekly",
+    "0 0 13 * fri",
+    "*/20 2 * * *",
+    "0 0 */2 * mon",
+]
 
-INSTANTS = st.datetimes(
-    min_value=datetime(2017, 1, 1), max_value=datetime(2031, 1, 1), timezones=st.just(UTC)
-)
+INSTANTS = st.datetimes(min_value=datetime(2017, 1, 1), max_value=datetime(2031, 1, 1), timezones=st.just(UTC))
 OFFSETS = st.sampled_from([UTC, timezone(timedelta(hours=-5)), timezone(timedelta(hours=5, minutes=45))])
 
 

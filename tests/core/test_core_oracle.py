@@ -32,8 +32,15 @@ HALF = timedelta(hours=48)  # the oracle window is anchor ± HALF
 PROBE = 30 * 60  # probes lie within anchor ± 30 h (minutes)
 
 ZONES = (
-    "Europe/London", "America/New_York", "Australia/Lord_Howe", "Pacific/Chatham", "Asia/Kolkata",
-    "America/Sao_Paulo", "Europe/Dublin", "Antarctica/Troll", "UTC",
+    "Europe/London",
+    "America/New_York",
+    "Australia/Lord_Howe",
+    "Pacific/Chatham",
+    "Asia/Kolkata",
+    "America/Sao_Paulo",
+    "Europe/Dublin",
+    "Antarctica/Troll",
+    "UTC",
 )
 
 
@@ -175,13 +182,15 @@ def _around(expr: str, zone: str, t: datetime) -> list[datetime]:
 def test_oracle_reproduces_research_golden_rows() -> None:
     t = datetime(2025, 3, 9, 7, tzinfo=UTC)
     assert _around("0 */2 * * *", "America/New_York", t) == [
-        datetime(2025, 3, 9, 5, tzinfo=UTC), datetime(2025, 3, 9, 8, tzinfo=UTC),
+        datetime(2025, 3, 9, 5, tzinfo=UTC),
+        datetime(2025, 3, 9, 8, tzinfo=UTC),
         datetime(2025, 3, 9, 10, tzinfo=UTC),
     ]
     assert _around("0,30 2 * * *", "America/New_York", t) == [t]
     t = datetime(2025, 10, 26, 1, tzinfo=UTC)
     assert _around("0 2,3 * * *", "Antarctica/Troll", t) == [
-        datetime(2025, 10, 26, 0, tzinfo=UTC), datetime(2025, 10, 26, 3, tzinfo=UTC),
+        datetime(2025, 10, 26, 0, tzinfo=UTC),
+        datetime(2025, 10, 26, 3, tzinfo=UTC),
     ]
 
 
@@ -293,10 +302,28 @@ def test_transition_wall_times_match_the_oracle(case: tuple[str, str, datetime, 
 
 # ---------------------------------------------------------------- deterministic grid around transitions
 GRID_EXPRS = (
-    "30 2 * * *", "0 * * * *", "*/15 * * * *", "0 0 * * *", "0 1 * * 0", "30 1 * * *", "45 1 * * *",
-    "15 2 * * *", "0,30 2 * * *", "*/20 2 * * *", "0 */2 * * *", "0 3 * * *", "15 3 * * *", "30 23 * * *",
-    "0 23 * * *", "30 0 * * *", "59 1 * * *", "0 2,3 * * *", "0 0-23/2 * * *", "45 2 * * *",
-    "1-5 1,2 * * *", "*/7 1-3 * * *",
+    "30 2 * * *",
+    "0 * * * *",
+    "*/15 * * * *",
+    "0 0 * * *",
+    "0 1 * * 0",
+    "30 1 * * *",
+    "45 1 * * *",
+    "15 2 * * *",
+    "0,30 2 * * *",
+    "*/20 2 * * *",
+    "0 */2 * * *",
+    "0 3 * * *",
+    "15 3 * * *",
+    "30 23 * * *",
+    "0 23 * * *",
+    "30 0 * * *",
+    "59 1 * * *",
+    "0 2,3 * * *",
+    "0 0-23/2 * * *",
+    "45 2 * * *",
+    "1-5 1,2 * * *",
+    "*/7 1-3 * * *",
 )
 
 
@@ -339,5 +366,6 @@ def test_grid_around_transition_matches_the_oracle(zone: str, anchor: datetime) 
             assert next_fire(cron, f, f - timedelta(seconds=1)) == f
             assert latest_fire(cron, f, f) == f
             assert latest_fire(cron, f + timedelta(seconds=1), f + timedelta(hours=1)) in (
-                None, *[g for g in fires if f < g <= f + timedelta(hours=1)][-1:]
+                None,
+                *[g for g in fires if f < g <= f + timedelta(hours=1)][-1:],
             )

@@ -34,13 +34,9 @@ def fires(expr: str, start: datetime, n: int, tz: str | None = None) -> list[dat
         pytest.param({"every": "1d"}, Every(timedelta(days=1)), id="every-1d"),
         pytest.param({"every": 900}, Every(timedelta(minutes=15)), id="every-int"),
         pytest.param({"every": 900.0}, Every(timedelta(minutes=15)), id="every-whole-float"),
-        pytest.param(
-            {"at": "2026-12-24T18:00:00+00:00"}, At(datetime(2026, 12, 24, 18, tzinfo=UTC)), id="at-utc"
-        ),
+        pytest.param({"at": "2026-12-24T18:00:00+00:00"}, At(datetime(2026, 12, 24, 18, tzinfo=UTC)), id="at-utc"),
         pytest.param({"at": "2026-12-24T18:00:00Z"}, At(datetime(2026, 12, 24, 18, tzinfo=UTC)), id="at-z"),
-        pytest.param(
-            {"at": "2026-12-24T19:00:00+01:00"}, At(datetime(2026, 12, 24, 18, tzinfo=UTC)), id="at-offset"
-        ),
+        pytest.param({"at": "2026-12-24T19:00:00+01:00"}, At(datetime(2026, 12, 24, 18, tzinfo=UTC)), id="at-offset"),
         pytest.param('{"every": "15m"}', Every(timedelta(minutes=15)), id="json-text"),
     ],
 )
@@ -66,8 +62,11 @@ def test_to_json_canonical_forms() -> None:
 @pytest.mark.parametrize(
     ("value", "message"),
     [
-        pytest.param({"cron": "0 8 * * *", "tz": "Europe/Lisbo"},
-                     "unknown time zone 'Europe/Lisbo' (did you mean 'Europe/Lisbon'?)", id="zone-typo"),
+        pytest.param(
+            {"cron": "0 8 * * *", "tz": "Europe/Lisbo"},
+            "unknown time zone 'Europe/Lisbo' (did you mean 'Europe/Lisbon'?)",
+            id="zone-typo",
+        ),
         pytest.param({"cron": "61 * * * *"}, "minute field '61' out of range 0-59", id="minute-range"),
         pytest.param({"cron": "* 24 * * *"}, "hour field '24' out of range 0-23", id="hour-range"),
         pytest.param({"cron": "* * 0 * *"}, "day-of-month field '0' out of range 1-31", id="dom-range"),
@@ -119,8 +118,17 @@ def test_validate_refuses_an_at_before_now() -> None:
 
 @pytest.mark.parametrize(
     ("expr", "token"),
-    [("0 0 L * *", "L"), ("0 0 15W * *", "W"), ("0 0 * * 5#3", "#"), ("0 0 ? * 1", "?"),
-     ("H * * * *", "H"), ("R * * * *", "R"), ("0 0 * * L5", "L"), ("0 0 * * 5L", "L"), ("0 0 LW * *", "L")],
+    [
+        ("0 0 L * *", "L"),
+        ("0 0 15W * *", "W"),
+        ("0 0 * * 5#3", "#"),
+        ("0 0 ? * 1", "?"),
+        ("H * * * *", "H"),
+        ("R * * * *", "R"),
+        ("0 0 * * L5", "L"),
+        ("0 0 * * 5L", "L"),
+        ("0 0 LW * *", "L"),
+    ],
 )
 def test_non_standard_tokens_are_named(expr: str, token: str) -> None:
     with pytest.raises(InvalidSchedule, match=f"unsupported token '{token}'"):
@@ -129,12 +137,22 @@ def test_non_standard_tokens_are_named(expr: str, token: str) -> None:
 
 @pytest.mark.parametrize(
     ("expr", "message"),
-    [("* * * * * *", "a sixth field '*'"), ("0 0 * * * 2026", "a sixth field '2026'"),
-     ("* * * *", "needs 5 fields"), ("", "needs 5 fields"), ("@reboot", "unsupported cron alias '@reboot'"),
-     ("0 0 * * 5-1", "range '5-1' is reversed"), ("0 0 * dec-feb *", "reversed"),
-     ("*/0 * * * *", "step '0' out of range"), ("1,,2 * * * *", "empty list item"),
-     ("a * * * *", "invalid value 'a'"), ("0 0 * * MONDAY", "invalid value"), ("\u0665 * * * *", "character"),
-     ("0 0 * jan-mon *", "invalid value 'mon'"), ("-1 * * * *", "empty value")],
+    [
+        ("* * * * * *", "a sixth field '*'"),
+        ("0 0 * * * 2026", "a sixth field '2026'"),
+        ("* * * *", "needs 5 fields"),
+        ("", "needs 5 fields"),
+        ("@reboot", "unsupported cron alias '@reboot'"),
+        ("0 0 * * 5-1", "range '5-1' is reversed"),
+        ("0 0 * dec-feb *", "reversed"),
+        ("*/0 * * * *", "step '0' out of range"),
+        ("1,,2 * * * *", "empty list item"),
+        ("a * * * *", "invalid value 'a'"),
+        ("0 0 * * MONDAY", "invalid value"),
+        ("\u0665 * * * *", "character"),
+        ("0 0 * jan-mon *", "invalid value 'mon'"),
+        ("-1 * * * *", "empty value"),
+    ],
 )
 def test_grammar_refusals(expr: str, message: str) -> None:
     with pytest.raises(InvalidSchedule) as info:

@@ -15,11 +15,16 @@ FAR = datetime(2000, 1, 1, tzinfo=UTC)
 def test_spring_forward_shift_and_offset_change_are_noted() -> None:
     got = preview_fires(Cron("30 2 * * *", "America/New_York"), FAR, datetime(2026, 3, 6, tzinfo=UTC), 4)
     assert [p.utc for p in got] == [
-        datetime(2026, 3, 6, 7, 30, tzinfo=UTC), datetime(2026, 3, 7, 7, 30, tzinfo=UTC),
-        datetime(2026, 3, 8, 7, 0, tzinfo=UTC), datetime(2026, 3, 9, 6, 30, tzinfo=UTC),
+        datetime(2026, 3, 6, 7, 30, tzinfo=UTC),
+        datetime(2026, 3, 7, 7, 30, tzinfo=UTC),
+        datetime(2026, 3, 8, 7, 0, tzinfo=UTC),
+        datetime(2026, 3, 9, 6, 30, tzinfo=UTC),
     ]
     assert [p.dst_note for p in got] == [
-        None, None, "DST: offset -05:00 → -04:00; shifted: 02:30 does not exist", None,
+        None,
+        None,
+        "DST: offset -05:00 → -04:00; shifted: 02:30 does not exist",
+        None,
     ]
     assert got[2].local.strftime("%H:%M%z") == "03:00-0400"
     assert {p.zone for p in got} == {"America/New_York"}

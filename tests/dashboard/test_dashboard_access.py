@@ -11,9 +11,14 @@ from alma_schedule.errors import ConfigurationError
 from alma_schedule.http import create_http_app
 from alma_schedule.settings import Secret, load_settings
 
-PAGES = ["/dashboard/", "/dashboard/routines?scope=org-a/user-1", "/dashboard/routine?scope=org-a/user-1&id=r1",
-         "/dashboard/ledger?scope=org-a/user-1", "/dashboard/stuck",
-         "/dashboard/act/pause?scope=org-a/user-1&routine=r1"]
+PAGES = [
+    "/dashboard/",
+    "/dashboard/routines?scope=org-a/user-1",
+    "/dashboard/routine?scope=org-a/user-1&id=r1",
+    "/dashboard/ledger?scope=org-a/user-1",
+    "/dashboard/stuck",
+    "/dashboard/act/pause?scope=org-a/user-1&routine=r1",
+]
 
 
 @pytest.mark.parametrize("path", PAGES)
@@ -65,9 +70,12 @@ def test_read_only_mode_refuses_every_action_even_with_a_token() -> None:
 def test_scopes_limit_what_is_shown_and_what_is_acted_on() -> None:
     store = seeded_store()
     with client(store) as c:  # org-a/* only
-        for path in ["/dashboard/routines?scope=org-b/user-2", "/dashboard/routine?scope=org-b/user-2&id=secret-b",
-                     "/dashboard/ledger?scope=org-b/user-2",
-                     "/dashboard/act/pause?scope=org-b/user-2&routine=secret-b"]:
+        for path in [
+            "/dashboard/routines?scope=org-b/user-2",
+            "/dashboard/routine?scope=org-b/user-2&id=secret-b",
+            "/dashboard/ledger?scope=org-b/user-2",
+            "/dashboard/act/pause?scope=org-b/user-2&routine=secret-b",
+        ]:
             got = c.get(path, headers=auth())
             assert got.status_code == 404 and "secret-b" not in got.text
         token = csrf_of(c.get("/dashboard/act/pause?scope=org-a/user-1&routine=r1", headers=auth()).text)
@@ -107,8 +115,13 @@ def test_the_dashboard_is_off_until_its_scopes_are_set_and_its_settings_are_chec
         load_settings(environ=env)
     with pytest.raises(ConfigurationError, match="ALMA_DASHBOARD_USER and ALMA_DASHBOARD_PASSWORD_HASH"):
         load_settings(environ={"ALMA_DASHBOARD_SCOPES": "*"})
-    s = load_settings(environ={"ALMA_DASHBOARD_SCOPES": "org-a/*,org-b/u", "ALMA_DASHBOARD_USER": "ops",
-                           "ALMA_DASHBOARD_PASSWORD_HASH": "scrypt$x"})
+    s = load_settings(
+        environ={
+            "ALMA_DASHBOARD_SCOPES": "org-a/*,org-b/u",
+            "ALMA_DASHBOARD_USER": "ops",
+            "ALMA_DASHBOARD_PASSWORD_HASH": "scrypt$x",
+        }
+    )
     assert s.dashboard_read_only is True and s.metrics_token is None
 
 

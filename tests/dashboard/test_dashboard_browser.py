@@ -66,8 +66,9 @@ def served(tmp_path: Path) -> Iterator[tuple[str, str]]:
     now = datetime.now(UTC).replace(microsecond=0)
     try:
         for rid in ("morning-brief", "nightly-report", "<b>hostile</b>"):
-            routine = make_routine(rid, scope=SCOPE, registered_at=now - timedelta(hours=1),
-                                   next_due_at=now - timedelta(seconds=30))
+            routine = make_routine(
+                rid, scope=SCOPE, registered_at=now - timedelta(hours=1), next_due_at=now - timedelta(seconds=30)
+            )
             store.put_routine(routine, now=now - timedelta(hours=1))
         engine = create_schedule(store=store, runner=OkRunner())
         for _ in range(2):  # real ticks (in-process runs): the overview's tick log and ledger
@@ -75,8 +76,12 @@ def served(tmp_path: Path) -> Iterator[tuple[str, str]]:
     finally:
         store.close()
     settings = Settings(
-        database_url=url, http_secret=Secret("tick-secret-of-the-clock"), dashboard_user=USER,
-        dashboard_password_hash=Secret(PASSWORD_HASH), dashboard_scopes="*", dashboard_read_only=False,
+        database_url=url,
+        http_secret=Secret("tick-secret-of-the-clock"),
+        dashboard_user=USER,
+        dashboard_password_hash=Secret(PASSWORD_HASH),
+        dashboard_scopes="*",
+        dashboard_read_only=False,
     )
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -106,9 +111,7 @@ def _browser() -> Any:
     return driver
 
 
-def test_log_in_see_the_routines_pause_one_and_the_cli_sees_it_paused(
-    served: tuple[str, str], tmp_path: Path
-) -> None:
+def test_log_in_see_the_routines_pause_one_and_the_cli_sees_it_paused(served: tuple[str, str], tmp_path: Path) -> None:
     _need_browser()
     from selenium.webdriver.common.by import By
 
@@ -144,8 +147,9 @@ def test_log_in_see_the_routines_pause_one_and_the_cli_sees_it_paused(
         driver.quit()
 
     env = {**os.environ, "ALMA_DATABASE_URL": url}
-    done = subprocess.run([ALMA, "routines", "list", "acme/alice", "--json"], env=env, capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        [ALMA, "routines", "list", "acme/alice", "--json"], env=env, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     rows = {r["routine_id"]: r for r in json.loads(done.stdout)}
     assert rows["morning-brief"]["paused_reason"] == "browser maintenance"

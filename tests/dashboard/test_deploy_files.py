@@ -9,10 +9,21 @@ from pathlib import Path
 import yaml
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
-GAUGES = {"alma_last_tick_timestamp_seconds", "alma_runs_blocked", "alma_routines", "alma_run_queue_depth",
-          "alma_next_wake_timestamp_seconds"}
-WORKER = {"alma_ticks_total", "alma_tick_duration_seconds_bucket", "alma_fires_claimed_total",
-          "alma_runs_finished_total", "alma_fire_lag_seconds_bucket", "alma_errors_total"}
+GAUGES = {
+    "alma_last_tick_timestamp_seconds",
+    "alma_runs_blocked",
+    "alma_routines",
+    "alma_run_queue_depth",
+    "alma_next_wake_timestamp_seconds",
+}
+WORKER = {
+    "alma_ticks_total",
+    "alma_tick_duration_seconds_bucket",
+    "alma_fires_claimed_total",
+    "alma_runs_finished_total",
+    "alma_fire_lag_seconds_bucket",
+    "alma_errors_total",
+}
 
 
 def _metrics(expr: str) -> set[str]:
@@ -20,8 +31,11 @@ def _metrics(expr: str) -> set[str]:
 
 
 def test_the_alert_rules_cover_no_tick_for_three_periods_and_blocked_for_fifteen_minutes() -> None:
-    rules = {r["alert"]: r for g in yaml.safe_load((DEPLOY / "alma-schedule-alerts.yml").read_text())["groups"]
-             for r in g["rules"]}
+    rules = {
+        r["alert"]: r
+        for g in yaml.safe_load((DEPLOY / "alma-schedule-alerts.yml").read_text())["groups"]
+        for r in g["rules"]
+    }
     assert "time() - alma_last_tick_timestamp_seconds > 3 * 60" in rules["AlmaNoTick"]["expr"]
     assert rules["AlmaRunsBlocked"]["expr"] == "alma_runs_blocked > 0" and rules["AlmaRunsBlocked"]["for"] == "15m"
     for rule in rules.values():

@@ -95,8 +95,9 @@ def fire_id(instant: datetime) -> str:
     return f"{t.year:04d}-{t.month:02d}-{t.day:02d}T{t.hour:02d}:{t.minute:02d}:{t.second:02d}Z"
 
 
-def jitter_offset(org: str, uid: str, routine_id: str, fire: datetime, jitter: timedelta | None,
-                  gap: timedelta | None) -> timedelta:
+def jitter_offset(
+    org: str, uid: str, routine_id: str, fire: datetime, jitter: timedelta | None, gap: timedelta | None
+) -> timedelta:
     if not jitter:
         return timedelta(0)
     bound = jitter if gap is None else min(jitter, gap / 2)
@@ -134,8 +135,15 @@ def _close(due: datetime, next_due: datetime | None, policy: SchedulePolicy, set
     return end
 
 
-def _fire(fire: datetime, due: datetime, expires_at: datetime, next_due: datetime | None, now: datetime,
-          settings: Settings, policy: SchedulePolicy) -> Fire:
+def _fire(
+    fire: datetime,
+    due: datetime,
+    expires_at: datetime,
+    next_due: datetime | None,
+    now: datetime,
+    settings: Settings,
+    policy: SchedulePolicy,
+) -> Fire:
     return Fire(
         run_id=fire_id(fire),
         fire_at=fire,
@@ -170,8 +178,9 @@ def reference_decide(routine: Routine, now: datetime, settings: Settings) -> Fir
     return _fire(fire, fire, expires_at, following, now, settings, policy)
 
 
-def _jittered(routine: Routine, schedule: ScheduleValue, policy: SchedulePolicy, now: datetime,
-              settings: Settings) -> Fire | NotDue:
+def _jittered(
+    routine: Routine, schedule: ScheduleValue, policy: SchedulePolicy, now: datetime, settings: Settings
+) -> Fire | NotDue:
     key = (routine.org, routine.uid, routine.routine_id)
     anchor, last, jitter = routine.registered_at, routine.last_fire, policy.jitter
 

@@ -24,10 +24,32 @@ from alma_schedule.engine import decide
 from alma_schedule.model import Routine
 from alma_schedule.settings import Settings
 
-ZONES = [None, "UTC", "America/New_York", "Europe/London", "Australia/Lord_Howe", "Pacific/Chatham",
-         "Asia/Kolkata", "America/Santiago", "Europe/Berlin"]
-CRONS = ["*/15 * * * *", "0 * * * *", "30 2 * * *", "30 1 * * *", "0 12 * * *", "0 9 * * mon-fri",
-         "0 0 29 2 *", "0 2,3 * * *", "*/20 2 * * *", "45 1 1,15 * *", "59 23 31 12 *", "@weekly", "* * * * *"]
+ZONES = [
+    None,
+    "UTC",
+    "America/New_York",
+    "Europe/London",
+    "Australia/Lord_Howe",
+    "Pacific/Chatham",
+    "Asia/Kolkata",
+    "America/Santiago",
+    "Europe/Berlin",
+]
+CRONS = [
+    "*/15 * * * *",
+    "0 * * * *",
+    "30 2 * * *",
+    "30 1 * * *",
+    "0 12 * * *",
+    "0 9 * * mon-fri",
+    "0 0 29 2 *",
+    "0 2,3 * * *",
+    "*/20 2 * * *",
+    "45 1 1,15 * *",
+    "59 23 31 12 *",
+    "@weekly",
+    "* * * * *",
+]
 EVERY: list[Any] = ["1s", "59s", "15m", "1h", "90m", "1d", 86401, "7d"]
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 TRANSITIONS = sorted(

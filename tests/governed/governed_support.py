@@ -175,9 +175,7 @@ class Harness:
         self.clock = clock
         self.dispatch = NoDispatch()
         self.settings = Settings(clock=clock, **settings)
-        self.schedule = create_schedule(
-            store=store, runner=runner, dispatcher=self.dispatch, settings=self.settings
-        )
+        self.schedule = create_schedule(store=store, runner=runner, dispatcher=self.dispatch, settings=self.settings)
 
     def register(self, routine_id: str, kind: str = "turn", **definition: Any) -> Routine:
         spec = RoutineSpec(SCOPE.org, SCOPE.uid, routine_id, kind, {"cron": "0 8 * * *"}, definition)

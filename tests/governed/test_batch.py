@@ -267,9 +267,7 @@ def test_a_repaired_cost_records_a_crossing_and_alerts_once(store: Any, clock: S
         on_cap_crossed=lambda *a: alerts.append(a),
     )
     h = Harness(store, runner, clock)
-    h.register(
-        "digest", "job", goal=GOAL, budget={**BUDGET, "per_run_usd": {"usd": 0.00003, "on_exceeded": "warn"}}
-    )
+    h.register("digest", "job", goal=GOAL, budget={**BUDGET, "per_run_usd": {"usd": 0.00003, "on_exceeded": "warn"}})
     key = submitted(h)
     assert h.collect(key).caps_crossed == ("routine_per_run",)
     assert h.collect(key).cost_micros == 55

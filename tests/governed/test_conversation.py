@@ -49,9 +49,7 @@ def test_a_turn_is_reserved_called_recorded_and_delivered_once(store: Any, clock
 
 
 @pytest.mark.parametrize("status", ["not_admitted", "routing_unavailable"])
-def test_provider_refusal_is_refused_with_zero_cost_and_no_retry(
-    store: Any, clock: SettableTime, status: str
-) -> None:
+def test_provider_refusal_is_refused_with_zero_cost_and_no_retry(store: Any, clock: SettableTime, status: str) -> None:
     h, provider, sink, _, _ = make(store, clock, [TurnReceipt(status), ok("fixed")])  # type: ignore[arg-type]
     h.register("brief", goal=GOAL, budget=BUDGET)
     key = h.fire("brief")
@@ -208,9 +206,7 @@ def test_an_operator_record_before_egress_wins(store: Any, clock: SettableTime) 
     assert sink.attempts == 0
 
 
-def test_results_are_kept_for_the_retention_then_erased_and_the_row_stays(
-    store: Any, clock: SettableTime
-) -> None:
+def test_results_are_kept_for_the_retention_then_erased_and_the_row_stays(store: Any, clock: SettableTime) -> None:
     h, _, _, _, _ = make(store, clock, [ok()], result_retention=timedelta(hours=1))
     h.register("brief", goal=GOAL, budget=BUDGET)
     key = h.fire("brief")

@@ -87,9 +87,7 @@ def test_registration_refuses_widening_and_unbounded_ceilings(
 
 
 def test_narrowing_is_accepted(store: Any, clock: SettableTime) -> None:
-    h, _, _, _, _ = make(
-        store, clock, [], host=HostCaps(per_run_micros=100_000, routine_daily_micros=200_000)
-    )
+    h, _, _, _, _ = make(store, clock, [], host=HostCaps(per_run_micros=100_000, routine_daily_micros=200_000))
     h.register("brief", goal=GOAL, budget={"per_turn_usd": 0.05, "daily_usd": 0.1})
     assert store.get_routine(SCOPE, "brief") is not None
 
@@ -121,9 +119,7 @@ def test_the_request_is_built_only_after_the_reservation(store: Any, clock: Sett
         seen.append(rec.reserved_micros)
         return "context " * 100  # longer than the input bound the reservation assumed
 
-    h, provider, _, _, _ = make(
-        store, clock, [ok()], host=HostCaps(routine_daily_micros=200), build_prompt=build
-    )
+    h, provider, _, _, _ = make(store, clock, [ok()], host=HostCaps(routine_daily_micros=200), build_prompt=build)
     h.register("brief", goal=GOAL, budget=BUDGET)
     rec = h.run("brief")
     assert seen == [BOUND]

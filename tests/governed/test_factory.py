@@ -72,9 +72,7 @@ def _routine() -> object:
 
     from alma_schedule.model import Routine
 
-    return Routine(
-        "o", "u", "r", "turn", {"cron": "0 8 * * *"}, {"goal": "g"}, datetime(2026, 1, 1, tzinfo=UTC), "x"
-    )
+    return Routine("o", "u", "r", "turn", {"cron": "0 8 * * *"}, {"goal": "g"}, datetime(2026, 1, 1, tzinfo=UTC), "x")
 
 
 def test_file_and_stdout_sinks_write_one_json_line_per_delivery(tmp_path: Path) -> None:

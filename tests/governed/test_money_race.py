@@ -92,8 +92,7 @@ def test_twenty_routines_of_one_org_never_exceed_the_org_ceiling(governed_pg_url
     ctx = multiprocessing.get_context("fork")
     barrier = ctx.Barrier(PROCESSES)
     procs = [
-        ctx.Process(target=worker, args=(governed_pg_url, claimed[i::PROCESSES], barrier))
-        for i in range(PROCESSES)
+        ctx.Process(target=worker, args=(governed_pg_url, claimed[i::PROCESSES], barrier)) for i in range(PROCESSES)
     ]
     for p in procs:
         p.start()

@@ -40,9 +40,10 @@ FAULTS: dict[str, Callable[[FakeOpenAI], None]] = {
 @pytest.fixture
 def world(store: Any, clock: SettableTime) -> Iterator[tuple[Harness, FakeOpenAI]]:
     fake = FakeOpenAI(api_key=API_KEY)
-    with serve_asgi(fake.app) as server, OpenAICompatibleProvider(
-        server.url, API_KEY, "fake-model", PRICE_IN, PRICE_OUT, timeout=0.5
-    ) as provider:
+    with (
+        serve_asgi(fake.app) as server,
+        OpenAICompatibleProvider(server.url, API_KEY, "fake-model", PRICE_IN, PRICE_OUT, timeout=0.5) as provider,
+    ):
         runner = create_governed_conversation_runner(
             provider=provider,
             sinks=ListSink(),

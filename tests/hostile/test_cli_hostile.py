@@ -30,10 +30,32 @@ Draw = Callable[[st.SearchStrategy[Any]], Any]
 
 TEXT = st.one_of(
     texts(),
-    st.sampled_from(["org-a/user-1", "r1", "r2", "1", "-1", "0", "99999999999999999999", "nan", "1e309",
-                     "9999-12-31T23:59:59Z", "0001-01-01T00:00:00+14:00", "2026-03-02T09:00:00", "@/dev/null",
-                     "@/nonexistent", "{}", "[]", "[" * 5000, '{"every": "1e300000"}', '{"every": 60}',
-                     '{"cron": "0 9 * * *", "x": ' + "[" * 40 + "]" * 40 + "}", "--help", "-h"]),
+    st.sampled_from(
+        [
+            "org-a/user-1",
+            "r1",
+            "r2",
+            "1",
+            "-1",
+            "0",
+            "99999999999999999999",
+            "nan",
+            "1e309",
+            "9999-12-31T23:59:59Z",
+            "0001-01-01T00:00:00+14:00",
+            "2026-03-02T09:00:00",
+            "@/dev/null",
+            "@/nonexistent",
+            "{}",
+            "[]",
+            "[" * 5000,
+            '{"every": "1e300000"}',
+            '{"every": 60}',
+            '{"cron": "0 9 * * *", "x": ' + "[" * 40 + "]" * 40 + "}",
+            "--help",
+            "-h",
+        ]
+    ),
 )
 SCOPE_TEXT = st.one_of(st.just(str(SCOPE)), TEXT)
 FLAG = st.sampled_from([[], ["--json"]])
@@ -54,8 +76,17 @@ def _args(draw: Draw, *parts: Any) -> list[str]:
 COMMANDS: dict[str, Callable[[Draw], list[str]]] = {
     "schedule next": lambda d: _args(d, "schedule", "next", TEXT, "-n", st.sampled_from(["1", "3"]), "--after", TEXT),
     "routines add": lambda d: _args(
-        d, "routines", "add", SCOPE_TEXT, TEXT, "--kind", st.sampled_from(["task", "turn", "job", "k", "x\x00"]),
-        "--schedule", TEXT, "--definition", TEXT,
+        d,
+        "routines",
+        "add",
+        SCOPE_TEXT,
+        TEXT,
+        "--kind",
+        st.sampled_from(["task", "turn", "job", "k", "x\x00"]),
+        "--schedule",
+        TEXT,
+        "--definition",
+        TEXT,
     ),
     "routines update": lambda d: _args(
         d, "routines", "update", SCOPE_TEXT, TEXT, "--schedule", TEXT, "--definition", TEXT, "--at", TEXT
@@ -63,8 +94,11 @@ COMMANDS: dict[str, Callable[[Draw], list[str]]] = {
     "routines list": lambda d: _args(d, "routines", "list", SCOPE_TEXT),
     "routines show": lambda d: _args(d, "routines", "show", SCOPE_TEXT, TEXT),
     "routines lever": lambda d: _args(
-        d, "routines", st.sampled_from(["disable", "enable", "pause", "resume", "delete", "trigger"]),
-        SCOPE_TEXT, TEXT,
+        d,
+        "routines",
+        st.sampled_from(["disable", "enable", "pause", "resume", "delete", "trigger"]),
+        SCOPE_TEXT,
+        TEXT,
     ),
     "routines next": lambda d: _args(d, "routines", "next", SCOPE_TEXT, TEXT),
     "runs list": lambda d: _args(d, "runs", "list", SCOPE_TEXT, "--routine", TEXT, "--since", TEXT),
@@ -101,8 +135,16 @@ def cli_store(request: pytest.FixtureRequest) -> Iterator[tuple[dict[str, str | 
 VALID: dict[str, list[str]] = {
     "schedule next": ["schedule", "next", '{"every": 60}', "-n", "1", "--after", "2026-03-02T09:00:00Z"],
     "routines add": [
-        "routines", "add", "org-a/user-1", "cli-1", "--kind", "turn", "--schedule", '{"every": 60}',
-        "--definition", '{"goal": "hello", "budget": {"per_turn_usd": "0.05"}}',
+        "routines",
+        "add",
+        "org-a/user-1",
+        "cli-1",
+        "--kind",
+        "turn",
+        "--schedule",
+        '{"every": 60}',
+        "--definition",
+        '{"goal": "hello", "budget": {"per_turn_usd": "0.05"}}',
     ],
     "routines update": ["routines", "update", "org-a/user-1", "cli-1", "--definition", '{"goal": "v2"}'],
     "routines list": ["routines", "list", "org-a/user-1", "--json"],

@@ -65,7 +65,7 @@ def _spec(draw: Draw) -> Any:
 
 
 def _levers(name: str) -> Op:
-    return lambda s, d: (lambda: getattr(s, name)(d(SCOPES), d(IDS), now=d(NOW)))
+    return lambda s, d: lambda: getattr(s, name)(d(SCOPES), d(IDS), now=d(NOW))
 
 
 def _list(s: Scheduler, d: Draw) -> Callable[[], Any]:
@@ -78,21 +78,19 @@ def _list(s: Scheduler, d: Draw) -> Callable[[], Any]:
 
 
 OPS: dict[str, Op] = {
-    "register": lambda s, d: (
-        lambda: s.register(_spec(d), now=d(NOW), mode=d(or_hostile("upsert", "create", "update")))
-    ),
+    "register": lambda s, d: lambda: s.register(_spec(d), now=d(NOW), mode=d(or_hostile("upsert", "create", "update"))),
     "disable": _levers("disable"),
     "enable": _levers("enable"),
-    "pause": lambda s, d: (lambda: s.pause(d(SCOPES), d(IDS), d(or_hostile("manual", "operator")), now=d(NOW))),
+    "pause": lambda s, d: lambda: s.pause(d(SCOPES), d(IDS), d(or_hostile("manual", "operator")), now=d(NOW)),
     "resume": _levers("resume"),
     "delete": _levers("delete"),
     "trigger": _levers("trigger"),
-    "get": lambda s, d: (lambda: s.get(d(SCOPES), d(IDS))),
+    "get": lambda s, d: lambda: s.get(d(SCOPES), d(IDS)),
     "routines": lambda s, d: (
         lambda: s.routines(d(SCOPES), include_deleted=d(anything()), limit=d(or_hostile(10)), after=d(IDS))
     ),
     "list": _list,
-    "versions": lambda s, d: (lambda: s.versions(d(SCOPES), d(IDS))),
+    "versions": lambda s, d: lambda: s.versions(d(SCOPES), d(IDS)),
     "runs": lambda s, d: (
         lambda: s.runs(
             d(SCOPES),
@@ -103,14 +101,14 @@ OPS: dict[str, Op] = {
             before=d(st.one_of(st.none(), st.tuples(instants(), anything()), anything())),
         )
     ),
-    "run": lambda s, d: (lambda: s.run(d(SCOPES), d(IDS), _run_id(s, d))),
+    "run": lambda s, d: lambda: s.run(d(SCOPES), d(IDS), _run_id(s, d)),
     "decide": lambda s, d: (
         lambda: s.decide(_pick(d, list(s.store.iter_routines())) if d(st.booleans()) else d(anything()), now=d(NOW))
     ),
-    "plan": lambda s, d: (lambda: s.plan(now=d(NOW))),
-    "tick": lambda s, d: (lambda: s.tick(now=d(NOW))),
-    "execute": lambda s, d: (lambda: s.execute(_key(s, d), now=d(NOW))),
-    "collect": lambda s, d: (lambda: s.collect(_key(s, d), now=d(NOW))),
+    "plan": lambda s, d: lambda: s.plan(now=d(NOW)),
+    "tick": lambda s, d: lambda: s.tick(now=d(NOW)),
+    "execute": lambda s, d: lambda: s.execute(_key(s, d), now=d(NOW)),
+    "collect": lambda s, d: lambda: s.collect(_key(s, d), now=d(NOW)),
     "record": lambda s, d: (
         lambda: s.record(
             d(SCOPES),
@@ -131,7 +129,7 @@ OPS: dict[str, Op] = {
     "report_lost": lambda s, d: (
         lambda: s.report_lost(d(or_hostile("task-1")), d(or_hostile("worker_lost", "time_limit")), now=d(NOW))
     ),
-    "now": lambda s, d: (lambda: s.now(d(NOW))),
+    "now": lambda s, d: lambda: s.now(d(NOW)),
     "reindex": lambda s, d: s.reindex,
 }
 

@@ -23,8 +23,16 @@ from alma_schedule.testing.hostile import HOSTILE, anything, texts
 
 ISO = st.one_of(
     texts(),
-    st.sampled_from(["2026-03-02T09:00:00Z", "0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59.999999-12:00",
-                     "2026-03-02T09:00:00", "2026-02-30T00:00:00Z", "1969-12-31T23:59:59Z"]),
+    st.sampled_from(
+        [
+            "2026-03-02T09:00:00Z",
+            "0001-01-01T00:00:00+14:00",
+            "9999-12-31T23:59:59.999999-12:00",
+            "2026-03-02T09:00:00",
+            "2026-02-30T00:00:00Z",
+            "1969-12-31T23:59:59Z",
+        ]
+    ),
     st.datetimes(timezones=st.just(UTC)).map(lambda d: d.isoformat()),
 )
 SETTINGS = Settings(clock=SettableTime(T0))

@@ -293,9 +293,7 @@ def test_bare_python_names_the_missing_extra(
     ],
     ids=["clock-send", "postgres-store", "serve-http", "demo-celery-parts"],
 )
-def test_bare_cli_names_the_missing_extra(
-    bare: Venv, args: tuple[str, ...], env: dict[str, str], message: str
-) -> None:
+def test_bare_cli_names_the_missing_extra(bare: Venv, args: tuple[str, ...], env: dict[str, str], message: str) -> None:
     done = bare.run("alma-schedule", *args, env=env)
     assert done.returncode == 1, done.stdout + done.stderr
     assert done.stderr == f"error: {message}\n"
@@ -304,9 +302,7 @@ def test_bare_cli_names_the_missing_extra(
 # --- [celery,postgres] ----------------------------------------------------------------------------
 
 
-def test_celery_postgres_sends_to_redis_and_opens_postgres(
-    celery_postgres: Venv, pg_url: str, redis_url: str
-) -> None:
+def test_celery_postgres_sends_to_redis_and_opens_postgres(celery_postgres: Venv, pg_url: str, redis_url: str) -> None:
     import redis
 
     venv = celery_postgres

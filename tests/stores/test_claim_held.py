@@ -140,7 +140,6 @@ def test_a_short_batch_leaves_the_rows_its_ticks_other_open_batch_holds_to_it(
     assert store.claim_due(T0, 10, fire_due, TIMERS).claimed == ()
 
 
-
 def _statements(store: SqlStore) -> tuple[list[str], Callable[[], None]]:
     import sqlalchemy as sa
 

@@ -71,8 +71,9 @@ def _submitted(url: str, runner: SubmittingRunner) -> tuple[Scheduler, Store, Ru
     store = open_store(url)
     sched = create_schedule(store=store, runner=runner, settings=Settings(database_url=url))
     now = sched.settings.clock()
-    sched.register(RoutineSpec(SCOPE.org, SCOPE.uid, "r1", "batch", {"every": "1h"}, {}),
-                   now=now - timedelta(hours=1, seconds=1))
+    sched.register(
+        RoutineSpec(SCOPE.org, SCOPE.uid, "r1", "batch", {"every": "1h"}, {}), now=now - timedelta(hours=1, seconds=1)
+    )
     got = store.claim_manual(
         RunKey.of(SCOPE, "r1", "manual:01J0000000000000000000000B"),
         now=now,

@@ -39,9 +39,7 @@ class LeakyScope(MemoryStore):
 
 class ResendsForever(MemoryStore):
     def take_resends(self, now: datetime, limit: int, timers: Timers, *, send: bool = True) -> Any:
-        frozen = dataclasses.replace(
-            timers, resend_first=timers.resend_first * 0, resend_max=timers.resend_max * 0
-        )
+        frozen = dataclasses.replace(timers, resend_first=timers.resend_first * 0, resend_max=timers.resend_max * 0)
         return super().take_resends(now, limit, frozen, send=send)
 
 
@@ -52,9 +50,7 @@ class StreakNeverResets(MemoryStore):
 
 
 class NoSupersession(MemoryStore):
-    def claim_due(
-        self, now: datetime, limit: int, decide: Callable[..., Any], timers: Timers, scan: Any = None
-    ) -> Any:
+    def claim_due(self, now: datetime, limit: int, decide: Callable[..., Any], timers: Timers, scan: Any = None) -> Any:
         with self._lock:
             blockers = {k: r for k, r in self._active.items() if self._runs[k][r].origin == "schedule"}
             for k, rid in blockers.items():  # pretend schedule claims block like manual ones
@@ -82,9 +78,7 @@ class RacyStart(MemoryStore):
 
 
 class RacyReserve(MemoryStore):
-    def reserve(
-        self, key: RunKey, day: str, amount_micros: int, ceilings: Sequence[Ceiling]
-    ) -> ReserveResult:
+    def reserve(self, key: RunKey, day: str, amount_micros: int, ceilings: Sequence[Ceiling]) -> ReserveResult:
         for c in ceilings:
             if self.spend(c.key, day) + amount_micros > c.limit_micros:
                 return ReserveResult(False, c.key, None)

@@ -296,11 +296,7 @@ def test_a_connection_killed_inside_claim_due_leaves_nothing_half_written(pg_url
             return fire_due_long(routine)
 
         def after(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
-            if (
-                when == "after_the_cursor_update"
-                and not killed
-                and _CURSOR_UPDATE.search(statement)
-            ):
+            if when == "after_the_cursor_update" and not killed and _CURSOR_UPDATE.search(statement):
                 driver = conn.connection.dbapi_connection
                 moved = driver.execute(  # in the claim's own transaction: the cursors moved, uncommitted
                     "SELECT count(*) FROM alma.routines WHERE routine_id LIKE %s AND last_fire IS NOT NULL",

@@ -396,4 +396,3 @@ def test_a_cas_of_one_run_reaches_it_by_key(
     key = _routine_run({"loaded": 307, "burst": 3_007}[ledger])
     args = rendered.args({**params, **q.run_params(key)})
     _assert_reads_runs_by_key(request.getfixturevalue(ledger), rendered.sql, args, f"{name} {ledger}")
-

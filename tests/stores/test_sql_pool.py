@@ -21,9 +21,10 @@ def _pid(store: object) -> int:
 def test_sequential_statements_reuse_the_connection_just_returned() -> None:
     with pg_database() as url, opened(url) as store:
         with store.engine.connect() as a, store.engine.connect() as b:  # two connections in the pool
-            assert a.exec_driver_sql("SELECT pg_backend_pid()").scalar() != b.exec_driver_sql(
-                "SELECT pg_backend_pid()"
-            ).scalar()
+            assert (
+                a.exec_driver_sql("SELECT pg_backend_pid()").scalar()
+                != b.exec_driver_sql("SELECT pg_backend_pid()").scalar()
+            )
         first = _pid(store)
         register(store, "r1", next_due_at=T0)
         store.probe_tick(T0, TIMERS.resend_first)

@@ -121,9 +121,7 @@ class OpenAICompatibleProvider:
         self._client = client if client is not None else httpx.Client(timeout=self.timeout)
 
     @classmethod
-    def from_settings(
-        cls, settings: Settings, *, client: httpx.Client | None = None
-    ) -> OpenAICompatibleProvider:
+    def from_settings(cls, settings: Settings, *, client: httpx.Client | None = None) -> OpenAICompatibleProvider:
         if settings.openai_api_key is None or not settings.openai_api_key:
             raise ConfigurationError("ALMA_OPENAI_API_KEY is required by the OpenAI-compatible provider")
         return cls(
@@ -199,9 +197,7 @@ class OpenAICompatibleProvider:
     def _send(self, method: str, path: str, what: str, *, ok_404: bool = False, **kw: Any) -> httpx.Response:
         headers = {"Authorization": f"Bearer {self._key.reveal()}", **kw.pop("headers", {})}
         try:
-            response = self._client.request(
-                method, self.base_url + path, headers=headers, timeout=self.timeout, **kw
-            )
+            response = self._client.request(method, self.base_url + path, headers=headers, timeout=self.timeout, **kw)
         except httpx.TimeoutException as exc:
             log.warning("provider %s timed out after %gs", what, self.timeout)
             message = f"{what} timed out after {self.timeout:g}s"

@@ -111,9 +111,7 @@ class GovernedRunner:
             "inputs": self.revision_inputs,
             "prices": self.prices.to_dict(),
             "model": self.model,
-            "result_retention": None
-            if self.result_retention is None
-            else self.result_retention.total_seconds(),
+            "result_retention": None if self.result_retention is None else self.result_retention.total_seconds(),
             "sink": None if sink is None else sink_identity(str(name), sink),
         }
 

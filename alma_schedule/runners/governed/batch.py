@@ -102,9 +102,7 @@ class GovernedBatchRunner(GovernedRunner):
         except Exception as exc:  # never left: failed at 0; else uncertain (a batch may be out)
             return uncertain_or_unsent(exc, handle, self.hooks, "batch submission")
         if not _usable_receipt(receipt):
-            self.hooks.background_error(
-                TypeError(f"unusable receipt {receipt!r}"), handle.key, "batch submission"
-            )
+            self.hooks.background_error(TypeError(f"unusable receipt {receipt!r}"), handle.key, "batch submission")
             return RunResult.failed(Reason.PROVIDER_ERROR.value, plan.bound_micros or 0, "InvalidReceipt")
         first_poll = None if self.poll_first is None else handle.now + self.poll_first
         try:
@@ -173,23 +171,17 @@ class GovernedBatchRunner(GovernedRunner):
             or not _money(status.cost_micros)
             or (status.state == "succeeded" and not isinstance(status.text, str))
         ):
-            self.hooks.background_error(
-                TypeError(f"unusable batch status {status!r}"), handle.key, "batch poll"
-            )
+            self.hooks.background_error(TypeError(f"unusable batch status {status!r}"), handle.key, "batch poll")
             return None
         return status
 
-    def _repair(
-        self, routine: Routine, handle: RunHandle, record: RunRecord, status: BatchStatus
-    ) -> RunRecord:
+    def _repair(self, routine: Routine, handle: RunHandle, record: RunRecord, status: BatchStatus) -> RunRecord:
         """Write the provider's cost when it differs from the recorded one (never on a terminal row)."""
         if status.state == "gone" or status.cost_micros == record.cost_micros:
             return record
         if status.state == "pending" and status.cost_micros == 0:
             return record  # not known yet: keep what submission recorded
-        return record_cost(
-            handle, self.plan(routine), status.cost_micros, self.hooks, previous=record.caps_crossed
-        )
+        return record_cost(handle, self.plan(routine), status.cost_micros, self.hooks, previous=record.caps_crossed)
 
 
 def _money(value: object) -> bool:

@@ -119,9 +119,7 @@ class GovernedConversationRunner(GovernedRunner):
             or receipt.status not in TURN_STATUSES
             or not _money(receipt.cost_micros)
         ):
-            self.hooks.background_error(
-                TypeError(f"unusable receipt {receipt!r}"), handle.key, "provider call"
-            )
+            self.hooks.background_error(TypeError(f"unusable receipt {receipt!r}"), handle.key, "provider call")
             return RunResult.failed(Reason.PROVIDER_ERROR.value, plan.bound_micros or 0, "InvalidReceipt")
         if receipt.status == "ok" and not isinstance(receipt.text, str):
             self.hooks.background_error(TypeError("receipt text is not text"), handle.key, "provider call")

@@ -38,8 +38,7 @@ def provider_from_settings(settings: Settings) -> Any:
     name = settings.provider
     if not name:
         raise ConfigurationError(
-            "ALMA_PROVIDER is not set: the turn and job kinds need 'openai' "
-            "('scripted' only for demos and tests)"
+            "ALMA_PROVIDER is not set: the turn and job kinds need 'openai' ('scripted' only for demos and tests)"
         )
     if name == "scripted":
         return ScriptedProvider(prices=Prices.from_settings(settings))

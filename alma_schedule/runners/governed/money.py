@@ -44,9 +44,7 @@ HOST_PER_RUN = "host_per_run"
 ROUTINE_PER_RUN = "routine_per_run"
 HARD_BOUND = "hard_bound"
 
-_BUDGET_KEYS = frozenset(
-    {"per_turn_usd", "per_run_usd", "daily_usd", "max_output_tokens", "max_input_tokens"}
-)
+_BUDGET_KEYS = frozenset({"per_turn_usd", "per_run_usd", "daily_usd", "max_output_tokens", "max_input_tokens"})
 _POLICIES = frozenset({"warn", "block"})
 
 
@@ -170,9 +168,7 @@ def parse_budget(definition: Mapping[str, Any]) -> Budget:
     daily = None
     if "daily_usd" in raw:
         daily, _ = _cap("daily_usd", raw["daily_usd"], policies=frozenset({"block"}))
-    out_tokens = (
-        _tokens("max_output_tokens", raw["max_output_tokens"]) if "max_output_tokens" in raw else None
-    )
+    out_tokens = _tokens("max_output_tokens", raw["max_output_tokens"]) if "max_output_tokens" in raw else None
     in_tokens = _tokens("max_input_tokens", raw["max_input_tokens"]) if "max_input_tokens" in raw else None
     return Budget(per_run, policy, daily, out_tokens, in_tokens)
 
@@ -195,11 +191,7 @@ def validate_budget(routine: Routine, host: HostCaps, prices: Prices) -> MoneyPl
     """Registration check: the budget parses, narrows the host (never widens), and every ceiling has
     a hard bound that fits under it. Raises :class:`RegistrationRefused`; returns the plan."""
     budget = parse_budget(routine.definition)
-    if (
-        budget.per_run_micros is not None
-        and host.per_run_micros
-        and budget.per_run_micros > host.per_run_micros
-    ):
+    if budget.per_run_micros is not None and host.per_run_micros and budget.per_run_micros > host.per_run_micros:
         raise RegistrationRefused(
             f"budget per-run cap {budget.per_run_micros} micro-USD widens the host cap "
             f"({host.per_run_micros}, ALMA_CAP_PER_RUN_MICROS): a routine may only narrow it"

@@ -134,9 +134,7 @@ class BackfillsMixin(RunsMixin):
         return sorted(
             k
             for k, r in self._routines.items()
-            if r.deleted_at is None
-            and (kind is None or r.kind == kind)
-            and (state is None or state in r.state_names)
+            if r.deleted_at is None and (kind is None or r.kind == kind) and (state is None or state in r.state_names)
         )
 
     def system_routines(
@@ -152,9 +150,7 @@ class BackfillsMixin(RunsMixin):
             keys = [k for k in self._listed(kind, state) if edge is None or k > edge]
             return [self._out(k) for k in keys[:limit]]
 
-    def system_routine_counts(
-        self, *, kind: str | None = None, state: str | None = None
-    ) -> list[tuple[str, str, int]]:
+    def system_routine_counts(self, *, kind: str | None = None, state: str | None = None) -> list[tuple[str, str, int]]:
         with self._lock:
             counts = Counter((k[0], k[1]) for k in self._listed(kind, state))
         return [(org, uid, n) for (org, uid), n in sorted(counts.items())]

@@ -114,9 +114,7 @@ class ReadsMixin(RunsMixin):
         before = require_utc("before", before)
         with self._lock:
             doomed = [
-                r
-                for r in self._all_runs()
-                if r.terminal and r.finished_at is not None and r.finished_at < before
+                r for r in self._all_runs() if r.terminal and r.finished_at is not None and r.finished_at < before
             ]
             fires: dict[tuple[str, str, str], list[datetime]] = {}
             for r in doomed:

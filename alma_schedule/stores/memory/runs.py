@@ -229,9 +229,7 @@ class RunsMixin(BufferedMixin):
             row = self._routines.get(rk)
             inactive = "deleted" if row is None else row.inactive_reason
             if inactive is not None:
-                new = dataclasses.replace(
-                    rec, state=RunState.SKIPPED, reason=inactive, state_at=now, finished_at=now
-                )
+                new = dataclasses.replace(rec, state=RunState.SKIPPED, reason=inactive, state_at=now, finished_at=now)
                 self._put_run(new)
                 return ClaimResult(False, new, inactive, self._release_buffered(rk, now))
             new = dataclasses.replace(rec, state=RunState.RUNNING, started_at=now, state_at=now, owner=owner)
@@ -347,9 +345,7 @@ class RunsMixin(BufferedMixin):
 
     # ------------------------------------------------------------------ money
 
-    def reserve(
-        self, key: RunKey, day: str, amount_micros: int, ceilings: Sequence[Ceiling]
-    ) -> ReserveResult:
+    def reserve(self, key: RunKey, day: str, amount_micros: int, ceilings: Sequence[Ceiling]) -> ReserveResult:
         args = reserve_args(key, day, amount_micros, ceilings)
         rk, run_id, amount, keys = args.rk, key.run_id, args.amount, args.keys
         with self._lock:
@@ -363,9 +359,7 @@ class RunsMixin(BufferedMixin):
                     return ReserveResult(False, c.key, rec)
             for c in ceilings:
                 self._spend[(c.key, day)] = self._spend.get((c.key, day), 0) + amount
-            new = dataclasses.replace(
-                rec, reserved_micros=amount, reserve_day=day, reserve_ceilings=tuple(keys)
-            )
+            new = dataclasses.replace(rec, reserved_micros=amount, reserve_day=day, reserve_ceilings=tuple(keys))
             self._put_run(new)
             return ReserveResult(True, None, new)
 

@@ -97,9 +97,7 @@ class MemoryStore(TickMixin, ReadsMixin, WakeMixin, RederiveMixin, BackfillsMixi
 
     # ------------------------------------------------------------------ routines (tenant)
 
-    def put_routine(
-        self, routine: Routine, *, now: datetime, expected_revision: str | None = None
-    ) -> Routine:
+    def put_routine(self, routine: Routine, *, now: datetime, expected_revision: str | None = None) -> Routine:
         args = put_routine_args(routine, now)
         key, schedule, definition, now = args.key, args.schedule, args.definition, args.now
         fields: dict[str, Any] = dict(args.fields)
@@ -109,14 +107,12 @@ class MemoryStore(TickMixin, ReadsMixin, WakeMixin, RederiveMixin, BackfillsMixi
             current = old.config_revision if (old is not None and live) else None
             if expected_revision != current:
                 raise StoreConflict(
-                    f"routine {routine.key} is at revision {current!r}, "
-                    f"not the expected {expected_revision!r}"
+                    f"routine {routine.key} is at revision {current!r}, not the expected {expected_revision!r}"
                 )
             if old is not None and not live and key in self._active:
                 blocking = self._runs[key][self._active[key]]
                 raise RegistrationRefused(
-                    f"routine {routine.key} was deleted and its run {blocking.run_id} "
-                    f"is still {blocking.state}",
+                    f"routine {routine.key} was deleted and its run {blocking.run_id} is still {blocking.state}",
                     blocking_run=blocking,
                 )
             if old is not None and live:
@@ -157,9 +153,7 @@ class MemoryStore(TickMixin, ReadsMixin, WakeMixin, RederiveMixin, BackfillsMixi
             key, row = self._live(scope, routine_id)
             if row.enabled != enabled:
                 if enabled:
-                    row = dataclasses.replace(
-                        row, enabled=True, last_fire=now, consecutive_failures=0, next_due_at=due
-                    )
+                    row = dataclasses.replace(row, enabled=True, last_fire=now, consecutive_failures=0, next_due_at=due)
                 else:
                     row = dataclasses.replace(row, enabled=False, next_due_at=None)
                 self._write(dataclasses.replace(row, updated_at=now))
@@ -272,9 +266,9 @@ class MemoryStore(TickMixin, ReadsMixin, WakeMixin, RederiveMixin, BackfillsMixi
     def purge_deleted(self, limit: int = 1000) -> int:
         limit = check_limit("limit", limit)
         with self._lock:
-            keys = sorted(
-                k for k, r in self._routines.items() if r.deleted_at is not None and k not in self._active
-            )[:limit]
+            keys = sorted(k for k, r in self._routines.items() if r.deleted_at is not None and k not in self._active)[
+                :limit
+            ]
             for k in keys:
                 del self._routines[k], self._bodies[k]
                 self._versions.pop(k, None)

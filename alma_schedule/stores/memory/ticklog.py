@@ -36,8 +36,11 @@ class TickLogMixin:
                 self._tick_log[minute] = TickMinute(minute, 1, claimed, lag_p50, lag_p95)
             else:
                 self._tick_log[minute] = TickMinute(
-                    minute, old.ticks + 1, old.claimed + claimed,
-                    _larger(old.lag_p50, lag_p50), _larger(old.lag_p95, lag_p95),
+                    minute,
+                    old.ticks + 1,
+                    old.claimed + claimed,
+                    _larger(old.lag_p50, lag_p50),
+                    _larger(old.lag_p95, lag_p95),
                 )
             oldest = minute - timedelta(days=TICK_LOG_KEEP_DAYS)
             for gone in sorted(m for m in self._tick_log if m < oldest)[:TICK_LOG_PRUNE_LIMIT]:

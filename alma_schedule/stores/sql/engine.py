@@ -89,9 +89,7 @@ def check_sqlite_version(version: tuple[int, ...] = sqlite3.sqlite_version_info)
         raise StoreError(f"SQLite {have} is too old: alma-schedule needs >= 3.35 (UPDATE/INSERT ... RETURNING)")
 
 
-def make_engine(
-    url: str | URL, *, schema: str | None = None, pool_size: int = 2, max_overflow: int = 2
-) -> Engine:
+def make_engine(url: str | URL, *, schema: str | None = None, pool_size: int = 2, max_overflow: int = 2) -> Engine:
     """A configured engine for ``url`` whose statements reach the namespace ``schema`` (None: the
     default, ``alma``; validated as ``ALMA_DATABASE_SCHEMA``). No connection is opened here."""
     parsed = normalize_url(url)

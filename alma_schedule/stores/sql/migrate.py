@@ -179,8 +179,7 @@ def _prepare(conn: Connection, space: Namespace, *, adopt: bool, where: str) -> 
         clash = conn.execute(qa.existing_tables(space.dialect, None, targets)).scalars().all()
     if clash:
         raise StoreError(
-            f"store {where}: cannot adopt the 0.1.0 tables, {space.describe()} already holds "
-            f"{', '.join(sorted(clash))}"
+            f"store {where}: cannot adopt the 0.1.0 tables, {space.describe()} already holds {', '.join(sorted(clash))}"
         )
     for table in LEGACY_TABLES:
         _move(conn, space, table, source)

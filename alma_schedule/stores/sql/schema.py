@@ -33,6 +33,7 @@ HEAD_REVISION = "0006_speed"
 
 ID = sa.String(200)
 
+
 def state_in(states: Collection[str]) -> str:
     """``state IN ('a', 'b')`` of a set of run states, in the table's order (the text is stable)."""
     return "state IN (" + ", ".join(f"'{s.value}'" for s in RunState if s in states) + ")"

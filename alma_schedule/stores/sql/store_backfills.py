@@ -174,9 +174,7 @@ class BackfillsMixin(TickMixin):  # TickMixin: its row chunking for SQLite's bin
             rows = conn.execute(q.system_routines(kind, state, limit, edge)).all()
         return [routine_from_row(r) for r in rows]
 
-    def system_routine_counts(
-        self, *, kind: str | None = None, state: str | None = None
-    ) -> list[tuple[str, str, int]]:
+    def system_routine_counts(self, *, kind: str | None = None, state: str | None = None) -> list[tuple[str, str, int]]:
         listing_args(kind, state)
         with self._tx(read=True) as conn:
             return [(org, uid, int(n)) for org, uid, n in conn.execute(q.system_routine_counts(kind, state)).all()]

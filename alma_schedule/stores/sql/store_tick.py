@@ -134,6 +134,7 @@ def _each_planned(rows: Sequence[Any]) -> list[Routine]:
     """SQLite's rows of ``select_due(planning=True)``, as routines."""
     return [planning_routine(row) for row in rows]
 
+
 class TickMixin(InsertsMixin):
     def claim_due(
         self,

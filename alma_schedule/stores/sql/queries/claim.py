@@ -39,9 +39,7 @@ from alma_schedule.stores.sql.types import UtcDateTime
 
 _NOW = sa.bindparam("c_now", type_=UtcDateTime)
 _LIMIT = sa.bindparam("c_limit", type_=sa.Integer)
-_AFTER = sa.tuple_(
-    *(sa.bindparam(f"c_after_{c}", type_=t) for c, t in [("next_due_at", UtcDateTime()), *_KEY_COLS])
-)
+_AFTER = sa.tuple_(*(sa.bindparam(f"c_after_{c}", type_=t) for c, t in [("next_due_at", UtcDateTime()), *_KEY_COLS]))
 _DUE_ORDER = (routines.c.next_due_at, routines.c.org, routines.c.uid, routines.c.routine_id)
 _PK = (runs.c.org, runs.c.uid, runs.c.routine_id, runs.c.run_id)
 
@@ -101,12 +99,7 @@ def _select_due(lock: bool, wait: bool, besides: bool, planning: bool, after: bo
     columns = _planning_columns() if planning else [routines]
     if at:
         columns = [*columns, sa.cast(ctid(routines), sa.Text).label("row_at")]
-    stmt = (
-        sa.select(*columns)
-        .where(*_due_other_than(besides, after))
-        .order_by(*_DUE_ORDER)
-        .limit(_LIMIT)
-    )
+    stmt = sa.select(*columns).where(*_due_other_than(besides, after)).order_by(*_DUE_ORDER).limit(_LIMIT)
     return stmt.with_for_update(skip_locked=not wait, of=routines) if lock else stmt
 
 

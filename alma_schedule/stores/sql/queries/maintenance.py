@@ -85,9 +85,7 @@ def reindex_batch(dialect: str, rows: Sequence[Mapping[str, Any]], tzdata_versio
 
 # A Table (a lightweight sa.table() is not schema-translated), in a MetaData of its own: Alembic
 # owns this table, it is not part of the declared schema.
-_schedule_version = sa.Table(
-    VERSION_TABLE, sa.MetaData(), sa.Column("version_num", sa.String(32)), schema=SCHEMA_TOKEN
-)
+_schedule_version = sa.Table(VERSION_TABLE, sa.MetaData(), sa.Column("version_num", sa.String(32)), schema=SCHEMA_TOKEN)
 
 
 def select_schema_version() -> sa.Select[Any]:

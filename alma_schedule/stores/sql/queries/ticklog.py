@@ -118,9 +118,11 @@ def record_tick_params(now: datetime, claimed: int, p50: float | None, p95: floa
 
 def select_tick_log(limit: int) -> sa.Select[Any]:
     """The ``limit`` newest minutes, newest first (a backward scan of the primary key)."""
-    return sa.select(
-        tick_log.c.minute, tick_log.c.ticks, tick_log.c.claimed, tick_log.c.lag_p50, tick_log.c.lag_p95
-    ).order_by(tick_log.c.minute.desc()).limit(limit)
+    return (
+        sa.select(tick_log.c.minute, tick_log.c.ticks, tick_log.c.claimed, tick_log.c.lag_p50, tick_log.c.lag_p95)
+        .order_by(tick_log.c.minute.desc())
+        .limit(limit)
+    )
 
 
 def count_routines(cap: int) -> sa.Select[Any]:
@@ -131,8 +133,9 @@ def count_routines(cap: int) -> sa.Select[Any]:
     # that partial index (rare rows); enabled stops after cap + 1 rows of any scan
     inactive = sa.text("deleted_at IS NULL AND (enabled = false OR paused_reason IS NOT NULL)")
     states = {
-        "enabled": sa.and_(routines.c.deleted_at.is_(None), sa.text("enabled = true"),
-                           routines.c.paused_reason.is_(None)),
+        "enabled": sa.and_(
+            routines.c.deleted_at.is_(None), sa.text("enabled = true"), routines.c.paused_reason.is_(None)
+        ),
         "paused": sa.and_(inactive, sa.text("enabled = true"), routines.c.paused_reason.is_not(None)),
         "disabled": sa.and_(inactive, sa.text("enabled = false")),
     }

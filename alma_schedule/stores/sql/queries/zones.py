@@ -19,9 +19,7 @@ def select_zone_state(*, lock: bool) -> sa.Select[Any]:
     return stmt.with_for_update() if lock else stmt
 
 
-def save_zone_state(
-    dialect: str, zone_data: str | None, cursor: tuple[str, str, str] | None
-) -> Any:
+def save_zone_state(dialect: str, zone_data: str | None, cursor: tuple[str, str, str] | None) -> Any:
     """Upsert the row: the recorded zone data and the reconciliation's cursor (None: none running)."""
     org, uid, routine_id = cursor if cursor is not None else (None, None, None)
     values = {"zone_data": zone_data, "cursor_org": org, "cursor_uid": uid, "cursor_routine_id": routine_id}
