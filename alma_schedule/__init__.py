@@ -4,6 +4,9 @@
 optional dependency: the names below are loaded lazily on first access. They are what a user of
 the library needs; every other public name lives in its own module (``alma_schedule.model``,
 ``alma_schedule.errors``, ``alma_schedule.runners``, ...). ``docs/architecture.md`` maps them.
+
+``__version__`` is the installed distribution's version (``importlib.metadata``; its one source is
+``[project] version`` in ``pyproject.toml``), read on first access.
 """
 
 from __future__ import annotations
@@ -13,7 +16,11 @@ from typing import Any
 
 from alma_schedule.deprecation import resolve_alias
 
-__version__ = "0.1.0"
+#: The installed distribution's version, read from its metadata on first access (``__getattr__``).
+__version__: str
+
+#: The distribution's name (``[project] name``): where ``__version__`` is read from.
+_DISTRIBUTION = "alma-schedule"
 
 _EXPORTS: dict[str, str] = {
     # the engine
@@ -102,7 +109,20 @@ _MOVED: dict[str, tuple[str, str]] = {
 __all__ = ["__version__", *sorted(_EXPORTS)]
 
 
+def _installed_version() -> str:
+    """``[project] version`` as installed; ``0+unknown`` from a source tree that was never installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(_DISTRIBUTION)
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
 def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        globals()[name] = value = _installed_version()
+        return value
     module = _EXPORTS.get(name)
     if module is None:
         return resolve_alias("alma_schedule", name, _MOVED)

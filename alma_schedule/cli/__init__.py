@@ -12,7 +12,6 @@ import sys
 
 import click
 
-from alma_schedule import __version__
 from alma_schedule.cli.context import CliContext
 
 #: Modules under alma_schedule.cli that add commands (each has ``register(group)``).
@@ -31,7 +30,8 @@ AREAS = (
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
-@click.version_option(__version__, "--version", prog_name="alma-schedule")
+# The version is the installed distribution's (pyproject.toml's [project] version), read when --version is asked.
+@click.version_option(None, "--version", package_name="alma-schedule", prog_name="alma-schedule")
 @click.option(
     "-A",
     "--app",

@@ -244,7 +244,8 @@ class Scheduler:
         """Deprecated (removed in 0.3.0; it shadowed the builtin): :meth:`routines`."""
         import warnings
 
-        warnings.warn("Scheduler.list is deprecated: use Scheduler.routines", DeprecationWarning, stacklevel=2)
+        message = "Scheduler.list is deprecated (removed in 0.3.0): use Scheduler.routines"
+        warnings.warn(message, DeprecationWarning, stacklevel=2)
         return self.routines(scope, include_deleted=include_deleted, limit=limit, after=after)
 
     def describe(

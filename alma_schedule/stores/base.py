@@ -392,7 +392,7 @@ class RenamedMethods:
     """0.1.0's store method names, kept as deprecated aliases for one release (both backends)."""
 
     def beat(self, now: datetime) -> None:
-        """Deprecated: :meth:`Store.heartbeat` (``beat`` read like the Celery-beat importer)."""
+        """Deprecated (removed in 0.3.0): :meth:`Store.heartbeat` (``beat`` read like the Celery-beat importer)."""
         import warnings
 
         message = "Store.beat is deprecated (removed in 0.3.0): use Store.heartbeat"

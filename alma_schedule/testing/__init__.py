@@ -68,7 +68,7 @@ def __getattr__(name: str) -> Any:
         import warnings
 
         warnings.warn(
-            "alma_schedule.testing.SimClock is deprecated: use alma_schedule.model.SettableTime",
+            "alma_schedule.testing.SimClock is deprecated (removed in 0.3.0): use alma_schedule.model.SettableTime",
             DeprecationWarning,
             stacklevel=2,
         )

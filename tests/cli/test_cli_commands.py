@@ -3,6 +3,7 @@ subprocess for the console script), on SQLite and PostgreSQL, including the erro
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import subprocess
@@ -216,7 +217,7 @@ def test_unreachable_database_one_line_without_password() -> None:
 
 
 def test_version_and_help_everywhere() -> None:
-    assert "0.1.0" in ok(run({}, "--version"))
+    assert ok(run({}, "--version")) == f"alma-schedule, version {importlib.metadata.version('alma-schedule')}\n"
     for args in (["routines", "add"], ["runs", "record"], ["plan"], ["tick"], ["demo"], ["schedule", "next"]):
         out = ok(run({}, *args, "--help"))
         assert "Example" in out, args
