@@ -24,13 +24,16 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from alma_schedule.errors import DispatchError, missing_extra
 from alma_schedule.model import TICK_TASK
 from alma_schedule.settings import Settings, refuse_lost_sends
+
+if TYPE_CHECKING:
+    from alma_schedule.policies.wake import Wake
+    from alma_schedule.waker import HintReader
 
 log = logging.getLogger(__name__)
 
@@ -39,10 +42,19 @@ RETRY_POLICY = {"max_retries": 3, "interval_start": 0.2, "interval_step": 0.5, "
 
 
 def tick_message(
-    task_id: str, *, now: datetime | None, expires: datetime, origin: str | None = None
+    task_id: str,
+    *,
+    now: datetime | None,
+    expires: datetime,
+    origin: str | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> tuple[list[Any], dict[str, Any]]:
-    """The body and headers of one Celery protocol-2 ``alma_schedule.tick`` message (JSON-ready)."""
+    """The body and headers of one Celery protocol-2 ``alma_schedule.tick`` message (JSON-ready).
+
+    ``extra``: more keyword arguments (a following clock's ``woken_for``); such a tick also asks
+    for no result (``ignore_result``: a clock sends many, nobody reads their results)."""
     kwargs: dict[str, Any] = {} if now is None else {"now": now.isoformat()}
+    kwargs.update(extra or {})
     body: list[Any] = [[], kwargs, {"callbacks": None, "errbacks": None, "chain": None, "chord": None}]
     headers: dict[str, Any] = {
         "lang": "py",
@@ -60,7 +72,7 @@ def tick_message(
         "argsrepr": "()",
         "kwargsrepr": repr(kwargs),
         "origin": origin or f"alma-schedule-clock@{socket.gethostname()}:{os.getpid()}",
-        "ignore_result": False,
+        "ignore_result": bool(extra),
     }
     return body, headers
 
@@ -74,11 +86,17 @@ def _kombu() -> Any:
     return kombu
 
 
-def _publish(connection: Any, settings: Settings, now: datetime | None, expires_in: timedelta) -> str:
+def _publish(
+    connection: Any,
+    settings: Settings,
+    now: datetime | None,
+    expires_in: timedelta,
+    extra: dict[str, Any] | None = None,
+) -> str:
     kombu = _kombu()
     task_id = str(uuid.uuid4())
     expires = settings.clock() + expires_in
-    body, headers = tick_message(task_id, now=now, expires=expires)
+    body, headers = tick_message(task_id, now=now, expires=expires, extra=extra)
     name = settings.tick_queue
     queue = kombu.Queue(name, kombu.Exchange(name), routing_key=name)
     producer = kombu.Producer(connection, serializer="json", auto_declare=False)
@@ -105,10 +123,19 @@ def refuse_lost_ticks(settings: Settings, app: Any = None) -> None:
         refuse_lost_sends(settings, str(app.conf.broker_url or ""), broker=broker)
 
 
-def _send_via(app: Any, settings: Settings, now: datetime | None, expires_in: timedelta) -> str:
+def _send_via(
+    app: Any, settings: Settings, now: datetime | None, expires_in: timedelta, extra: dict[str, Any] | None = None
+) -> str:
     kwargs: dict[str, Any] = {} if now is None else {"now": now.isoformat()}
+    kwargs.update(extra or {})
+    options: dict[str, Any] = {"ignore_result": True} if extra else {}
     result = app.send_task(
-        TICK_TASK, kwargs=kwargs, expires=settings.clock() + expires_in, serializer="json", add_to_parent=False
+        TICK_TASK,
+        kwargs=kwargs,
+        expires=settings.clock() + expires_in,
+        serializer="json",
+        add_to_parent=False,
+        **options,
     )
     return str(result.id)
 
@@ -148,28 +175,7 @@ def next_boundary(now: datetime, every: timedelta) -> datetime:
     return epoch + timedelta(seconds=(int(elapsed // step) + 1) * step)
 
 
-Wake = Callable[[], "datetime | None"]
-
-
-def next_send(settings: Settings, every: timedelta, wake: Wake | None = None) -> datetime:
-    """When a clock sends its next tick: the next multiple of ``every``, or the wake-up hint when
-    ``wake`` (``Store.next_wake_at``) answers an instant between now and then. The hint is advisory:
-    a store that cannot answer only costs it (logged)."""
-    now = settings.clock()
-    at = next_boundary(now, every)
-    if wake is None:
-        return at
-    try:
-        hint = wake()
-    except Exception as exc:
-        log.warning("no wake-up hint (%s): the next tick is sent at the period", type(exc).__name__)
-        return at
-    return hint if hint is not None and now < hint < at else at
-
-
-def run_clock(
-    settings: Settings, every: timedelta, stop_event: threading.Event, *, app: Any = None, wake: Wake | None = None
-) -> int:
+def run_clock(settings: Settings, every: timedelta, stop_event: threading.Event, *, app: Any = None) -> int:
     """Send a tick now, then one at every multiple of ``every``, until ``stop_event`` is set.
 
     Each tick carries its scheduled instant as ``now`` and expires after ``tick_expires`` (below
@@ -177,8 +183,8 @@ def run_clock(
     0.9 * every)``, so a tick never outlives the next one. A broker failure is logged and the next
     tick tried on a new connection; the clock never stops on its own. Returns how many ticks were sent.
     ``app``: send through a fleet's app that called ``install`` (its broker and routing) instead of
-    ``ALMA_BROKER_URL``. ``wake`` (``clock run --follow``): also send at the wake-up hint the last
-    tick stored when it comes before the next multiple (:func:`next_send`).
+    ``ALMA_BROKER_URL``. A fixed cadence (``clock run --every``): a routine due between two
+    multiples waits for the next one (lag up to ``every``); :func:`follow_hint` wakes at it.
     """
     if every <= timedelta(0):
         from alma_schedule.errors import ConfigurationError
@@ -186,7 +192,7 @@ def run_clock(
         raise ConfigurationError(f"--every must be positive, got {every}")
     refuse_lost_ticks(settings, app)
     if app is not None:
-        return _run_via(app, settings, every, stop_event, wake)
+        return _run_via(app, settings, every, stop_event)
     kombu = _kombu()  # without the celery extra: refuse at once, not a warning per period
     expires_in = settings.tick_expires if every >= settings.tick_period else min(settings.tick_expires, every * 0.9)
     sent = 0
@@ -207,14 +213,14 @@ def run_clock(
                 except Exception:  # an already broken connection
                     pass
             connection = None
-        at = next_send(settings, every, wake)
+        at = next_boundary(settings.clock(), every)
         stop_event.wait(max(0.0, (at - settings.clock()).total_seconds()))
     if connection is not None:
         connection.release()
     return sent
 
 
-def _run_via(app: Any, settings: Settings, every: timedelta, stop_event: threading.Event, wake: Wake | None) -> int:
+def _run_via(app: Any, settings: Settings, every: timedelta, stop_event: threading.Event) -> int:
     """:func:`run_clock` through a fleet's app (its connection pool retries and reconnects)."""
     expires_in = min(settings.tick_expires, every * 0.9)
     sent = 0
@@ -226,6 +232,49 @@ def _run_via(app: Any, settings: Settings, every: timedelta, stop_event: threadi
             log.info("tick sent: %s (now=%s)", task_id, at.isoformat() if at else "worker clock")
         except Exception as exc:
             log.warning("tick not sent (%s): the next one is tried at the next period", type(exc).__name__)
-        at = next_send(settings, every, wake)
+        at = next_boundary(settings.clock(), every)
         stop_event.wait(max(0.0, (at - settings.clock()).total_seconds()))
     return sent
+
+
+def follow_hint(settings: Settings, stop_event: threading.Event, *, app: Any = None, hint: HintReader | None) -> int:
+    """``clock run`` (the default): tick at the next due instant (:mod:`alma_schedule.waker`), at
+    least once per ``tick_period``, until ``stop_event`` is set; each tick carries the instant it
+    was woken for (``woken_for``), expires after ``tick_expires`` and asks for no result. Returns
+    how many ticks were sent. ``hint`` None: the heartbeat alone (a store-less clock)."""
+    from alma_schedule.waker import follow_clock, tick_kwargs
+
+    refuse_lost_ticks(settings, app)
+    expires_in = settings.tick_expires
+    if app is not None:
+
+        def send_via(wake: Wake) -> object:
+            task_id = _send_via(app, settings, None, expires_in, tick_kwargs(wake))
+            log.info("tick sent: %s (%s, woken for %s)", task_id, wake.reason, wake.woken_for)
+            return task_id
+
+        return follow_clock(settings, stop_event, send_via, hint)
+    kombu = _kombu()
+    held: dict[str, Any] = {}
+
+    def send(wake: Wake) -> object:
+        connection = held.get("c")
+        if connection is None:
+            connection = held["c"] = kombu.Connection(settings.broker_url)
+        try:
+            task_id = _publish(connection, settings, None, expires_in, tick_kwargs(wake))
+        except Exception:
+            held.pop("c", None)
+            try:
+                connection.release()
+            except Exception:  # an already broken connection
+                pass
+            raise
+        log.info("tick sent: %s (%s, woken for %s)", task_id, wake.reason, wake.woken_for)
+        return task_id
+
+    try:
+        return follow_clock(settings, stop_event, send, hint)
+    finally:
+        if "c" in held:
+            held["c"].release()

@@ -72,7 +72,21 @@ class Settings:
         "alma.dead", "Where a refused (poison) message of our queues is republished (Redis has no dead-letter queue)."
     )
     # --- the clock and the tick
-    tick_period: timedelta = _f(timedelta(seconds=60), "How often the external clock sends a tick.", "duration")
+    tick_period: timedelta = _f(
+        timedelta(seconds=60),
+        "The clock's heartbeat: it ticks at least this often (it wakes at the next due instant).",
+        "duration",
+    )
+    hint_poll: timedelta = _f(
+        timedelta(seconds=1),
+        "How often a clock re-reads the wake-up hint while it sleeps (sees new routines).",
+        "duration",
+    )
+    min_wake_interval: timedelta = _f(
+        timedelta(milliseconds=200),
+        "Least time between two ticks a clock sends for the hint (a burst costs one tick).",
+        "duration",
+    )
     tick_expires: timedelta = _f(
         None,
         "Tick messages expire after this (below the tick period); unset: period - max(1s, period/12).",
@@ -367,9 +381,17 @@ def _check(s: Settings) -> None:
         "tick_time_limit",
         "collect_time_limit",
         "run_batch_budget",
+        "hint_poll",
     ):
         if getattr(s, name) <= timedelta(0):
             raise ConfigurationError(f"{env_name(name)} must be positive")
+    if s.min_wake_interval < timedelta(0):
+        raise ConfigurationError(f"{env_name('min_wake_interval')} must not be negative")
+    if s.hint_poll > s.tick_period:
+        raise ConfigurationError(
+            f"{env_name('hint_poll')} ({_secs(s.hint_poll)}) must not exceed {env_name('tick_period')} "
+            f"({_secs(s.tick_period)}): the clock reads the hint at least once per heartbeat"
+        )
     _check_dead_queue(s)
 
 

@@ -36,6 +36,7 @@ from alma_schedule.beat.convert import (
 from alma_schedule.errors import RegistrationRefused
 from alma_schedule.model import Scope
 from alma_schedule.policies.allow import TaskAllow
+from alma_schedule.policies.wake import FIXED_CADENCE_NOTE
 from alma_schedule.runners.task import TaskDefinition, TaskRunner
 
 if TYPE_CHECKING:
@@ -149,9 +150,9 @@ def _sendable(runner: TaskRunner, conv: Conversion) -> Conversion:
 
 
 def plan_warnings(plan: ImportPlan, tick_period: timedelta) -> list[str]:
-    """One line per warning of ``plan``: each interval shorter than ``tick_period`` (it fires at most
-    once per tick), each crontab refused for AND-ing its day fields, then one line on anchoring
-    naming every interval entry."""
+    """One line per warning of ``plan``: each interval shorter than ``tick_period`` (only a
+    fixed-cadence clock runs it at most once per tick: ``FIXED_CADENCE_NOTE``), each crontab
+    refused for AND-ing its day fields, then one line on anchoring naming every interval entry."""
     from alma_schedule.core.interval import parse_interval
 
     lines: list[str] = []
@@ -162,7 +163,7 @@ def plan_warnings(plan: ImportPlan, tick_period: timedelta) -> list[str]:
             if parse_interval(every) < tick_period:
                 lines.append(
                     f"{conv.name}: every {every} is shorter than the tick period "
-                    f"({int(tick_period.total_seconds())}s): it fires at most once per tick"
+                    f"({int(tick_period.total_seconds())}s): {FIXED_CADENCE_NOTE}"
                 )
         if ANCHOR_NOTE in conv.notes:
             anchored.append(conv.name)

@@ -11,7 +11,7 @@ from types import FrameType
 import click
 
 from alma_schedule.cli.context import CliContext, emit_json, handle_errors, json_option, print_table
-from alma_schedule.errors import InvalidInput
+from alma_schedule.errors import ConfigurationError, InvalidInput
 from alma_schedule.settings import parse_duration
 
 
@@ -54,39 +54,49 @@ def clock_send(obj: CliContext, now: str | None) -> None:
 
 
 @clock_group.command("run")
-@click.option("--every", "every", default=None, help="Tick period (90, 30s, 1m, ...) [default: ALMA_TICK_PERIOD, 60s].")
+@click.option(
+    "--every",
+    "every",
+    default=None,
+    help="Tick on a fixed cadence instead of at the next due instant (90, 30s, 1m, ...): lag up to it.",
+)
 @click.option(
     "--follow",
     is_flag=True,
-    help="Also tick at the wake-up hint the last tick stored, when it comes before the next period "
-    "(reads the store at ALMA_DATABASE_URL).",
+    help="Wake at the next due instant (the default; kept as an alias).",
 )
 @click.pass_obj
 @handle_errors
 def clock_run(obj: CliContext, every: str | None, follow: bool) -> None:
-    """Send a tick now and then at every multiple of the tick period, until SIGTERM or Ctrl-C.
+    """Send ticks until SIGTERM or Ctrl-C: one now, then one at each next due instant.
 
-    The period is ALMA_TICK_PERIOD (or --every); each tick expires after ALMA_TICK_EXPIRES
-    (derived from the period when unset). A clock for fleets without `celery beat` (with beat, use
-    install(app, beat_clock=True)) and for development: it only enqueues ticks (run as many as you
-    like; claims make duplicate ticks harmless).
+    By default the clock wakes at the wake-up hint, the earliest instant at which a tick has
+    something to do (a fire, a back-off's end, a re-send, an expiry, a poll), read fresh from the
+    store at ALMA_DATABASE_URL at every wake-up and at least every ALMA_HINT_POLL (1s); it ticks at
+    least once per ALMA_TICK_PERIOD (the heartbeat) and at most once per ALMA_MIN_WAKE_INTERVAL
+    for a burst. Each tick names the instant it was woken for and expires after ALMA_TICK_EXPIRES.
+    A store it cannot read costs the hint only: it ticks on the heartbeat and says so once.
 
-    With --follow it sleeps until min(the wake-up hint, the next period): the hint is the earliest
-    instant the last tick saw something due (a fire, a re-send, an expiry, a poll); it is advisory
-    (a routine registered after that tick waits for the period).
+    With --every D it ticks at every multiple of D instead (no store read; fires start up to D
+    late). Run as many clocks as you like: claims make duplicate ticks harmless. With beat, use
+    install(app, beat_clock=True) instead.
 
     \b
-    Example:
-      ALMA_TICK_PERIOD=10s alma-schedule clock run
+    Examples:
+      alma-schedule -A fleet clock run
+      ALMA_BROKER_URL=redis://127.0.0.1:6379/0 alma-schedule clock run --every 10s
     """
-    from alma_schedule.clock import run_clock
+    from alma_schedule.clock import follow_hint, run_clock
 
-    period = obj.settings.tick_period if every is None else parse_duration("--every", every)
-    wake = None
-    if follow:
+    if every is not None and follow:
+        raise ConfigurationError("clock run: --every (a fixed cadence) and --follow (the hint) exclude each other")
+    hint = None
+    if every is None:
+        from alma_schedule.waker import store_hint
+
         store = obj.store()
-        store.next_wake_at()  # an unreachable or unmigrated store is refused now, in one line
-        wake = store.next_wake_at
+        store.peek_wake(obj.settings.now())  # an unreachable or unmigrated store is refused now, in one line
+        hint = store_hint(obj.settings)
     logging.basicConfig(level=obj.settings.log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
     stop = threading.Event()
 
@@ -95,7 +105,10 @@ def clock_run(obj: CliContext, every: str | None, follow: bool) -> None:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    sent = run_clock(obj.settings, period, stop, app=obj.sender_app(), wake=wake)
+    if every is None:
+        sent = follow_hint(obj.settings, stop, app=obj.sender_app(), hint=hint)
+    else:
+        sent = run_clock(obj.settings, parse_duration("--every", every), stop, app=obj.sender_app())
     click.echo(f"clock stopped after {sent} tick(s)", err=True)
 
 

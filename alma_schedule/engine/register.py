@@ -14,7 +14,7 @@ Steps (the store write is ONE transaction, a compare-and-set on the current revi
    a SCHEDULE change restarts the cursor at now (``last_fire = now``, ``next_due_at`` re-derived);
    ``registered_at`` (the anchor of ``every``) moves only when the ``every`` interval changes (or the
    type becomes ``every``); a definition-only change keeps the cursor and the index;
-   the schedule policies (issue 15): a ``catch_up`` shorter than ``tick_period + clock_tolerance``
+   the schedule policies (issue 15): a ``catch_up`` shorter than ``hint_poll + clock_tolerance``
    is refused naming both; ``next_due_at`` is the first fire inside ``not_before``/``not_after``
    (None once ``max_runs`` is reached: the count ``schedule_claims`` is kept); a change of the
    policies alone re-derives it from the kept cursor; the receipt previews fires in the bounds,
@@ -55,6 +55,7 @@ from alma_schedule.core.interval import format_interval
 from alma_schedule.errors import InvalidInput, InvalidSchedule, NotFound, RegistrationRefused, StoreConflict
 from alma_schedule.model import Routine, RoutineKey, RoutineSpec, check_id
 from alma_schedule.policies.jitter import due_at, jitter_refusal
+from alma_schedule.policies.wake import FIXED_CADENCE_NOTE
 
 from .decide import claims_left, due_of
 from .limits import check_registration
@@ -209,14 +210,16 @@ def _receipt(
     return RegistrationReceipt(routine, fires, tuple(warnings), changed)
 
 
-def check_catch_up(policy: SchedulePolicy, tick_period: timedelta, clock_tolerance: timedelta) -> None:
-    """``catch_up`` shorter than a tick period plus the clock's tolerance could miss every fire: refused."""
-    if policy.catch_up is None or policy.catch_up >= tick_period + clock_tolerance:
+def check_catch_up(policy: SchedulePolicy, hint_poll: timedelta, clock_tolerance: timedelta) -> None:
+    """``catch_up`` shorter than the clock's hint poll plus its tolerance could miss every fire:
+    refused. (A clock that follows the hint ticks within ``hint_poll`` of any due instant; a
+    fixed-cadence clock slower than ``catch_up`` loses those fires, and they are counted.)"""
+    if policy.catch_up is None or policy.catch_up >= hint_poll + clock_tolerance:
         return
     raise RegistrationRefused(
-        f"'catch_up' {format_interval(policy.catch_up)} is shorter than tick_period "
-        f"({format_interval(tick_period)}) + clock_tolerance ({format_interval(clock_tolerance)}): "
-        "a fire could close before any tick sees it (ALMA_TICK_PERIOD, ALMA_CLOCK_TOLERANCE)"
+        f"'catch_up' {format_interval(policy.catch_up)} is shorter than hint_poll "
+        f"({format_interval(hint_poll)}) + clock_tolerance ({format_interval(clock_tolerance)}): "
+        "a fire could close before any tick sees it (ALMA_HINT_POLL, ALMA_CLOCK_TOLERANCE)"
     )
 
 
@@ -243,7 +246,7 @@ def register(
         sched_json = {**schedule.to_json(), **policy.to_json()}
     except InvalidSchedule as exc:
         raise RegistrationRefused(str(exc)) from exc
-    check_catch_up(policy, rt.settings.tick_period, rt.settings.clock_tolerance)
+    check_catch_up(policy, rt.settings.hint_poll, rt.settings.clock_tolerance)
     if not isinstance(spec.definition, Mapping):
         raise RegistrationRefused("definition must be a JSON object")
     try:
@@ -254,7 +257,7 @@ def register(
     if isinstance(schedule, Every) and schedule.interval < rt.settings.tick_period:
         warnings.append(
             f"every {schedule.to_json()['every']} is shorter than the tick period "
-            f"({int(rt.settings.tick_period.total_seconds())}s): it fires at most once per tick"
+            f"({int(rt.settings.tick_period.total_seconds())}s): {FIXED_CADENCE_NOTE}"
         )
     for _ in range(ATTEMPTS):
         existing = rt.store.get_routine(spec.scope, spec.routine_id, include_deleted=True)

@@ -3,11 +3,15 @@
 A ``beat_init`` receiver (connected once per installed app) runs when ``celery -A fleet beat``
 starts, and:
 
-* adds exactly ONE entry, ``alma_schedule.tick``, through ``sender.scheduler.update_from_dict``:
-  every ``tick_period``, each message expiring after ``tick_expires`` (our settings, validated
-  here). Beat sends it through the fleet's own app (its broker, its routes: our ``task_routes``
-  put it on ``alma.tick``). No scheduler class or loop of ours runs in beat; beat's own interval
-  schedule counts from its start, so the first tick comes one period after beat starts;
+* adds exactly ONE entry, ``alma_schedule.tick``, through ``sender.scheduler.update_from_dict``,
+  and checks that beat's schedule holds it (exit 1 if not). Under Celery's own schedulers its
+  schedule is :class:`~alma_schedule.tasks.beat_schedule.HintSchedule`: due at the next due
+  instant (the store's wake-up hint, read at least every ``hint_poll``), at least once per
+  ``tick_period``, and once at start; each message names the instant it was woken for, expires
+  after ``tick_expires`` and asks for no result. Under another scheduler (with
+  ``keep_beat_entries=True``) it is a fixed-period entry, with one warning naming the lag. Beat
+  sends it through the fleet's own app (its broker, its routes: our ``task_routes`` put it on
+  ``alma.tick``). No scheduler class, thread or loop of ours runs in beat;
 * makes beat exit (``SystemExit(1)``, after logging the names: Celery's signal dispatch logs and
   swallows ordinary exceptions, and beat would then run on) while ``beat_schedule`` still holds an
   entry that ``alma-schedule import-beat`` would convert (the same pure conversion; routine id =
@@ -83,8 +87,8 @@ def check_beat_schedule(app: Celery) -> BeatCheck:
 
 
 def tick_entry(settings: Settings) -> dict[str, Any]:
-    """The one beat entry of the clock: ``alma_schedule.tick`` every ``tick_period``, expiring
-    after ``tick_expires``, JSON-serialized."""
+    """The fixed-period tick entry (schedulers other than Celery's own): ``alma_schedule.tick``
+    every ``tick_period``, expiring after ``tick_expires``, JSON-serialized."""
     from celery.schedules import schedule
 
     return {
@@ -134,14 +138,45 @@ def start_clock(app: Celery, scheduler: Any, settings: Settings, *, keep_beat_en
             "alma-schedule beat clock: entries import-beat cannot convert stay in beat: %s",
             "; ".join(f"{n} ({why})" for n, why in check.kept),
         )
-    scheduler.update_from_dict({TICK_ENTRY: tick_entry(settings)})
+    if name in CELERY_SCHEDULERS:
+        from alma_schedule.tasks.beat_schedule import hint_entry
+        from alma_schedule.waker import store_hint
+
+        entry = hint_entry(settings, store_hint(settings))
+        how = f"at the next due instant (heartbeat {settings.tick_period.total_seconds():g}s)"
+    else:
+        entry = tick_entry(settings)
+        how = f"every {settings.tick_period.total_seconds():g}s"
+        log.warning(
+            "alma-schedule beat clock: under %s the tick entry is a fixed-period entry: fires start up to "
+            "ALMA_TICK_PERIOD (%gs) late; Celery's own scheduler or `alma-schedule clock run` wake at the "
+            "next due instant",
+            name,
+            settings.tick_period.total_seconds(),
+        )
+    scheduler.update_from_dict({TICK_ENTRY: entry})
+    installed = _installed_schedule(scheduler)
+    if installed is None or (name in CELERY_SCHEDULERS and installed is not entry["schedule"]):
+        raise ConfigurationError(
+            f"the tick entry {TICK_ENTRY} is not in beat's schedule after it was added (scheduler {name}): "
+            "no tick would be sent"
+        )
     log.info(
-        "alma-schedule beat clock: %s every %gs (expires after %gs) added to %s",
+        "alma-schedule beat clock: %s %s (expires after %gs) added to %s",
         TICK_TASK,
-        settings.tick_period.total_seconds(),
+        how,
         settings.tick_expires.total_seconds(),
         name,
     )
+
+
+def _installed_schedule(scheduler: Any) -> Any:
+    """The schedule object of our entry as the scheduler holds it, or None when it holds none."""
+    try:
+        entry = scheduler.schedule.get(TICK_ENTRY)
+    except Exception:  # a scheduler whose schedule cannot be read here
+        return None
+    return None if entry is None else getattr(entry, "schedule", None)
 
 
 def _stop(service: Any, reason: str) -> None:

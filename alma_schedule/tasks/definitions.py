@@ -1,6 +1,7 @@
 """The Celery tasks, bound to an app: thin calls into the engine.
 
-* ``alma_schedule.tick(now=None)``: ``Scheduler.tick``; returns the small report dict.
+* ``alma_schedule.tick(now=None, woken_for=None)``: ``Scheduler.tick``; returns the small report
+  dict (with ``woken_for``, the instant a following clock woke for, which it also logs).
 * ``alma_schedule.run(org, uid, routine_id, run_id)``: ``Scheduler.execute`` (``ignore_result=True``,
   soft limit = ``run_time_limit``, hard limit = soft + 30 s); the start CAS writes the request id
   as the run's owner, and the finish is retried with ``time.sleep`` while the store is away.
@@ -28,6 +29,7 @@ registered with ``shared=False`` so they never leak onto other apps of the proce
 
 from __future__ import annotations
 
+import logging
 import time
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -39,33 +41,36 @@ from alma_schedule.policies.blocked import HARD_LIMIT_GRACE as HARD_LIMIT
 from alma_schedule.policies.ownership import owner_of
 from alma_schedule.tasks.composition import AlmaTasks, Composition
 from alma_schedule.tasks.metrics import observe_run, observe_tick
+from alma_schedule.waker import wait_for_instant
 
 if TYPE_CHECKING:
     from celery import Celery, Task
 
     from alma_schedule.settings import Settings
 
+log = logging.getLogger("alma_schedule.tick")
+
 #: Seconds between a task's soft time limit and its hard one (the policy's, ``runs stuck`` shows it).
 HARD_LIMIT_GRACE = HARD_LIMIT.total_seconds()
 
 
+def parse_instant(name: str, value: str) -> datetime:
+    """An ISO-8601 instant with an offset (``Z`` accepted); anything else is :class:`InvalidInput`."""
+    if not isinstance(value, str):
+        raise InvalidInput(f"{name} must be an ISO-8601 string, not {type(value).__name__}")
+    try:
+        given = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidInput(f"{name} {value!r} is not an ISO-8601 instant") from None
+    if given.tzinfo is None:
+        raise InvalidInput(f"{name} {value!r} has no UTC offset")
+    return given
+
+
 def parse_now(value: str | None, settings: Settings) -> datetime:
     """``min(given, worker time)`` (:func:`trusted_now` with tolerance 0); the worker's time when
-    ``value`` is None.
-
-    ``value`` is an ISO-8601 instant with an offset (``Z`` accepted); anything else is
-    :class:`InvalidInput`.
-    """
-    given: datetime | None = None
-    if value is not None:
-        if not isinstance(value, str):
-            raise InvalidInput(f"now must be an ISO-8601 string, not {type(value).__name__}")
-        try:
-            given = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-        except ValueError:
-            raise InvalidInput(f"now {value!r} is not an ISO-8601 instant") from None
-        if given.tzinfo is None:
-            raise InvalidInput(f"now {value!r} has no UTC offset")
+    ``value`` is None. ``value`` is :func:`parse_instant`'s form."""
+    given = None if value is None else parse_instant("now", value)
     return trusted_now(given, settings.clock, timedelta(0))
 
 
@@ -118,13 +123,31 @@ def define_tasks(app: Celery, composition: Composition, settings: Settings | Non
         return {"name": name, **PINNED, **extra, **(limits(soft[name]) if name in soft else {})}
 
     @app.task(**options(TICK_TASK))
-    def tick(now: str | None = None) -> dict[str, Any]:
-        """One tick: claim the due fires, dispatch them, re-send, poll, and report (a small dict)."""
-        at = parse_now(now, composition.settings)
+    def tick(now: str | None = None, woken_for: str | None = None) -> dict[str, Any]:
+        """One tick: claim the due fires, dispatch them, re-send, poll, and report (a small dict).
+
+        ``woken_for``: the instant a following clock woke for; a tick that arrives before it (by
+        at most ``clock_tolerance``) waits for it once, then claims at the worker's clock."""
+        settings = composition.settings
+        woke = None if woken_for is None else parse_instant("woken_for", woken_for)
+        if woke is not None and now is None:
+            at = wait_for_instant(woke, settings.clock, settings.clock_tolerance)
+        else:
+            at = parse_now(now, settings)
         began = time.monotonic()
         report = composition.schedule().tick(now=at)
         observe_tick(report, time.monotonic() - began)
-        return report.to_dict()
+        result = report.to_dict()
+        if woke is not None:
+            result["woken_for"] = woke.isoformat()
+            log.info(
+                "tick woken for %s at %s: claimed %d (next wake %s)",
+                woke.isoformat(),
+                at.isoformat(),
+                len(report.claimed),
+                result.get("next_wake_at"),
+            )
+        return result
 
     @app.task(**options(RUN_TASK, ignore_result=True), bind=True)
     def run(self: Task, org: str, uid: str, routine_id: str, run_id: str) -> dict[str, Any]:

@@ -55,15 +55,21 @@ def test_max_catch_up_caps_catch_up(make, clock) -> None:
     assert sched.run(SCOPE, "r1", "2026-03-02T09:00:00Z").reason == "missed"
 
 
-def test_catch_up_shorter_than_a_tick_is_refused_naming_both_settings(make) -> None:
-    sched = make(tick_period=timedelta(minutes=1), clock_tolerance=timedelta(seconds=5))
+def test_catch_up_shorter_than_the_hint_poll_and_tolerance_is_refused_naming_both_settings(make) -> None:
+    sched = make(hint_poll=timedelta(seconds=10), clock_tolerance=timedelta(seconds=5))
     with pytest.raises(RegistrationRefused) as err:
-        sched.register(spec("r1", {"every": "1h", "catch_up": "1m"}))
+        sched.register(spec("r1", {"every": "1h", "catch_up": "14s"}))
     text = str(err.value)
-    assert "'catch_up' 1m" in text and "tick_period (1m)" in text and "clock_tolerance (5s)" in text
+    assert "'catch_up' 14s" in text and "hint_poll (10s)" in text and "clock_tolerance (5s)" in text
     assert "\n" not in text
     assert sched.routines(SCOPE) == [], "nothing is half-written"
-    sched.register(spec("r1", {"every": "1h", "catch_up": "65s"}))  # exactly period + tolerance: accepted
+    sched.register(spec("r1", {"every": "1h", "catch_up": "15s"}))  # exactly poll + tolerance: accepted
+
+
+def test_catch_up_shorter_than_the_tick_period_is_accepted_the_clock_follows_the_hint(make) -> None:
+    sched = make(tick_period=timedelta(minutes=1), clock_tolerance=timedelta(seconds=2))
+    sched.register(spec("r1", {"every": "1h", "catch_up": "5s"}))  # 1 s poll + 2 s tolerance <= 5 s
+    assert [r.routine_id for r in sched.routines(SCOPE)] == ["r1"]
 
 
 # ------------------------------------------------------------------------------ bounds
