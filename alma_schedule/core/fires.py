@@ -202,6 +202,44 @@ def shared_anchor(schedule: ScheduleValue, registered_at: datetime, until: datet
     return latest
 
 
+def count_fires_before(
+    schedule: ScheduleValue, fire: datetime, after: datetime, registered_at: datetime | None, limit: int
+) -> int:
+    """How many fires ``f`` with ``after < f < fire``, counting no further than ``limit``.
+
+    ``fire`` is itself a fire of ``schedule`` (an ``every``'s fires are then ``fire - k * interval``:
+    arithmetic, whatever the count); ``registered_at``, when given, is the anchor, whose rule applies
+    (fires at or after it; an ``every``'s fires strictly after it); None: no anchor (the caller
+    knows ``after`` is at or past it). A cron's fires are walked one by one (about 3 us each),
+    through the uncached search, so a long count never floods the caches the tick reads."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise InvalidSchedule(f"limit must be a non-negative integer, got {limit!r}")
+    sched = as_schedule(schedule)
+    end = to_epoch(fire, "fire")
+    lo = to_epoch(after, "after")  # f > after  <=>  f > floor(after), for whole seconds f
+    r = None if registered_at is None else to_epoch(registered_at, "registered_at")
+    if isinstance(sched, Every):
+        step = sched.interval.days * 86400 + sched.interval.seconds
+        if r is not None:
+            lo = max(lo, r)  # an every fires at r + k * step, k >= 1
+        return max(0, min(limit, (end - lo - 1) // step))  # the j >= 1 with end - j * step > lo
+    if isinstance(sched, At):
+        when = to_epoch(sched.when, "at")
+        return 1 if lo < when < end and (r is None or when >= r) and limit else 0
+    spec, key = compile_cron(sched.expr, sched.tz)
+    if r is not None:
+        lo = max(lo, r - 1)
+    n = 0
+    try:
+        f = _cron_next(spec, key, lo)
+        while f is not None and f < end and n < limit:
+            n += 1
+            f = _cron_next(spec, key, f)
+    except (OverflowError, ValueError):  # beyond the datetime range: no further fire
+        pass
+    return n
+
+
 def next_fires(schedule: ScheduleValue, registered_at: datetime, after: datetime, n: int) -> list[datetime]:
     """The next ``n`` fires after ``after`` (fewer when the schedule is exhausted)."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:

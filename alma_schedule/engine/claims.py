@@ -57,7 +57,8 @@ class Tally:
     """What the tick keeps of one batch once its claims are sent (or held): the keys and lags its
     report needs, not the run records (a tick over a million routines would otherwise hold every
     batch's records, about 300 bytes each, until it returns). ``lags``: claim instant minus each
-    claimed fire's instant, in seconds; ``short``: fewer rows than ``claim_limit`` were due."""
+    claimed fire's instant, in seconds; ``short``: fewer rows than ``claim_limit`` were due;
+    ``missed``: the fires its claims collapsed, by routine kind (``ClaimBatch.fires_missed``)."""
 
     claimed: tuple[RunKey, ...]
     lags: tuple[float, ...]
@@ -65,6 +66,7 @@ class Tally:
     buffered: tuple[RunKey, ...]
     deferred: bool
     short: bool
+    missed: tuple[tuple[str, int], ...] = ()
 
     @classmethod
     def of(cls, batch: ClaimBatch, at: datetime, short: bool) -> Tally:
@@ -75,6 +77,7 @@ class Tally:
             tuple(r.key for r in batch.buffered),
             bool(batch.deferred),
             short,
+            getattr(batch, "fires_missed", ()),  # a fleet's own store may answer an older ClaimBatch
         )
 
 

@@ -27,6 +27,13 @@ once per locked routine inside its transaction and writes what it answers.
     counted from ``f + o(f)``), ``next_due_at`` is the next fire's due instant. The bounds still
     select NOMINAL instants, ``max_runs`` still counts claimed rows, and the run id stays
     ``fire_id(f)``. o(f) reads the schedule's own next fire, never the bounds.
+* ``Fire.fires_missed``: the fires the claim collapses, between the cursor and the fire, inside the
+  bounds, at most 10,000 (:mod:`alma_schedule.policies.missed`, counted with the real anchor and,
+  with ``max_runs``, at most the claims left minus this one): the claim adds them to the routine's
+  count in the statement that advances its cursor. In the shared cache (below) it is counted from the
+  cursor alone, which every stored cursor allows (a cursor is at or past the anchor), and from the
+  anchor where there is no cursor yet (a routine's first claim) or it is before the anchor, outside
+  the cache.
 * ``Fire.buffer`` = the routine's ``overlap`` is ``latest`` (``policy_of(routine.schedule)``): a fire
   its active run blocks waits ``buffered`` instead of ``skipped(overlap)`` (:mod:`~alma_schedule.policies.overlap`).
 * Speed (the tick decides every due routine): fires come from the core's caches (cron fires by
@@ -44,7 +51,7 @@ once per locked routine inside its transaction and writes what it answers.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import Any
@@ -62,7 +69,7 @@ from alma_schedule.core import (
 from alma_schedule.core.fires import shared_anchor
 from alma_schedule.errors import AlmaScheduleError
 from alma_schedule.model import Decision, Defer, Fire, NotDue, Routine
-from alma_schedule.policies import backoff, overlap
+from alma_schedule.policies import backoff, missed, overlap
 from alma_schedule.policies.jitter import due_at, due_given_next
 from alma_schedule.settings import Settings
 
@@ -175,13 +182,29 @@ def decide(routine: Routine, now: datetime, settings: Settings) -> Fire | NotDue
     if claims_left(routine, policy) == 0:
         return NotDue(None)
     if policy.jitter:
-        return _decide_jittered(routine, schedule, policy, now, settings)
+        answer = _decide_jittered(routine, schedule, policy, now, settings)
+        return _within_runs(answer, routine, policy)
     anchor, last = routine.registered_at, routine.last_fire
     window, cap, resend = settings.one_shot_window, settings.max_catch_up, settings.resend_first
     if items is not None and _plain(now) and _plain(anchor) and (last is None or _plain(last)):
         until = now if policy.not_after is None or policy.not_after >= now else policy.not_after
-        return _shared(items, shared_anchor(schedule, anchor, until), last, now, window, cap, resend)
-    return _decide_plain(schedule, policy, anchor, last, now, window, cap, resend)
+        answer = _shared(items, shared_anchor(schedule, anchor, until), last, now, window, cap, resend)
+    else:
+        answer = _decide_plain(schedule, policy, anchor, last, now, window, cap, resend)
+    if isinstance(answer, Fire) and (last is None or last < anchor):
+        # counted from the cursor alone above; without one (or one before the anchor): from the anchor
+        count = missed.collapsed(schedule, policy, answer.fire_at, last, anchor)
+        if count != answer.fires_missed:
+            answer = replace(answer, fires_missed=count)
+    return _within_runs(answer, routine, policy)
+
+
+def _within_runs(answer: Fire | NotDue, routine: Routine, policy: SchedulePolicy) -> Fire | NotDue:
+    """``answer`` with its collapsed fires counted inside ``max_runs`` (:func:`missed.within_runs`)."""
+    if policy.max_runs is None or not isinstance(answer, Fire) or not answer.fires_missed:
+        return answer
+    count = missed.within_runs(answer.fires_missed, claims_left(routine, policy))
+    return answer if count == answer.fires_missed else replace(answer, fires_missed=count)
 
 
 def _plain(instant: datetime) -> bool:
@@ -231,7 +254,10 @@ def _decide_plain(
     nominal = next_fire(schedule, anchor, fire)
     following = None if nominal is None or (policy.not_after is not None and nominal > policy.not_after) else nominal
     expires_at = _close_at(fire, nominal, policy, window, cap)
-    return _fire(fire, fire, expires_at, following, now, resend, policy)
+    # the collapsed fires from the cursor alone (``anchor`` may be a shared one, which drops the fires
+    # before it); :func:`decide` counts a first claim's from the routine's own anchor
+    count = 0 if last is None else missed.collapsed(schedule, policy, fire, last, None)
+    return _fire(fire, fire, expires_at, following, now, resend, policy, count)
 
 
 def _fire(
@@ -242,8 +268,10 @@ def _fire(
     now: datetime,
     resend: timedelta,
     policy: SchedulePolicy,
+    fires_missed: int = 0,
 ) -> Fire:
-    """The claim of ``fire`` (due at ``due``), its window closing at ``expires_at``."""
+    """The claim of ``fire`` (due at ``due``), its window closing at ``expires_at``, collapsing
+    ``fires_missed`` fires."""
     return Fire(
         run_id=fire_id(fire),
         fire_at=fire,
@@ -254,6 +282,7 @@ def _fire(
         max_runs=policy.max_runs,
         buffer=overlap.buffers(policy.overlap),
         due_at=due,
+        fires_missed=fires_missed,
     )
 
 
@@ -295,14 +324,17 @@ def _decide_jittered(
             return NotDue(pending_due)
         previous_due = due(previous, pending)
         window = _close(previous_due, pending_due, policy, settings)
-        return _fire(previous, previous_due, window, pending_due, now, settings.resend_first, policy)
+        count = missed.collapsed(schedule, policy, previous, last, anchor)
+        return _fire(previous, previous_due, window, pending_due, now, settings.resend_first, policy, count)
     if last is not None and fire <= last:
         return not_due()
     following_due = None if following is None else due(following, next_of(following))
     window = _close(fire_due, following_due, policy, settings)
     # ``fire`` is at or after not_before, so its next fire is in the bounds unless past not_after
     inside = following is not None and (policy.not_after is None or following <= policy.not_after)
-    return _fire(fire, fire_due, window, following_due if inside else None, now, settings.resend_first, policy)
+    count = missed.collapsed(schedule, policy, fire, last, anchor)
+    nxt = following_due if inside else None
+    return _fire(fire, fire_due, window, nxt, now, settings.resend_first, policy, count)
 
 
 def _due(routine: Routine, schedule: ScheduleValue, fire: datetime) -> datetime:

@@ -67,6 +67,7 @@ from alma_schedule.model import (
     TickPlan,
     TickReport,
 )
+from alma_schedule.model.tick import merge_kinds
 from alma_schedule.policies import supersession
 from alma_schedule.policies.blocked import blocked_why
 
@@ -157,6 +158,7 @@ def tick(rt: Runtime, now: datetime | None = None) -> TickReport:
         lags.extend(batch.lags)
         skipped.extend(batch.skipped)
         buffered.extend(batch.buffered)
+    missed_kinds = merge_kinds(*(batch.missed for batch in live.batches))  # collapsed fires, by kind
     errors.extend(live.errors)
     deferred = live.deferred
 
@@ -229,7 +231,10 @@ def tick(rt: Runtime, now: datetime | None = None) -> TickReport:
         claimed_kinds=tuple(
             sorted(Counter(kinds.get((k.org, k.uid, k.routine_id), "unknown") for k in claimed).items())
         ),
+        missed_kinds=missed_kinds,
     )
+    if report.fires_missed:
+        log.info("tick %s: %d fire(s) collapsed, counted on their routines", at.isoformat(), report.fires_missed)
     if failing.count:
         log.warning("tick %s: %d routine(s) cannot be planned, e.g. %s", at.isoformat(), failing.count, errors[0])
     if blocked:
@@ -279,7 +284,7 @@ def _plan_fire(rt: Runtime, routine: Routine, decision: Decision) -> tuple[Plann
 
     def planned(action: str, why: str) -> PlannedFire:
         due = fire.due_at or fire.fire_at
-        return PlannedFire(k.org, k.uid, k.routine_id, fire.run_id, fire.fire_at, action, why, due)
+        return PlannedFire(k.org, k.uid, k.routine_id, fire.run_id, fire.fire_at, action, why, due, fire.fires_missed)
 
     if fire.missed:
         why = f"missed: fire {fire.run_id} is past its window (closed {fire.expires_at.isoformat()})"

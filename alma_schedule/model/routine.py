@@ -67,6 +67,13 @@ class Routine(Data):
     #: The latest fire instant whose run row ``prune`` deleted (raised in the prune's transaction):
     #: a backfill only reaches fires after it, so a pruned fire that ran is never run again.
     pruned_through: datetime | None = None
+    #: The schedule's fires that no claim took (collapsed: downtime, an expired tick, a clock slower
+    #: than the routine): counted by the claim that moved the cursor past them, with no run row
+    #: (:mod:`alma_schedule.policies.missed`); a new incarnation starts at 0.
+    fires_missed: int = 0
+    #: A claim's count reached :data:`alma_schedule.policies.missed.CAP` and stopped there: the
+    #: count is a lower bound, shown ``10,000+``.
+    fires_missed_capped: bool = False
 
     @property
     def key(self) -> RoutineKey:

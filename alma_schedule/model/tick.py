@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -28,6 +29,7 @@ __all__ = [
     "TickPlan",
     "TickReport",
     "ZoneReconciliation",
+    "merge_kinds",
 ]
 
 
@@ -42,6 +44,9 @@ class Fire(Data):
     routine's ``overlap: latest``): a fire the routine's active run blocks waits as its one
     ``buffered`` row (replacing an older one) instead of ``skipped(overlap)``. ``due_at`` is when
     the fire came due (``fire_at`` plus its jitter; None: ``fire_at``), stored on the run row.
+    ``fires_missed``: the fires this claim collapses (between the cursor and ``fire_at``: they get no
+    row), added to the routine's count by the statement that advances its cursor
+    (:mod:`alma_schedule.policies.missed`: 0 to ``CAP``).
     """
 
     run_id: str
@@ -53,6 +58,7 @@ class Fire(Data):
     max_runs: int | None = None
     buffer: bool = False
     due_at: datetime | None = None
+    fires_missed: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,12 +103,15 @@ class Erroring(Data):
 @dataclass(frozen=True, slots=True)
 class ClaimBatch(Data):
     """What one ``claim_due`` transaction did. ``buffered``: fires recorded ``buffered`` behind the
-    routine's active run (overlap ``latest``); a buffered row they replaced is in ``skipped``."""
+    routine's active run (overlap ``latest``); a buffered row they replaced is in ``skipped``.
+    ``fires_missed``: the fires its cursor moves collapsed (counted on their routines), by routine
+    kind, sorted; empty when none."""
 
     claimed: tuple[RunRecord, ...] = ()
     skipped: tuple[RunRecord, ...] = ()
     deferred: tuple[Deferral, ...] = ()
     buffered: tuple[RunRecord, ...] = ()
+    fires_missed: tuple[tuple[str, int], ...] = ()
 
     def __add__(self, other: ClaimBatch) -> ClaimBatch:
         """Both batches' outcomes, this one's first (a batch and the held rows' claim after it)."""
@@ -111,7 +120,17 @@ class ClaimBatch(Data):
             self.skipped + other.skipped,
             self.deferred + other.deferred,
             self.buffered + other.buffered,
+            merge_kinds(self.fires_missed, other.fires_missed),
         )
+
+
+def merge_kinds(*counts: Iterable[tuple[str, int]] | Mapping[str, int]) -> tuple[tuple[str, int], ...]:
+    """Counts by kind (pairs, or a mapping) added up, sorted by kind (no zero entries)."""
+    total: dict[str, int] = {}
+    for pairs in counts:
+        for kind, n in pairs.items() if isinstance(pairs, Mapping) else pairs:
+            total[kind] = total.get(kind, 0) + n
+    return tuple(sorted((k, n) for k, n in total.items() if n))
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +151,8 @@ class PlannedFire(Data):
     action: str  # "claim" | "skip:missed" | "defer" | "not_due"
     why: str = ""
     due_at: datetime | None = None  # fire_at + its jitter (the instant the fire came due)
+    #: The fires this claim would collapse (counted on the routine; ``policies.missed``).
+    fires_missed: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,6 +212,14 @@ class TickReport(Data):
     buffered: tuple[RunKey, ...] = ()
     #: How many fires of each routine kind the tick claimed (the worker exporter's label; issue 17).
     claimed_kinds: tuple[tuple[str, int], ...] = ()
+    #: How many fires of each routine kind the tick's claims collapsed (no row; counted on their
+    #: routines: ``routines.fires_missed``), the worker exporter's ``alma_fires_missed_total{kind}``.
+    missed_kinds: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def fires_missed(self) -> int:
+        """The fires this tick's claims collapsed, every kind (a claim counts at most 10,000)."""
+        return sum(n for _, n in self.missed_kinds)
 
     SAMPLE = 5
 
@@ -208,6 +237,7 @@ class TickReport(Data):
             "sends_paused": self.sends_paused,
             "next_wake_at": None if self.next_wake_at is None else self.next_wake_at.isoformat(),
             "buffered": len(self.buffered),
+            "fires_missed": self.fires_missed,
             "ids": {
                 "claimed": [str(k) for k in self.claimed[:n]],
                 "skipped": [str(k) for k in (self.skipped + self.expired)[:n]],

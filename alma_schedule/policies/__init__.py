@@ -24,6 +24,8 @@ calls them where it computes in Python and builds its set-based statements from 
   the store.
 * :mod:`~alma_schedule.policies.jitter`: the stable delay o(f) of a fire (``jitter``), its due
   instant, and registration's check against the smallest gap.
+* :mod:`~alma_schedule.policies.missed`: the fires a claim collapses, counted on their routine
+  (``fires_missed``), and how that count is shown.
 
 Nothing here imports :mod:`alma_schedule.stores` or :mod:`alma_schedule.engine`.
 """

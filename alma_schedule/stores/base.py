@@ -71,8 +71,8 @@ class Store(SystemStore, Protocol):
         A tombstoned id with a non-terminal run is refused with :class:`RegistrationRefused`
         naming the blocking run. ``tzdata_version`` is replaced too; ``next_due_at`` is stored NULL
         while the kept row is paused or disabled. A fresh row (new or tombstoned) takes every field
-        of ``routine`` with the planning back-off cleared and ``schedule_claims`` 0; a kept row keeps
-        its ``schedule_claims`` (only ``claim_due`` writes it).
+        of ``routine`` with the planning back-off cleared and ``schedule_claims``, ``fires_missed``
+        0 (``fires_missed_capped`` false); a kept row keeps them (only ``claim_due`` writes them).
         """
         ...
 
@@ -138,7 +138,10 @@ class Store(SystemStore, Protocol):
         routine it gets may carry an empty ``definition`` (planning never reads it: the SQL store
         does not fetch it).
         Then: ``Fire`` advances the cursor (``WHERE last_fire < fire_at``, ``next_due_at``, clears
-        the error back-off) and, in a NEW statement, inserts the run row: ``claimed`` (``resend_at``
+        the error back-off, and adds the Fire's ``fires_missed``, 0 to 10,000, to the routine's
+        ``fires_missed``, latching ``fires_missed_capped`` when it is 10,000:
+        :mod:`alma_schedule.policies.missed`; in that same write) and, in a NEW statement, inserts the
+        run row: ``claimed`` (``resend_at``
         from the Fire or ``now + timers.resend_first``), or
         ``skipped(overlap)`` when the routine has a non-terminal run other than an older schedule
         ``claimed`` one, which is superseded to ``skipped(missed)`` first (CAS, same transaction);
@@ -149,8 +152,10 @@ class Store(SystemStore, Protocol):
         ``Defer`` sets ``defer_until``/``last_error`` and bumps ``error_count``. The returned
         :class:`ClaimBatch` lists claimed rows, skipped rows (overlap, missed, superseded and
         replaced buffered rows), deferrals (``first`` True when the routine's ``error_count`` was 0)
-        and the rows inserted ``buffered``. Every inserted row (claimed, skipped or buffered) stores
-        the Fire's ``due_at`` (its jittered instant; ``fire_at`` when the Fire has none).
+        and the rows inserted ``buffered``, and the fires the cursor moves collapsed, by routine kind
+        (``fires_missed``). Every inserted row (claimed, skipped or buffered) stores
+        the Fire's ``due_at`` (its jittered instant; ``fire_at`` when the Fire has none). A Fire
+        whose ``fires_missed`` is no int from 0 to 10,000 is a bad answer (the routine is deferred).
 
         ``max_runs`` (issue 15): for each ``claimed`` row inserted from a ``Fire`` whose ``max_runs``
         is set, the same transaction adds 1 to the routine's ``schedule_claims`` and, when that

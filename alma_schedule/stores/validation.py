@@ -24,6 +24,7 @@ from typing import Any
 from alma_schedule.errors import InvalidInput
 from alma_schedule.model import EDGES, NON_TERMINAL, REASONS, RoutineKey, Scope, aware_utc, check_id, check_scope
 from alma_schedule.model.time import MAX_INSTANT, MIN_INSTANT
+from alma_schedule.policies.missed import CAP
 
 MAX_JSON_DEPTH = 64
 #: The largest page a read may ask for (a limit beyond it is refused, never sent to a driver).
@@ -37,6 +38,7 @@ __all__ = [
     "check_json",
     "check_limit",
     "check_micros",
+    "check_missed",
     "check_reason",
     "check_routine_key",
     "check_text",
@@ -93,6 +95,15 @@ def check_micros(name: str, value: object) -> int:
     if value < 0:
         raise InvalidInput(f"{name} must not be negative")
     return value
+
+
+def check_missed(value: object) -> int:
+    """A ``Fire``'s ``fires_missed``: an ``int`` from 0 to :data:`alma_schedule.policies.missed.CAP`."""
+    if type(value) is int and 0 <= value <= CAP:  # the usual case
+        return value
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInput(f"fires_missed must be an integer, not {type(value).__name__}")
+    raise InvalidInput(f"fires_missed must be from 0 to {CAP}, not {value}")
 
 
 def check_limit(name: str, value: object) -> int:

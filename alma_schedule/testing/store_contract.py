@@ -16,6 +16,7 @@ from alma_schedule.testing.contract_hostile import HostileContract
 from alma_schedule.testing.contract_input import InputContract
 from alma_schedule.testing.contract_jitter import JitterContract
 from alma_schedule.testing.contract_limits import LimitsContract
+from alma_schedule.testing.contract_missed import MissedContract
 from alma_schedule.testing.contract_money import MoneyContract
 from alma_schedule.testing.contract_owner import OwnerContract
 from alma_schedule.testing.contract_probe import ProbeContract
@@ -41,6 +42,7 @@ __all__ = [
     "InputContract",
     "JitterContract",
     "LimitsContract",
+    "MissedContract",
     "MoneyContract",
     "OwnerContract",
     "ProbeContract",
@@ -84,5 +86,6 @@ class StoreContract(
     TickLogContract,
     JitterContract,
     ProbeContract,
+    MissedContract,
 ):
     """Everything a backend must do, single-threaded. Provide a ``store`` fixture."""

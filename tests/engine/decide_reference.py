@@ -135,6 +135,20 @@ def _close(due: datetime, next_due: datetime | None, policy: SchedulePolicy, set
     return end
 
 
+def collapsed(
+    s: ScheduleValue, r: datetime, last: datetime | None, fire: datetime, policy: SchedulePolicy, left: int | None
+) -> int:
+    """The fires a claim of ``fire`` collapses (issue 44), walked one by one with the real anchor: the
+    fires in the bounds after the cursor (or from the anchor on) and before ``fire``, at most 10,000,
+    and with ``max_runs`` at most the claims left but the one claimed."""
+    n = 0
+    f = bounded_next_fire(s, r, last if last is not None else r - _TICK, policy)
+    while f is not None and f < fire and n < 10_000:
+        n += 1
+        f = bounded_next_fire(s, r, f, policy)
+    return n if left is None else min(n, max(left - 1, 0))
+
+
 def _fire(
     fire: datetime,
     due: datetime,
@@ -143,6 +157,7 @@ def _fire(
     now: datetime,
     settings: Settings,
     policy: SchedulePolicy,
+    fires_missed: int = 0,
 ) -> Fire:
     return Fire(
         run_id=fire_id(fire),
@@ -154,6 +169,7 @@ def _fire(
         max_runs=policy.max_runs,
         buffer=overlap.buffers(policy.overlap),
         due_at=due,
+        fires_missed=fires_missed,
     )
 
 
@@ -163,10 +179,11 @@ def reference_decide(routine: Routine, now: datetime, settings: Settings) -> Fir
         return NotDue(None)
     schedule = parse_schedule(routine.schedule)
     policy = policy_of(routine.schedule)
-    if policy.max_runs is not None and max(policy.max_runs - routine.schedule_claims, 0) == 0:
+    left = None if policy.max_runs is None else max(policy.max_runs - routine.schedule_claims, 0)
+    if left == 0:
         return NotDue(None)
     if policy.jitter:
-        return _jittered(routine, schedule, policy, now, settings)
+        return _jittered(routine, schedule, policy, now, settings, left)
     anchor = routine.registered_at
     last = routine.last_fire
     fire = bounded_latest_fire(schedule, anchor, now, policy)
@@ -175,11 +192,17 @@ def reference_decide(routine: Routine, now: datetime, settings: Settings) -> Fir
         return NotDue(bounded_next_fire(schedule, anchor, after, policy))
     following = bounded_next_fire(schedule, anchor, fire, policy)
     expires_at = _close(fire, next_fire(schedule, anchor, fire), policy, settings)
-    return _fire(fire, fire, expires_at, following, now, settings, policy)
+    missed = collapsed(schedule, anchor, last, fire, policy, left)
+    return _fire(fire, fire, expires_at, following, now, settings, policy, missed)
 
 
 def _jittered(
-    routine: Routine, schedule: ScheduleValue, policy: SchedulePolicy, now: datetime, settings: Settings
+    routine: Routine,
+    schedule: ScheduleValue,
+    policy: SchedulePolicy,
+    now: datetime,
+    settings: Settings,
+    left: int | None,
 ) -> Fire | NotDue:
     key = (routine.org, routine.uid, routine.routine_id)
     anchor, last, jitter = routine.registered_at, routine.last_fire, policy.jitter
@@ -212,10 +235,12 @@ def _jittered(
             return NotDue(pending_due)
         previous_due = due(previous, pending)
         window = _close(previous_due, pending_due, policy, settings)
-        return _fire(previous, previous_due, window, pending_due, now, settings, policy)
+        missed = collapsed(schedule, anchor, last, previous, policy, left)
+        return _fire(previous, previous_due, window, pending_due, now, settings, policy, missed)
     if last is not None and fire <= last:
         return not_due()
     following_due = None if following is None else due(following, next_of(following))
     window = _close(fire_due, following_due, policy, settings)
     inside = following is not None and (policy.not_after is None or following <= policy.not_after)
-    return _fire(fire, fire_due, window, following_due if inside else None, now, settings, policy)
+    missed = collapsed(schedule, anchor, last, fire, policy, left)
+    return _fire(fire, fire_due, window, following_due if inside else None, now, settings, policy, missed)

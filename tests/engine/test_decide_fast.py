@@ -1,5 +1,6 @@
 """The tick's ``decide`` (cached fires, one shared answer per schedule, anchor, cursor and now) gives
-exactly the Decision of the straightforward computation (:mod:`decide_reference`), value and repr.
+exactly the Decision of the straightforward computation (:mod:`decide_reference`), value and repr,
+the fires a claim collapses (``Fire.fires_missed``, walked one by one there) included.
 
 Fleets of routines share a schedule object and differ in anchor, cursor, key and claim count, so
 one routine's cached answers are read back for the others; every routine is decided twice (cold,
@@ -216,3 +217,20 @@ def test_the_equivalence_covers_fires_misses_and_not_due() -> None:
 
     observe()
     assert seen >= {"raised", "fire", "missed", "jittered fire", "not due", "exhausted"}
+
+
+def test_the_equivalence_covers_collapsed_fires_up_to_the_cap() -> None:
+    """Issue 44: the draws above reach claims that collapse fires, some up to the 10,000 cap."""
+    counts: set[str] = set()
+
+    @settings(max_examples=1500, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+    @given(fleets())
+    def observe(fleet: Fleet) -> None:
+        routines, now, s = fleet
+        for r in routines:
+            kind, d, _ = outcome(decide, r, now, s)
+            if kind == "answered" and type(d).__name__ == "Fire" and d.fires_missed:
+                counts.add("capped" if d.fires_missed == 10_000 else "collapsed")
+
+    observe()
+    assert counts == {"collapsed", "capped"}

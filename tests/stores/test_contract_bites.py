@@ -101,6 +101,26 @@ class StartForgetsRoutine(MemoryStore):
         return dataclasses.replace(super().start(key, now=now, owner=owner, in_window=in_window), routine=None)
 
 
+class ForgetsCollapsedFires(MemoryStore):
+    def claim_due(self, now: datetime, limit: int, decide: Callable[..., Any], timers: Timers, **kw: Any) -> Any:
+        def uncounted(routine: Any) -> Any:  # advances the cursor past the collapsed fires, counts none
+            d = decide(routine)
+            return dataclasses.replace(d, fires_missed=0) if hasattr(d, "fires_missed") else d
+
+        return super().claim_due(now, limit, uncounted, timers, **kw)
+
+
+class CountsFiresNotDue(MemoryStore):
+    def claim_due(self, now: datetime, limit: int, decide: Callable[..., Any], timers: Timers, **kw: Any) -> Any:
+        def doubled(routine: Any) -> Any:  # counts fires that were not due (a steady claim, a pause)
+            d = decide(routine)
+            if hasattr(d, "fires_missed"):
+                return dataclasses.replace(d, fires_missed=min(2 * d.fires_missed + 1, 10_000))
+            return d
+
+        return super().claim_due(now, limit, doubled, timers, **kw)
+
+
 class Contract(StoreContract):
     pass
 
@@ -118,6 +138,8 @@ SINGLE = [
     (FinishIgnoresFromStates, "test_a_finish_from_a_state_the_caller_does_not_own_changes_nothing"),
     (StartIgnoresWindow, "test_start_in_window_refuses_a_closed_window"),
     (StartForgetsRoutine, "test_a_won_start_returns_the_routine_it_joined"),
+    (ForgetsCollapsedFires, "test_a_claim_after_downtime_counts_the_fires_it_collapsed"),
+    (CountsFiresNotDue, "test_fires_while_paused_are_not_counted_when_resumed"),
 ]
 RACES = [
     (RacyStart, "test_16_threads_start_the_same_runs_once"),

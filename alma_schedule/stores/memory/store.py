@@ -126,6 +126,8 @@ class MemoryStore(TickMixin, ReadsMixin, WakeMixin, RederiveMixin, BackfillsMixi
                     deleted_at=None,
                     **backoff.CLEAR.fields(),
                     schedule_claims=0,  # a new incarnation counts from zero (max_runs)
+                    fires_missed=0,  # and has collapsed no fire yet
+                    fires_missed_capped=False,
                     created_at=now,
                     updated_at=now,
                 )

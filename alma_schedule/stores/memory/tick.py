@@ -28,13 +28,14 @@ from alma_schedule.model import (
     RunState,
     check_id,
 )
-from alma_schedule.policies import backoff, limits, supersession
+from alma_schedule.model.tick import merge_kinds
+from alma_schedule.policies import backoff, limits, missed, supersession
 from alma_schedule.policies.supersession import Placement
 from alma_schedule.settings import Timers
 from alma_schedule.stores.arguments import claim_due_args, claim_manual_args
 from alma_schedule.stores.base import Staging
 from alma_schedule.stores.memory.runs import RKey, RunsMixin
-from alma_schedule.stores.validation import check_limit, check_utc, require_utc
+from alma_schedule.stores.validation import check_limit, check_missed, check_utc, require_utc
 
 
 class TickMixin(RunsMixin):
@@ -74,6 +75,7 @@ class TickMixin(RunsMixin):
         skipped: list[RunRecord] = []
         deferred: list[Deferral] = []
         buffered: list[RunRecord] = []
+        kinds: dict[str, int] = {}  # the fires the cursor moves collapsed, by routine kind
         with self._lock:
             for key in self._due(now, limit):
                 row = self._routines[key]
@@ -86,6 +88,7 @@ class TickMixin(RunsMixin):
                         resend_at = check_utc("resend_at", decision.resend_at, optional=True)
                         next_due = check_utc("next_due_at", decision.next_due_at, optional=True)
                         due_at = check_utc("due_at", decision.due_at, optional=True) or fire_at
+                        collapsed = check_missed(decision.fires_missed)
                     elif isinstance(decision, NotDue):
                         next_due = check_utc("next_due_at", decision.next_due_at, optional=True)
                     elif isinstance(decision, Defer):
@@ -108,6 +111,7 @@ class TickMixin(RunsMixin):
                     continue
                 if row.last_fire is not None and row.last_fire >= fire_at:
                     continue  # the cursor is already past this fire: nothing to advance, no row
+                total, capped = missed.add(row.fires_missed, row.fires_missed_capped, collapsed)
                 self._write(
                     dataclasses.replace(
                         row,
@@ -115,8 +119,12 @@ class TickMixin(RunsMixin):
                         next_due_at=next_due,
                         **backoff.CLEAR.fields(),
                         updated_at=now,
+                        fires_missed=total,
+                        fires_missed_capped=capped,
                     )
                 )
+                if collapsed:
+                    kinds[row.kind] = kinds.get(row.kind, 0) + collapsed
                 runs = self._runs.setdefault(key, {})
                 if decision.run_id in runs:
                     continue
@@ -163,7 +171,8 @@ class TickMixin(RunsMixin):
                     rec = dataclasses.replace(base, state=state, reason=reason, finished_at=now)
                     skipped.append(rec)
                 self._put_run(rec)
-        return ClaimBatch(tuple(claimed), tuple(skipped), tuple(deferred), tuple(buffered))
+        missed_kinds = merge_kinds(kinds)
+        return ClaimBatch(tuple(claimed), tuple(skipped), tuple(deferred), tuple(buffered), missed_kinds)
 
     def _count_claim(self, key: RKey, max_runs: int) -> None:
         """max_runs: one more claimed schedule fire (:func:`alma_schedule.policies.limits.count_claim`)."""

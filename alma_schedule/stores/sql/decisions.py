@@ -12,12 +12,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from alma_schedule.errors import InvalidInput
-from alma_schedule.model import Defer, Deferral, Fire, NotDue, Routine, check_id
+from alma_schedule.model import ClaimScan, Defer, Deferral, DueKey, Fire, NotDue, Routine, check_id
 from alma_schedule.policies import backoff
 from alma_schedule.settings import Timers
-from alma_schedule.stores.validation import check_utc, require_utc
+from alma_schedule.stores.validation import check_missed, check_utc, require_utc
 
-__all__ = ["Decided", "Decision", "clean_error", "decide_checked", "decide_rows"]
+__all__ = ["Decided", "Decision", "clean_error", "decide_checked", "decide_rows", "opening"]
 
 Decision = Fire | NotDue | Defer
 
@@ -56,6 +56,7 @@ def decide_checked(
                 return checked[id(d)]
         if isinstance(d, Fire):
             check_id("run_id", d.run_id)
+            check_missed(d.fires_missed)
             if _is_utc(d.fire_at) and _is_utc(d.expires_at) and _opt_utc(d.resend_at) and _opt_utc(d.next_due_at):
                 if _opt_utc(d.due_at):
                     if checked is not None:
@@ -89,7 +90,8 @@ def clean_error(text: str) -> str:
 class Decided:
     """One claim batch's locked routines, in due order, and ``decide``'s answers sorted for the claim's
     statements: the fires to record (with the address of each one's routine row when the rows carry
-    one: ``fire_at``), the ``NotDue`` index moves, the ``Defer`` back-offs (rows and reports)."""
+    one: ``fire_at``), the ``NotDue`` index moves, the ``Defer`` back-offs (rows and reports); and the
+    fires those fires collapse, by routine kind (``missed``: none on a steady tick)."""
 
     due: list[Routine] = field(default_factory=list)
     fires: list[tuple[Routine, Fire]] = field(default_factory=list)
@@ -97,6 +99,7 @@ class Decided:
     not_due: list[dict[str, Any]] = field(default_factory=list)
     defers: list[dict[str, Any]] = field(default_factory=list)
     deferred: list[Deferral] = field(default_factory=list)
+    missed: dict[str, int] = field(default_factory=dict)
 
 
 def decide_rows(
@@ -128,6 +131,8 @@ def decide_rows(
                     out.fires.append((routine, dec))
                     if addressed:
                         out.fire_at.append(row[-1])
+                    if dec.fires_missed:
+                        out.missed[routine.kind] = out.missed.get(routine.kind, 0) + dec.fires_missed
                 continue
             rk = {"org": routine.org, "uid": routine.uid, "routine_id": routine.routine_id}
             if isinstance(dec, Defer):
@@ -138,3 +143,19 @@ def decide_rows(
             elif isinstance(dec, NotDue):
                 out.not_due.append({**rk, "next_due_at": dec.next_due_at})
     return out
+
+
+def opening(scan: ClaimScan | None, token: int) -> Callable[[list[Routine]], None] | None:
+    """What records in ``scan`` the rows a batch locked so far (before they are decided, so that the
+    scan's other batches leave them to it from the moment they arrive): each row's due key made once."""
+    if scan is None:
+        return None
+    keys: list[DueKey] = []
+    seen = [0]
+
+    def locked(due: list[Routine]) -> None:
+        keys.extend((r.next_due_at, r.org, r.uid, r.routine_id) for r in due[seen[0] :] if r.next_due_at)
+        seen[0] = len(due)
+        scan.open(token, list(keys))
+
+    return locked

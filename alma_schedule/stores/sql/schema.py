@@ -29,7 +29,7 @@ from alma_schedule.stores.sql.namespace import SCHEMA_TOKEN
 from alma_schedule.stores.sql.types import Json, UtcDateTime
 
 #: The Alembic revision this code expects (one revision per issue; a test checks there is ONE head).
-HEAD_REVISION = "0006_speed"
+HEAD_REVISION = "0007_on_time"
 
 ID = sa.String(200)
 
@@ -79,6 +79,10 @@ routines = sa.Table(
     sa.Column("schedule_claims", sa.Integer, nullable=False, server_default=sa.text("0")),
     # --- backfill (issue 15): the latest pruned fire (a backfill reaches only fires after it) ---
     sa.Column("pruned_through", UtcDateTime, nullable=True),
+    # --- issue 44 (0007_on_time): the fires claims collapsed (policies.missed), and whether one
+    # claim's count reached the cap (shown "10,000+")
+    sa.Column("fires_missed", sa.BigInteger, nullable=False, server_default=sa.text("0")),
+    sa.Column("fires_missed_capped", sa.Boolean, nullable=False, server_default=sa.false()),
 )
 # The tick's index: only routines that can come due are in it (NULL while paused/disabled/deleted).
 sa.Index(

@@ -74,6 +74,8 @@ class RoutinesMixin(SqlBase):
                     deleted_at=None,
                     **backoff.CLEAR.fields(),
                     schedule_claims=0,  # a new incarnation counts from zero (max_runs)
+                    fires_missed=0,  # and has collapsed no fire yet
+                    fires_missed_capped=False,
                     created_at=now,
                     updated_at=now,
                 )

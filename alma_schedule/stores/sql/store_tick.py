@@ -11,7 +11,9 @@ batch size (cost O(due), never O(routines); statements in :mod:`.queries.claim`,
    arrived (the scan records the chunk's rows as this batch's first);
 3. one batched UPDATE advancing the cursors (``WHERE last_fire IS NULL OR last_fire < fire``; on
    PostgreSQL, when some fire is live, a data-modifying CTE of step 4's statement: one round trip
-   less), one for ``NotDue`` and one for ``Defer`` (only when there are any);
+   less), adding the fires each claim collapsed to ``fires_missed`` when some did (issue 44: a shape
+   with one more array; none on a steady tick), one for ``NotDue`` and one for ``Defer`` (only when
+   there are any);
 4. one UPDATE superseding older schedule ``claimed`` runs to ``skipped(missed)`` (CAS, RETURNING;
    PostgreSQL: sent in pipeline mode with the statements before it, the run records and step 5's
    column arrays are built while the server runs them, a blocked fire's row patched after),
@@ -84,19 +86,19 @@ from alma_schedule.errors import StoreConflict
 from alma_schedule.model import (
     ClaimBatch,
     ClaimScan,
-    DueKey,
     Fire,
     Routine,
     RunRecord,
     RunState,
 )
+from alma_schedule.model.tick import merge_kinds
 from alma_schedule.policies import overlap, supersession
 from alma_schedule.settings import Timers
 from alma_schedule.stores.arguments import claim_due_args
 from alma_schedule.stores.base import Staging
 from alma_schedule.stores.sql import ahead, hot
 from alma_schedule.stores.sql import queries as q
-from alma_schedule.stores.sql.decisions import Decided, decide_rows
+from alma_schedule.stores.sql.decisions import Decided, decide_rows, opening
 from alma_schedule.stores.sql.rows import (
     new_record,
     planning_routine,
@@ -112,22 +114,6 @@ log = logging.getLogger("alma_schedule.stores")
 #: The locked due rows decided at a time on PostgreSQL, as they arrive (:meth:`TickMixin._decided`):
 #: a chunk's routines are built and decided while the database locks and sends the next ones.
 STREAM_CHUNK = 100
-
-
-def _opening(scan: ClaimScan | None, token: int) -> Callable[[list[Routine]], None] | None:
-    """What records in ``scan`` the rows a batch locked so far (before they are decided, so that the
-    scan's other batches leave them to it from the moment they arrive): each row's due key made once."""
-    if scan is None:
-        return None
-    keys: list[DueKey] = []
-    seen = [0]
-
-    def locked(due: list[Routine]) -> None:
-        keys.extend((r.next_due_at, r.org, r.uid, r.routine_id) for r in due[seen[0] :] if r.next_due_at)
-        seen[0] = len(due)
-        scan.open(token, list(keys))
-
-    return locked
 
 
 def _each_planned(rows: Sequence[Any]) -> list[Routine]:
@@ -160,7 +146,7 @@ class TickMixin(InsertsMixin):
         with self._scanned(keyed) as token, self._tx(custom_plans=True) as conn:  # token closed after commit
             after = keyed.after if keyed is not None else None
             stmt = q.select_due(now, limit, lock=True, planning=True, after=after, at=pg)
-            made = self._decided(conn, stmt, now, decide, timers, _opening(keyed, token))  # as the rows arrive
+            made = self._decided(conn, stmt, now, decide, timers, opening(keyed, token))  # as the rows arrive
             due = made.due
             short = len(due) < limit
             check: HeldCheck | None = None
@@ -216,7 +202,7 @@ class TickMixin(InsertsMixin):
                 conn.execute(q.HELD_LOCK_WAIT)
                 besides = decided + (scan.others(token) if scan is not None else [])
                 stmt = q.select_due(now, limit, lock=True, wait=True, besides=besides, planning=True, at=True)
-                made = self._decided(conn, stmt, now, decide, timers, _opening(scan, token))
+                made = self._decided(conn, stmt, now, decide, timers, opening(scan, token))
                 return self._claim_locked(conn, made, now, timers)
         except StoreConflict as exc:  # lock_timeout (or a deadlock victim): nothing was written
             log.warning("claim of due routines held by another transaction deferred to the next tick: %s", exc)
@@ -260,16 +246,19 @@ class TickMixin(InsertsMixin):
         at = made.fire_at if d == "postgresql" else None
         # PostgreSQL: the cursor moves ride in the supersede's statement when there is one (step 4)
         carried = d == "postgresql" and any(not f.missed for _, f in fires)
+        collapsing = bool(made.missed)  # some fire collapsed fires: the cursor moves count them
         if fires and not carried:
-            self._exec(conn, *q.advance_cursors(d, fires, now))
+            self._exec(conn, *q.advance_cursors(d, fires, now, counting=collapsing))
         if not_due:
             conn.execute(*q.move_due(d, not_due, now))
         if defers:
             conn.execute(*q.defer_batch(d, defers, now))
         claimed, skipped, buffered = (
-            self._insert_fires(conn, fires, now, timers, carried, held, at, staging) if fires else ([], [], [])
+            self._insert_fires(conn, fires, now, timers, carried, held, at, staging, collapsing)
+            if fires
+            else ([], [], [])
         )
-        return ClaimBatch(tuple(claimed), tuple(skipped), tuple(deferred), tuple(buffered))
+        return ClaimBatch(tuple(claimed), tuple(skipped), tuple(deferred), tuple(buffered), merge_kinds(made.missed))
 
     def _insert_fires(
         self,
@@ -281,11 +270,12 @@ class TickMixin(InsertsMixin):
         held: HeldCheck | None = None,
         at: list[str] | None = None,
         staging: Staging | None = None,
+        collapsing: bool = False,
     ) -> tuple[list[RunRecord], list[RunRecord], list[RunRecord]]:
         """Steps 4-6: make room (supersede; replace buffered rows), insert, record the blocked;
         ``advance`` (PostgreSQL, some fire live): step 3's cursor moves go in the supersede's
-        statement (reaching the rows at ``at``, their addresses, when given); ``held``: the short
-        batch's check, in the first INSERT."""
+        statement (reaching the rows at ``at``, their addresses, when given; ``collapsing``: they
+        count collapsed fires); ``held``: the short batch's check, in the first INSERT."""
         d = self.dialect
         keys = [(r.org, r.uid, r.routine_id, f.run_id) for r, f in fires]  # each fire's run key
         live = [key for key, (_, f) in zip(keys, fires, strict=True) if not f.missed]
@@ -305,7 +295,7 @@ class TickMixin(InsertsMixin):
         first = len(sending) + len(replacing)  # the first supersede's answer
         sending.extend(replacing)
         for chunk in self._chunks(live):
-            sending.append(q.supersede(d, chunk, now, advancing, at if advancing else None))
+            sending.append(q.supersede(d, chunk, now, advancing, at if advancing else None, collapsing))
             advancing = []
         pg = d == "postgresql"
         counting = None  # PostgreSQL: max_runs' count rides in the INSERT, counting what it inserts claimed

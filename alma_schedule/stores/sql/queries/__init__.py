@@ -38,13 +38,11 @@ from alma_schedule.stores.sql.queries.buffered import (
 from alma_schedule.stores.sql.queries.claim import (
     HELD_LOCK_WAIT,
     advance_cursors,
-    count_claims,
-    defer_batch,
     due_exists,
-    move_due,
     select_due,
     supersede,
 )
+from alma_schedule.stores.sql.queries.claim_moves import count_claims, defer_batch, move_due
 from alma_schedule.stores.sql.queries.common import (
     ACTIVE,
     NON_TERMINAL,

@@ -20,7 +20,7 @@ from sqlalchemy.dialects import postgresql as pg
 from sqlalchemy.sql import ColumnElement
 
 from alma_schedule.model import DueKey, Fire, Routine
-from alma_schedule.policies import backoff, limits, supersession
+from alma_schedule.policies import backoff, missed, supersession
 from alma_schedule.stores.sql.queries.common import (
     _KEY_COLS,
     Key3,
@@ -226,15 +226,34 @@ def _instant(dialect: str) -> sa.types.TypeEngine[Any]:
     return CHECKED_INSTANT if dialect == "postgresql" else UtcDateTime()
 
 
-@functools.lru_cache(maxsize=4)
-def _advance(dialect: str) -> Any:
+#: :data:`alma_schedule.policies.missed.CAP` as SQL (a constant: no parameter of its own).
+_CAP = sa.literal_column(str(missed.CAP), sa.BigInteger())
+
+
+@functools.lru_cache(maxsize=8)
+def _advance(dialect: str, counting: bool = False) -> Any:
+    """The cursor moves; ``counting``: each fire's collapsed fires ``a_missed`` added to its routine's
+    count in the same UPDATE (:func:`alma_schedule.policies.missed.add`, set-based), a shape of its
+    own so a batch that collapsed nothing (every steady tick) sends what it always did."""
+    columns: list[tuple[str, sa.types.TypeEngine[Any]]] = [
+        ("fire", _instant(dialect)),
+        ("next_due_at", _instant(dialect)),
+    ]
+    computed: dict[str, Callable[[Any], Any]] = {}
+    if counting:
+        columns.append(("missed", sa.BigInteger()))
+        computed = {
+            "fires_missed": lambda k: routines.c.fires_missed + k["missed"],
+            "fires_missed_capped": lambda k: sa.or_(routines.c.fires_missed_capped, k["missed"] >= _CAP),
+        }
     return _update_stmt(
         dialect,
         "a",
-        [("fire", _instant(dialect)), ("next_due_at", _instant(dialect))],
+        columns,
         {"last_fire": "fire", "next_due_at": "next_due_at"},
         {**backoff.CLEAR.fields(), "updated_at": _NOW},
         guard=lambda k: sa.or_(routines.c.last_fire.is_(None), routines.c.last_fire < k["fire"]),
+        computed=computed,
     )
 
 
@@ -247,18 +266,22 @@ class _Tid(sa.types.UserDefinedType[str]):
         return "TID"
 
 
-@functools.lru_cache(maxsize=1)
-def _advance_at() -> Any:
+@functools.lru_cache(maxsize=2)
+def _advance_at(counting: bool = False) -> Any:
     """:func:`_advance` on PostgreSQL that reaches the rows at their addresses (:func:`.common.rows_at`:
     a TID scan, one heap fetch per row; the addresses as ``ARRAY(SELECT unnest($n))``, whose size
     the planner does not see: given 1,000 bound addresses it prices 1,000 random heap fetches and
     scans every routine instead, under 100,000 of them), the key still matched to each fire's values."""
     at = sa.cast(sa.bindparam("a_at", type_=pg.ARRAY(sa.Text)), pg.ARRAY(_Tid()))
-    return _advance("postgresql").where(rows_at(routines, sa.select(sa.func.unnest(at))))
+    return _advance("postgresql", counting).where(rows_at(routines, sa.select(sa.func.unnest(at))))
 
 
 def advance_cursors(
-    dialect: str, fires: Sequence[tuple[Routine, Fire]], now: datetime, at: Sequence[str] | None = None
+    dialect: str,
+    fires: Sequence[tuple[Routine, Fire]],
+    now: datetime,
+    at: Sequence[str] | None = None,
+    counting: bool = False,
 ) -> tuple[Any, Params]:
     """Move each cursor to its fire (only forward: ``last_fire < fire``) and set ``next_due_at``.
     PostgreSQL: the arrays read straight from the fires (no mapping per fire); with ``at``, the
@@ -266,13 +289,22 @@ def advance_cursors(
     are reached by a TID scan, never by a plan the row estimates choose (1,000 primary key probes,
     or a scan of every routine). A row's address stays valid while this transaction holds its lock
     and has not updated it: the claim advances a cursor before anything else in its transaction
-    writes that routine row."""
+    writes that routine row. ``counting``: some fire collapsed fires (``Fire.fires_missed``): the
+    statement adds each one's to its routine's ``fires_missed`` (:func:`_advance`)."""
     if dialect != "postgresql":
         rows = [
-            {"org": r.org, "uid": r.uid, "routine_id": r.routine_id, "fire": f.fire_at, "next_due_at": f.next_due_at}
+            {
+                "org": r.org,
+                "uid": r.uid,
+                "routine_id": r.routine_id,
+                "fire": f.fire_at,
+                "next_due_at": f.next_due_at,
+                "missed": f.fires_missed,
+            }
             for r, f in fires
         ]
-        return _advance(dialect), _batch_params(dialect, "a", ("fire", "next_due_at"), rows, now)
+        fields = ("fire", "next_due_at", "missed") if counting else ("fire", "next_due_at")
+        return _advance(dialect, counting), _batch_params(dialect, "a", fields, rows, now)
     moves = {
         "a_org": [r.org for r, _ in fires],
         "a_uid": [r.uid for r, _ in fires],
@@ -281,70 +313,11 @@ def advance_cursors(
         "a_next_due_at": [f.next_due_at for _, f in fires],
         "c_now": now,
     }
+    if counting:
+        moves["a_missed"] = [f.fires_missed for _, f in fires]
     if at is None:
-        return _advance(dialect), moves
-    return _advance_at(), {**moves, "a_at": list(at)}
-
-
-@functools.lru_cache(maxsize=4)
-def _count(dialect: str) -> Any:
-    return count_statement(dialect)
-
-
-def count_statement(dialect: str, guard: Callable[[Any], Any] | None = None) -> Any:
-    """The UPDATE of :func:`count_claims` (``guard``: a further condition on each row's fields ``k``)."""
-    counted = routines.c.schedule_claims + limits.CLAIM_STEP
-    return _update_stmt(
-        dialect,
-        "m",
-        [("max_runs", sa.Integer())],
-        {},
-        {"schedule_claims": counted, "updated_at": _NOW},
-        guard,
-        computed={
-            "next_due_at": lambda k: sa.case((counted >= k["max_runs"], sa.null()), else_=routines.c.next_due_at)
-        },
-    )
-
-
-def count_claims(dialect: str, rows: Sequence[Mapping[str, Any]], now: datetime) -> tuple[Any, Params]:
-    """``max_runs`` (:mod:`alma_schedule.policies.limits`, set-based): one more claimed schedule fire
-    for each routine of ``rows`` (``{org, uid, routine_id, max_runs}``); the claim that reaches
-    ``max_runs`` also clears ``next_due_at`` (the routine is finished), in the same statement."""
-    return _count(dialect), count_params(dialect, rows, now)
-
-
-def count_params(dialect: str, rows: Sequence[Mapping[str, Any]], now: datetime) -> Params:
-    """The parameters of :func:`count_claims`' UPDATE."""
-    return _batch_params(dialect, "m", ("max_runs",), rows, now)
-
-
-@functools.lru_cache(maxsize=4)
-def _move(dialect: str) -> Any:
-    columns = [("next_due_at", UtcDateTime())]
-    return _update_stmt(dialect, "n", columns, {"next_due_at": "next_due_at"}, {"updated_at": _NOW})
-
-
-def move_due(dialect: str, rows: Sequence[Mapping[str, Any]], now: datetime) -> tuple[Any, Params]:
-    """``NotDue``: only move the index."""
-    return _move(dialect), _batch_params(dialect, "n", ("next_due_at",), rows, now)
-
-
-@functools.lru_cache(maxsize=4)
-def _defer(dialect: str) -> Any:
-    return _update_stmt(
-        dialect,
-        "d",
-        [("until", UtcDateTime()), ("error", sa.Text())],
-        {"defer_until": "until", "last_error": "error"},
-        {"error_count": routines.c.error_count + backoff.ERROR_STEP, "updated_at": _NOW},
-    )
-
-
-def defer_batch(dialect: str, rows: Sequence[Mapping[str, Any]], now: datetime) -> tuple[Any, Params]:
-    """``Defer``: the planning back-off (:func:`alma_schedule.policies.backoff.deferred`, set-based):
-    ``defer_until``/``last_error`` from the row, ``error_count`` bumped by ``ERROR_STEP``."""
-    return _defer(dialect), _batch_params(dialect, "d", ("until", "error"), rows, now)
+        return _advance(dialect, counting), moves
+    return _advance_at(counting), {**moves, "a_at": list(at)}
 
 
 def _supersedable(c: Any) -> ColumnElement[bool]:
@@ -357,6 +330,7 @@ def supersede(
     now: datetime,
     advancing: Sequence[tuple[Routine, Fire]] = (),
     at: Sequence[str] | None = None,
+    counting: bool = False,
 ) -> tuple[Any, Params]:
     """Older schedule ``claimed`` runs of the routines of these fires -> ``skipped(missed)`` (CAS),
     unless the fire's own run key exists (a duplicate supersedes nothing): the ``SUPERSEDE``
@@ -371,18 +345,18 @@ def supersede(
     whether or not the statement reads it): one round trip for both. Neither part reads what the
     other writes (the UPDATE writes ``routines`` rows this transaction already locked, the rest reads
     and writes ``runs``), so the statement does what the two did in turn. ``at``: the advancing rows'
-    addresses (:func:`advance_cursors`)."""
+    addresses, ``counting``: the moves count collapsed fires (:func:`advance_cursors`)."""
     state, reason = supersession.SUPERSEDED
     stmt, params = end_runs_for_fires(dialect, "s", fires, state, reason, now, _supersedable, open_slot, report=True)
     if not advancing:
         return stmt, params
     if dialect != "postgresql":
         raise ValueError("only PostgreSQL carries the cursor moves in the supersede's statement")
-    moved, moves = advance_cursors(dialect, advancing, now, at)
+    moved, moves = advance_cursors(dialect, advancing, now, at, counting)
     assert isinstance(params, Mapping) and isinstance(moves, Mapping)  # PostgreSQL binds arrays: one mapping each
     return _advancing(stmt, moved), {**params, **moves}
 
 
-@functools.lru_cache(maxsize=4)
+@functools.lru_cache(maxsize=8)
 def _advancing(stmt: Any, moved: Any) -> Any:
     return stmt.add_cte(moved.cte("a_advanced"))

@@ -18,13 +18,8 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql as pg
 
 from alma_schedule.model import RunRecord, RunState
-from alma_schedule.stores.sql.queries.claim import (
-    CHECKED_INSTANT,
-    count_params,
-    count_statement,
-    due_exists_column,
-    due_params,
-)
+from alma_schedule.stores.sql.queries.claim import CHECKED_INSTANT, due_exists_column, due_params
+from alma_schedule.stores.sql.queries.claim_moves import count_params, count_statement
 from alma_schedule.stores.sql.queries.common import Key3, Params, _insert, _unnest, lit
 from alma_schedule.stores.sql.rows import record_values
 from alma_schedule.stores.sql.schema import runs
