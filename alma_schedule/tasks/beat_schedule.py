@@ -6,13 +6,22 @@ from the wake-up hint (:class:`~alma_schedule.waker.Waker`: the hint read fresh 
 least every ``hint_poll``; a tick at least once per ``tick_period``, the heartbeat), and never
 answers "not due" with less than :data:`BEAT_FLOOR` (beat subtracts 10 ms from every answer and
 would spin on less). The tick it makes beat send carries the instant it was woken for
-(``woken_for``, through a :class:`celery.beat.BeatLazyFunc` that beat evaluates at send time).
+(``woken_for``, through a :class:`celery.beat.BeatLazyFunc` that beat evaluates at send time); beat
+also asks ``is_due`` while it builds its heap without sending, so a tick counts as sent only when
+beat evaluates that argument.
 
-Beat pickles its entries into its schedule file every 3 minutes and at shutdown: the schedule
-pickles as a plain ``celery.schedules.schedule(run_every=tick_period)`` and ``woken_for`` as an
-empty string (``__reduce__``), holding no connection, so a fleet that uninstalls or downgrades us
-still starts beat on that file; ``beat_init`` re-installs ours at each start (beat drops entries
-its app's ``beat_schedule`` does not name before it). See docs/architecture.md, "The clock".
+Beat pickles its entries into its schedule file at its first wake-up, every 3 minutes and at
+shutdown, and ``PersistentScheduler`` then READS THEM BACK from that file (its shelve's cache is
+cleared by each sync): a schedule that pickled as a plain ``schedule`` would come back as one after
+the first sync and tick on the period from then on. So the pickle names no class of ours: it is
+``kombu.utils.imports.symbol_by_name("alma_schedule.tasks.beat_schedule:revive", default=
+celery.schedules.schedule)`` called with ``tick_period``: in a beat where this module imports,
+:func:`revive` hands back the live schedule this process installed (its memory kept), else a plain
+``schedule(run_every=tick_period)``; where it does not import (a fleet that uninstalled or
+downgraded us), ``symbol_by_name`` falls back to ``schedule`` itself, so beat still starts on that
+file, holding no connection. ``woken_for`` pickles the same way (an empty string without us).
+``beat_init`` re-installs ours at each start, and beat drops entries its app's ``beat_schedule`` does
+not name before that. See docs/architecture.md, "The clock".
 """
 
 from __future__ import annotations
@@ -22,8 +31,9 @@ from typing import TYPE_CHECKING, Any
 
 from celery.beat import BeatLazyFunc
 from celery.schedules import BaseSchedule, schedstate, schedule
+from kombu.utils.imports import symbol_by_name
 
-from alma_schedule.policies.wake import BEAT_FLOOR
+from alma_schedule.policies.wake import BEAT_FLOOR, Wake
 from alma_schedule.waker import HintReader, Waker, rules_of
 
 if TYPE_CHECKING:
@@ -42,24 +52,35 @@ class HintSchedule(BaseSchedule):
         self._clock = settings.clock
         self._waker = Waker(rules_of(settings), hint)
         self._after_tick = max(settings.min_wake_interval.total_seconds(), FLOOR_SECONDS)
-        #: The instant the last due answer was woken for (what the tick message carries).
-        self.woken_for: datetime | None = None
+        self._due: tuple[Wake, datetime] | None = None
 
     def is_due(self, last_run_at: datetime) -> schedstate:
+        """Due when the policy says so. Beat also asks while it builds its heap, without sending:
+        the tick counts as sent only when beat evaluates its ``woken_for`` (:meth:`sending`)."""
         now = self._clock()
         wake = self._waker.check(now)
         if wake.due:
-            self._waker.sent(wake, now)
-            self.woken_for = wake.woken_for
+            self._due = (wake, now)
             return schedstate(True, self._after_tick)
+        self._due = None
         return schedstate(False, max((wake.at - now).total_seconds(), FLOOR_SECONDS))
+
+    def sending(self) -> datetime | None:
+        """Beat is sending the tick its last due answer asked for: record it; the instant it is for."""
+        if self._due is None:  # beat sends without our answer (another caller of apply_entry)
+            now = self._clock()
+            self._due = (Wake(True, now, now, "heartbeat"), now)
+        wake, at = self._due
+        self._due = None
+        self._waker.sent(wake, at)
+        return wake.woken_for
 
     def remaining_estimate(self, last_run_at: datetime) -> timedelta:
         now = self._clock()
         return max(self._waker.check(now).at - now, timedelta(0))
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (schedule, (self.run_every,))
+        return (Lookup(f"{__name__}:revive", schedule), (self.run_every,))
 
     def __eq__(self, other: object) -> bool:
         return other is self
@@ -79,19 +100,55 @@ class WokenFor(BeatLazyFunc):
         self._schedule = sched
 
     def _value(self) -> str | None:
-        at = self._schedule.woken_for
+        at = self._schedule.sending()
         return None if at is None else at.isoformat()
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (str, ("",))
+        return (Lookup(f"{__name__}:revive_woken_for", str), ())
+
+
+class Lookup:
+    """Pickles as ``symbol_by_name(path, default=default)``: the object at ``path`` where it imports,
+    else ``default`` (``symbol_by_name`` answers ImportError and AttributeError with it)."""
+
+    def __init__(self, path: str, default: Any) -> None:
+        self.path, self.default = path, default
+
+    def __call__(self, *args: Any) -> Any:  # pickle asks that the first item of a reduce be callable
+        return symbol_by_name(self.path, None, None, None, ".", self.default)(*args)  # type: ignore[no-untyped-call]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (symbol_by_name, (self.path, None, None, None, ".", self.default))
+
+
+#: The schedule this process installed (beat reads its entries back from its file at each sync).
+_LIVE: list[HintSchedule] = []
+_LIVE_KWARGS: list[WokenFor] = []
+
+
+def revive(run_every: Any) -> Any:
+    """Unpickling in a beat: the live schedule of this process when it has one for this period,
+    else a plain ``schedule(run_every)`` (a beat whose app no longer installs us)."""
+    live = _LIVE[-1] if _LIVE else None
+    if live is not None and live.run_every == schedule(run_every).run_every:
+        return live
+    return schedule(run_every)
+
+
+def revive_woken_for() -> Any:
+    """Unpickling in a beat: the live schedule's ``woken_for`` argument, else an empty string."""
+    return _LIVE_KWARGS[-1] if _LIVE_KWARGS else ""
 
 
 def hint_entry(settings: Settings, hint: HintReader | None) -> dict[str, Any]:
-    """The tick entry that follows the hint (Celery's own schedulers)."""
+    """The tick entry that follows the hint (Celery's own schedulers); this process's live one."""
     sched = HintSchedule(settings, hint)
+    woken_for = WokenFor(sched)
+    _LIVE[:] = [sched]
+    _LIVE_KWARGS[:] = [woken_for]
     return {
         "task": "alma_schedule.tick",
         "schedule": sched,
-        "kwargs": {"woken_for": WokenFor(sched)},
+        "kwargs": {"woken_for": woken_for},
         "options": {"expires": settings.tick_expires.total_seconds(), "serializer": "json", "ignore_result": True},
     }

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import redis
 from celery import Celery, beat
-from celery.schedules import crontab, solar
+from celery.schedules import crontab, schedule, solar
 from celery.signals import beat_init
 from celery_support import CELERY, wait_for
 from test_dispatcher import messages
@@ -31,6 +31,7 @@ from alma_schedule.errors import ConfigurationError
 from alma_schedule.model import TICK_TASK
 from alma_schedule.settings import Settings, load_settings
 from alma_schedule.tasks.beat_clock import check_beat_schedule, connect_beat_clock
+from alma_schedule.tasks.beat_schedule import HintSchedule
 
 PERIOD = timedelta(seconds=10)
 
@@ -84,8 +85,9 @@ def test_beat_init_adds_exactly_one_tick_entry_and_keeps_what_cannot_convert(
     entries = svc.scheduler.schedule
     ticks = [e for e in entries.values() if e.task == TICK_TASK]
     assert len(ticks) == 1 and ticks[0].name == TICK_TASK
-    assert ticks[0].schedule.run_every == PERIOD
-    assert ticks[0].options == {"expires": 9.0, "serializer": "json"}  # 10 s - max(1 s, 10/12 s)
+    assert isinstance(ticks[0].schedule, HintSchedule) and ticks[0].schedule.run_every == PERIOD  # the heartbeat
+    assert ticks[0].options == {"expires": 9.0, "serializer": "json", "ignore_result": True}  # 10 s - max(1 s, 10/12)
+    assert set(ticks[0].kwargs) == {"woken_for"}
     assert {"lights", "first-monday", "celery.backend_cleanup"} <= set(entries)  # kept in beat
     warned = " ".join(r.getMessage() for r in caplog.records if r.levelname == "WARNING")
     assert "lights (solar" in warned and "first-monday (day_of_month" in warned
@@ -128,6 +130,10 @@ def test_another_scheduler_class_is_refused_unless_keep_beat_entries(
     assert any("StoreScheduler" in r.getMessage() and "keep_beat_entries" in r.getMessage() for r in caplog.records)
     kept = start(fleet({}, keep_beat_entries=True), tmp_path, services, cls)
     assert [e.task for e in kept.scheduler.schedule.values()] == [TICK_TASK]
+    (entry,) = kept.scheduler.schedule.values()
+    assert type(entry.schedule) is schedule and entry.schedule.run_every == PERIOD  # a fixed period there
+    (lag,) = [r.getMessage() for r in caplog.records if "fixed-period entry" in r.getMessage()]
+    assert "StoreScheduler" in lag and "up to ALMA_TICK_PERIOD (10s) late" in lag
 
 
 def test_a_beat_entry_of_our_own_tick_is_refused_and_another_apps_beat_is_left_alone(
@@ -222,9 +228,13 @@ class Beats:
         self.redis_url = redis_url
         self.procs: list[subprocess.Popen[bytes]] = []
 
-    def write(self, beat_schedule: str, keep: bool = False) -> None:
+    def write(self, beat_schedule: str, keep: bool = False, installed: bool = True) -> None:
         text = FLEET.replace("{BEAT_SCHEDULE}", textwrap.indent(beat_schedule, "").strip())
         text = text.replace("{KEEP}", ", keep_beat_entries=True" if keep else "")
+        if not installed:  # the fleet uninstalled us (or runs a version without the beat clock)
+            text = text.replace("install(app, settings=load_settings(), beat_clock=True)", "")
+        for cached in self.tmp_path.glob("__pycache__/fleet.*"):
+            cached.unlink()
         (self.tmp_path / "fleet.py").write_text(text)
 
     def start(self, name: str, *extra: str) -> subprocess.Popen[bytes]:
@@ -353,3 +363,34 @@ def test_real_beat_refuses_another_scheduler_unless_keep_beat_entries(beats: Bea
     kept = beats.start("kept", "-S", "fleet:StoreScheduler")
     wait_for(lambda: beats.alive(kept) or tick_messages(r), 120, 0.2, "a tick from beat under the custom scheduler")
     assert kept.poll() is None
+
+
+@pytest.mark.slow
+def test_beat_restarts_on_the_schedule_file_it_pickled_even_without_us(beats: Beats, r: redis.Redis) -> None:
+    """Beat pickles its entries at shutdown: ours pickles as a plain schedule, so beat starts again on
+    that file with us installed (our entry re-installed) and with a fleet app that no longer installs us."""
+    beats.write(KEPT_ENTRIES)
+    first = beats.start("first", "-s", str(beats.tmp_path / "kept-schedule"))
+    wait_for(lambda: beats.alive(first) or tick_messages(r), 120, 0.2, "a tick from the first beat")
+    first.terminate()
+    assert first.wait(60) == 0, beats.log("first")
+    assert (beats.tmp_path / "kept-schedule").exists() or list(beats.tmp_path.glob("kept-schedule*"))
+    r.delete("alma.tick")
+    again = beats.start("again", "-s", str(beats.tmp_path / "kept-schedule"))
+    wait_for(lambda: beats.alive(again) or tick_messages(r), 120, 0.2, "a tick from the restarted beat")
+    again.terminate()
+    assert again.wait(60) == 0, beats.log("again")
+    assert "Traceback" not in beats.log("again")
+    r.delete("alma.tick")
+    beats.write(KEPT_ENTRIES, installed=False)
+    without = beats.start("without", "-s", str(beats.tmp_path / "kept-schedule"))
+    # beat runs the fleet's own entries from that file (the custom one is always due) and no tick of ours
+    wait_for(
+        lambda: beats.alive(without) or any(m["headers"]["task"] == "fleet.ping" for m in messages(r, "celery")),
+        120,
+        0.2,
+        "beat without us to run the fleet's entries",
+    )
+    assert without.poll() is None and tick_messages(r) == []
+    log = beats.log("without")
+    assert "Traceback" not in log and "Removing corrupted schedule file" not in log, log[-3000:]

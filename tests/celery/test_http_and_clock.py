@@ -100,14 +100,14 @@ def test_clock_send_and_the_crontab_line_from_a_shell(redis_url: str, r: redis.R
         assert shown.returncode == 0 and "Example" in shown.stdout
 
 
-def test_clock_run_follows_the_tick_period_and_its_derived_expiry(
+def test_clock_run_every_keeps_its_cadence_and_the_derived_expiry(
     redis_url: str, r: redis.Redis, tmp_path: Any
 ) -> None:
-    """ALMA_TICK_PERIOD=2s and no ALMA_TICK_EXPIRES: ticks at multiples of 2 s, each expiring 1 s after
-    its send (period - max(1s, period/12)); a hard-coded 60 s period would send one tick here."""
+    """``--every 2s`` with ALMA_TICK_PERIOD=2s and no ALMA_TICK_EXPIRES: ticks at multiples of 2 s, each
+    expiring 1 s after its send (period - max(1s, period/12))."""
     env = {**_env(redis_url), "ALMA_TICK_PERIOD": "2s"}
     log = open(tmp_path / "clock.log", "wb")
-    proc = subprocess.Popen([ALMA, "clock", "run"], env=env, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen([ALMA, "clock", "run", "--every", "2s"], env=env, stdout=log, stderr=subprocess.STDOUT)
     log.close()
     try:
         wait_for(lambda: r.llen("alma.tick") >= 3, 60, 0.1, "three ticks of a 2 s clock")

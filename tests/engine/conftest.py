@@ -24,10 +24,8 @@ def open_test_store(kind: str, request: pytest.FixtureRequest) -> Store:
 
         return MemoryStore()
     from alma_schedule.stores import open_store
-    from alma_schedule.stores.sql import migrate_store
 
-    url = request.getfixturevalue("sqlite_url" if kind == "sqlite" else "pg_url")
-    migrate_store(url)
+    url = request.getfixturevalue("migrated_sqlite_url" if kind == "sqlite" else "migrated_pg_url")
     return open_store(url)
 
 

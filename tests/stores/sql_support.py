@@ -22,6 +22,7 @@ import psycopg
 
 from alma_schedule.stores.sql import SqlStore, migrate_store
 from alma_schedule.stores.sql.schema import metadata
+from tests.pg_support import migrated_pg_database
 
 PG_ADMIN = os.environ.get("ALMA_TEST_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/postgres")
 TABLES = ("runs", "routine_versions", "routines", "spend", "heartbeat", "backfills")
@@ -41,7 +42,12 @@ def libpq_url(sa_url: str, schema: str = "alma") -> str:
 
 @contextmanager
 def pg_database(*, migrated: bool = True) -> Iterator[str]:
-    """A new PostgreSQL database (migrated unless told otherwise), dropped afterwards."""
+    """A new PostgreSQL database (migrated unless told otherwise: a clone of the run's migrated
+    template, tests/conftest.py), dropped afterwards."""
+    if migrated:
+        with migrated_pg_database() as url:
+            yield url
+        return
     name = f"alma_test_{uuid.uuid4().hex[:12]}"
     pg_admin(f'CREATE DATABASE "{name}"')
     # Test databases only: commits need not wait for the WAL flush (crash durability is not what
