@@ -3,9 +3,11 @@
 Meaning is never changed silently. What converts, and how:
 
 * ``crontab``: each field becomes the set Celery itself expanded (``crontab.minute`` etc.), written
-  with the user's own text when the 5-field grammar reads it as the same set (names, ranges, steps
-  such as ``mon-fri`` or ``*/15``), else as a plain list (Celery-only forms: full day names,
-  wrap-around ranges like ``fri-mon``, Python sets). A field that covers its whole range is ``*``.
+  with the user's own text (which the crontab keeps privately:
+  :func:`alma_schedule.compat.celery.crontab_as_written`) when the 5-field grammar reads it as the
+  same set (names, ranges, steps such as ``mon-fri`` or ``*/15``), else as a plain list (Celery-only
+  forms: full day names, wrap-around ranges like ``fri-mon``, Python sets). A field that covers its
+  whole range is ``*``.
   The zone is the app's: ``timezone`` if set; else UTC when ``enable_utc`` (Celery's default);
   else the system local zone (Celery reads local time then), which the caller passes in as an IANA
   name; an unknown local zone refuses every crontab entry.
@@ -32,6 +34,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from alma_schedule.compat.celery import crontab_as_written
 from alma_schedule.core.cron import compile_expr
 from alma_schedule.core.types import Cron, Every
 from alma_schedule.core.zones import check_zone
@@ -203,13 +206,14 @@ def _crontab(value: Any, zone: AppZone) -> tuple[dict[str, Any], list[str]]:
     texts: list[str] = []
     notes: list[str] = []
     for attr, label, lo, hi, spec_attr in _FIELDS:
-        text, note = _field_text(label, getattr(value, f"_orig_{attr}"), getattr(value, attr), lo, hi, spec_attr)
+        text, note = _field_text(label, crontab_as_written(value, attr), getattr(value, attr), lo, hi, spec_attr)
         texts.append(text)
         if note:
             notes.append(note)
     dom, dow = texts[2], texts[4]
     if dom != "*" and dow != "*":
-        raise _Refuse(AND_OR_REASON.format(dom=value._orig_day_of_month, dow=value._orig_day_of_week))
+        dom_written, dow_written = crontab_as_written(value, "day_of_month"), crontab_as_written(value, "day_of_week")
+        raise _Refuse(AND_OR_REASON.format(dom=dom_written, dow=dow_written))
     if zone.zone is None:
         raise _Refuse(zone.problem or "the app's time zone is unknown")
     expr = " ".join(texts)

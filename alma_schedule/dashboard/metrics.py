@@ -130,7 +130,7 @@ def metrics_route(settings: Settings, get_store: Callable[[], Store], credential
         return depth
 
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(StoreGauges(settings, get_store, queue_depth))  # type: ignore[arg-type]
+    registry.register(StoreGauges(settings, get_store, queue_depth))
 
     async def metrics(request: Request) -> Response:
         header = request.headers.get("authorization")

@@ -223,7 +223,7 @@ class TickReport(Data):
 
     SAMPLE = 5
 
-    def to_dict(self) -> dict[str, Any]:  # type: ignore[override]
+    def to_dict(self) -> dict[str, Any]:
         n = self.SAMPLE
         return {
             "at": self.at.isoformat(),

@@ -37,7 +37,7 @@ def backend_problem(app: Celery) -> str | None:
     try:
         from celery.backends.rpc import RPCBackend
     except ImportError:  # pragma: no cover
-        RPCBackend = ()  # type: ignore[assignment,misc]
+        RPCBackend = ()
     if isinstance(backend, RPCBackend):
         return (
             "the rpc:// result backend delivers results only to the process that sent the task; "

@@ -48,7 +48,7 @@ def _payload(message: Any) -> Any:
         raise InvalidTaskError(f"the body does not decode: {type(exc).__name__}") from None
 
 
-class CheckedRequest(Request):  # type: ignore[misc]
+class CheckedRequest(Request):
     """Celery's ``Request``, refusing (``InvalidTaskError``) a message that is not a call of its task."""
 
     def __init__(

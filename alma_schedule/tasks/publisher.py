@@ -3,11 +3,14 @@
 ``task-sent`` events of a publish batch grouped (:class:`_GroupedEvents`); the parent task a message
 names (:func:`parent_of`). Used by :class:`~alma_schedule.tasks.dispatcher.CeleryDispatcher`, which
 decides what is sent and how a failed batch is sent again (``docs/architecture.md``, the dispatch).
+The private parts of Celery and kombu this reads (the app's task registry without finalizing it, a
+task's execution options, the publish's error wrapping, an event made without its publish and a
+group of them published) are reached through :mod:`alma_schedule.compat` (``docs/architecture.md``,
+"Private calls into dependencies").
 """
 
 from __future__ import annotations
 
-import inspect
 import logging
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -16,6 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 from celery.utils.nodenames import anon_nodename
 from kombu.utils.uuid import uuid
+
+from alma_schedule.compat import celery as celery_compat
+from alma_schedule.compat import kombu as kombu_compat
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -84,11 +90,8 @@ class Publisher:
 
         amqp, conf = app.amqp, app.conf
         self.app, self.name, self.producer = app, name, producer
-        self.task = app._tasks.get(name)
-        get_options = getattr(self.task, "_get_exec_options", None)
-        options: dict[str, Any] = {}
-        if inspect.ismethod(get_options):
-            options = {k: v for k, v in (get_options() or {}).items() if v is not None}
+        self.task = celery_compat.task_registry(app).get(name)
+        options = {k: v for k, v in celery_compat.exec_options(self.task).items() if v is not None}
         options["serializer"] = "json"
         self.time_limit = options.pop("time_limit", None)
         self.soft_time_limit = options.pop("soft_time_limit", None)
@@ -142,7 +145,7 @@ class Publisher:
             None, None, ignore_result=True, replaced_task_nesting=0, origin=self.origin, **options,
         )  # fmt: skip
         producer = self.producer
-        with producer.connection._reraise_as_library_errors():
+        with kombu_compat.reraise_as_library_errors(producer.connection):
             self.send(producer, self.name, message, **options, **self.bound)
 
     def flush_events(self) -> None:
@@ -160,23 +163,25 @@ class _GroupedEvents:
     of up to :data:`EVENTS_PER_GROUP` of them (routing key ``task.multi``): the grouped form Celery's
     own worker sends its task events in (``EventDispatcher(buffer_group=['task'])``), which every
     event receiver (``app.events.Receiver``: Flower, the Prometheus exporters) reads event by event.
-    Each event is the one Celery's send would publish (``EventDispatcher._prepare_event``: type,
-    hostname, pid, clock, timestamp, utcoffset and the fields); one event message instead of one per
-    task message (measured: the events were a third of a dispatch's Python, 3 of 9.4 ms for 50
-    ``run_many`` messages). Stands in for the event dispatcher ``send_task_message`` is handed, which
-    only calls its ``publish``."""
+    Each event is the one Celery's send would publish
+    (:func:`alma_schedule.compat.celery.prepare_event`: type, hostname, pid, clock, timestamp,
+    utcoffset and the fields); one event message instead of one per task message (measured: the
+    events were a third of a dispatch's Python, 3 of 9.4 ms for 50 ``run_many`` messages). Stands in
+    for the event dispatcher ``send_task_message`` is handed, which only calls its ``publish``."""
 
     def __init__(self, dispatcher: Any, producer: Any) -> None:
         self.dispatcher, self.producer = dispatcher, producer
         self.events: list[Any] = []
 
     def publish(self, type: str, fields: dict[str, Any], producer: Any, **_retry: Any) -> None:
-        self.events.append(self.dispatcher._prepare_event(type, fields))
+        self.events.append(celery_compat.prepare_event(self.dispatcher, type, fields))
 
     def flush(self) -> None:
         events, self.events = self.events, []
         for start in range(0, len(events), EVENTS_PER_GROUP):
-            self.dispatcher._publish(events[start : start + EVENTS_PER_GROUP], self.producer, "task.multi")
+            celery_compat.publish_events(
+                self.dispatcher, events[start : start + EVENTS_PER_GROUP], self.producer, "task.multi"
+            )
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,17 +2,21 @@
 mode (:func:`meanwhile`: the claim's statements that make room, then its INSERT, while the run
 records and the messages are built) or streamed in chunks as the database sends their rows
 (:func:`streamed`: the claim's locking select, decided as it arrives). Rendered and bound as
-:mod:`.hot` renders them; errors leave as :func:`.hot.all_rows`' would.
+:mod:`.hot` renders them; errors leave as :func:`.hot.all_rows`' would. The libpq level they read (a
+connection's pipeline status, a result's status, a stream's generator) is reached through
+:mod:`alma_schedule.compat.psycopg` (``docs/architecture.md``, "Private calls into dependencies").
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy.engine import Connection
 
+from alma_schedule.compat import psycopg as pg_compat
+from alma_schedule.compat import sqlalchemy as sa_compat
 from alma_schedule.stores.sql import hot
 
 __all__ = ["meanwhile", "out_of_pipeline", "streamed"]
@@ -39,7 +43,7 @@ def meanwhile(
     driver = conn.connection.driver_connection
     assert isinstance(driver, psycopg.Connection)
     custom = bool(conn.get_execution_options().get(hot.CUSTOM_PLANS))
-    if driver.pgconn.pipeline_status != _pipeline_off():
+    if pg_compat.in_pipeline(driver):
         raise RuntimeError("hot.meanwhile does not nest: send every statement of the block in one call")
     sent: list[hot.Sent] = []
     sending = None
@@ -62,19 +66,10 @@ def meanwhile(
         out_of_pipeline(conn, driver)
 
 
-def _pipeline_off() -> Any:
-    from psycopg.pq import PipelineStatus
-
-    return PipelineStatus.OFF
-
-
 def _failed(sent: Sequence[hot.Sent]) -> hot.Sent | None:
     """The statement of a pipeline that failed (the first whose result is an error), else its last."""
-    from psycopg.pq import ExecStatus
-
     for one in sent:
-        res = one.cur.pgresult
-        if res is not None and res.status == ExecStatus.FATAL_ERROR:
+        if pg_compat.result_failed(one.cur):
             return one
     return sent[-1] if sent else None
 
@@ -82,9 +77,7 @@ def _failed(sent: Sequence[hot.Sent]) -> hot.Sent | None:
 def out_of_pipeline(conn: Connection, driver: Any) -> None:
     """After a pipeline's end: a connection whose pipeline could not end (lost meanwhile) is
     invalidated, never pooled in pipeline mode."""
-    from psycopg.pq import PipelineStatus
-
-    if driver.pgconn.pipeline_status != PipelineStatus.OFF and not conn.invalidated:
+    if pg_compat.in_pipeline(driver) and not conn.invalidated:
         conn.invalidate()
 
 
@@ -107,11 +100,11 @@ def streamed(
     transaction then rolls back)."""
     import psycopg
 
-    if psycopg.pq.version() < _CHUNKED_LIBPQ:
+    if pg_compat.libpq_version() < _CHUNKED_LIBPQ:
         yield hot.all_rows(conn, stmt, schema, params)
         return
     driver, cur, sql, args = hot.cursor_for(conn, hot.rendered(stmt, schema), params)
-    rows: Generator[tuple[Any, ...], None, None] = cur.stream(sql, args, size=size)  # type: ignore[assignment]
+    rows = pg_compat.stream(cur, sql, args, size)
     conn.connection.info[_STREAMED] = True
     try:
         chunk: list[tuple[Any, ...]] = []
@@ -122,8 +115,7 @@ def streamed(
                 chunk = []
         if chunk:
             yield chunk
-        for after in conn.dispatch.after_cursor_execute:
-            after(conn, cur, sql, args, None, False)
+        sa_compat.fire_after_cursor_execute(conn, cur, sql, args)
     except psycopg.Error as exc:
         hot._raise(conn, driver, cur, exc, sql, args)
     finally:

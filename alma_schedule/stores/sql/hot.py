@@ -18,7 +18,10 @@ processors (sent as untyped text that the statement's casts type: one prepared s
 shape, whatever the values), executes it on the checked-out psycopg connection with a raw cursor, prepared, and
 returns the row as a tuple (positional, as :mod:`.rows` reads it). The engine's
 ``before_cursor_execute`` / ``after_cursor_execute`` listeners still see each execution (the
-rendered text and its positional parameters). A statement's first execution on a connection sends
+rendered text and its positional parameters). The private parts of SQLAlchemy and psycopg this
+relies on (the schema names rendered into the text, the listeners told by hand, a result's libpq
+status) are reached through :mod:`alma_schedule.compat` (``docs/architecture.md``, "Private calls
+into dependencies"). A statement's first execution on a connection sends
 its Parse first: one more round trip, once per connection and statement shape.
 
 The plans (:data:`.engine.PG_PLAN_CACHE`): every other statement is sent UNNAMED, or prepared in a
@@ -64,6 +67,8 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects.postgresql.psycopg import PGDialect_psycopg
 from sqlalchemy.engine import Connection
 
+from alma_schedule.compat import psycopg as pg_compat
+from alma_schedule.compat import sqlalchemy as sa_compat
 from alma_schedule.stores.sql.namespace import SCHEMA_TOKEN
 
 __all__ = [
@@ -181,7 +186,7 @@ def _text(value: object) -> str:
 def rendered(stmt: Any, schema: str) -> Rendered:
     """``stmt`` (a statement built once in :mod:`.queries`) compiled for PostgreSQL in ``schema``."""
     compiled = stmt.compile(dialect=_DIALECT, schema_translate_map={SCHEMA_TOKEN: schema})
-    sql = _DIALECT.identifier_preparer._render_schema_translates(compiled.string, {SCHEMA_TOKEN: schema})
+    sql = sa_compat.render_schema_translates(_DIALECT, compiled.string, {SCHEMA_TOKEN: schema})
     if "__[POSTCOMPILE_" in compiled.string:  # an expanding IN: its text depends on the values
         raise ValueError("a hot statement cannot take an expanding (list) parameter")
     names = tuple(compiled.positiontup or ())
@@ -276,19 +281,16 @@ class Sent:
         """Its rows (none when it returned no result set); closes its cursor. Raises as SQLAlchemy
         would (:func:`_raise`) when it failed or no result came back."""
         import psycopg
-        from psycopg.pq import ExecStatus
 
         cur, conn = self.cur, self.conn
         try:
             # rows only when the statement returned a result set; read from the result's status, not
-            # ``cur.description`` (a Column object per returned column, built at each call: 14 % of a
-            # run-side fire's CPU, whose start CAS returns about 60 columns)
-            res = cur.pgresult
-            if res is None:  # never answered (a pipeline that ended before its result came back)
+            # ``cur.description`` (pg_compat.result_has_rows says why)
+            has_rows = pg_compat.result_has_rows(cur)
+            if has_rows is None:  # never answered (a pipeline that ended before its result came back)
                 raise psycopg.OperationalError("the statement's result never arrived")
-            rows: list[tuple[Any, ...]] = cur.fetchall() if res.status == ExecStatus.TUPLES_OK else []
-            for after in conn.dispatch.after_cursor_execute:
-                after(conn, cur, self.sql, self.args, None, False)
+            rows: list[tuple[Any, ...]] = cur.fetchall() if has_rows else []
+            sa_compat.fire_after_cursor_execute(conn, cur, self.sql, self.args)
         except psycopg.Error as exc:
             _raise(conn, self.driver, cur, exc, self.sql, self.args)
         finally:
@@ -305,9 +307,7 @@ def cursor_for(conn: Connection, hot: Rendered, params: Mapping[str, Any]) -> tu
     driver = conn.connection.driver_connection
     assert isinstance(driver, psycopg.Connection)
     cur = psycopg.RawCursor(driver)
-    sql = hot.sql
-    for before in conn.dispatch.before_cursor_execute:
-        sql, args = before(conn, cur, sql, args, None, False)
+    sql, args = sa_compat.fire_before_cursor_execute(conn, cur, hot.sql, args)
     return driver, cur, sql, args
 
 

@@ -15,6 +15,7 @@ from dataclasses import fields
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from alma_schedule.compat.sqlalchemy import row_mapping
 from alma_schedule.model import Deferral, Erroring, Routine, RoutineVersion, RunRecord, RunState
 from alma_schedule.stores.sql.schema import routine_versions, routines, runs
 from alma_schedule.stores.sql.types import UtcDateTime
@@ -104,7 +105,7 @@ def routine_after_run(row: Any) -> Routine:
 
 
 def version_from_row(row: Any) -> RoutineVersion:
-    m: Mapping[str, Any] = row._mapping
+    m = row_mapping(row)
     values = {name: m[name] for name in _VERSION_COLS}
     values["schedule"] = _json(values["schedule"])
     values["definition"] = _json(values["definition"])

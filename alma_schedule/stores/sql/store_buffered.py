@@ -18,6 +18,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from alma_schedule.compat.sqlalchemy import row_mapping
 from alma_schedule.model import RunKey, RunRecord, RunState
 from alma_schedule.policies import overlap
 from alma_schedule.stores.sql import queries as q
@@ -48,7 +49,7 @@ class BufferedMixin(SqlBase):
         if row is None:
             return None, None
         released = None
-        if row._mapping[q.HAS_BUFFERED]:
+        if row_mapping(row)[q.HAS_BUFFERED]:
             released = self._release_buffered(conn, (key.org, key.uid, key.routine_id), now)
         return run_from_row(row), released
 

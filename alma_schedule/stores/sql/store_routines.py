@@ -14,6 +14,7 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
+from alma_schedule.compat.sqlalchemy import row_mapping
 from alma_schedule.errors import NotFound, RegistrationRefused, StoreConflict
 from alma_schedule.model import Routine, RoutineVersion, Scope
 from alma_schedule.policies import backoff
@@ -33,7 +34,7 @@ def _invariant(row: Routine) -> Routine:
 class RoutinesMixin(SqlBase):
     def _locked_live(self, conn: Connection, key: RKey) -> Routine:
         row = conn.execute(q.select_routine(*key, lock=True)).first()
-        if row is None or row._mapping["deleted_at"] is not None:
+        if row is None or row_mapping(row)["deleted_at"] is not None:
             raise NotFound.of("routine", f"{key[0]}/{key[1]}/{key[2]}")
         return routine_from_row(row)
 

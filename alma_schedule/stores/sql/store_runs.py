@@ -15,6 +15,7 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
+from alma_schedule.compat.sqlalchemy import row_mapping
 from alma_schedule.errors import NotFound, StoreConflict
 from alma_schedule.model import (
     EDGES,
@@ -119,7 +120,7 @@ class RunsMixin(FinishMixin):
                 return ClaimResult(False, rec, supersession.lost_start_reason(rec.state, rec.reason))
             if in_window and now >= rec.expires_at:  # its window closed: never started late (the sweep skips it)
                 return ClaimResult(False, rec, "expired")
-            m = found._mapping
+            m = row_mapping(found)
             if m["r_exists"] is None or m["r_deleted_at"] is not None:
                 inactive: str | None = "deleted"
             elif not m["r_enabled"]:
@@ -229,7 +230,7 @@ class RunsMixin(FinishMixin):
                 raise StoreConflict(f"run {key} changed under finish(); nothing was written")
             self._move(conn, money)
             if routine is not None:
-                self._streak(conn, rk, dict(routine._mapping), result, now, timers)
+                self._streak(conn, rk, dict(row_mapping(routine)), result, now, timers)
             return ClaimResult(True, new, "won", released)
 
     def record(

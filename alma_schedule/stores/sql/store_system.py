@@ -162,7 +162,7 @@ class SystemMixin(SqlBase):
                 return 0
             for i in range(0, len(keys), 2000):  # SQLite binds each value: stay under its limit
                 for table in (runs, routine_versions, backfills, routines):
-                    conn.execute(q.delete_of(table, keys[i : i + 2000]))  # type: ignore[arg-type]
+                    conn.execute(q.delete_of(table, keys[i : i + 2000]))
             return len(keys)
 
     def erase_results(self, scope: Scope) -> int:
@@ -210,7 +210,7 @@ class SystemMixin(SqlBase):
             if previous == zone_data:
                 return ZoneReconciliation(zone_data, previous)
             after = None if state is None or state.cursor_org is None else tuple(state[1:4])
-            rows = conn.execute(q.iter_routines_page(after, size, lock=True)).all()  # type: ignore[arg-type]
+            rows = conn.execute(q.iter_routines_page(after, size, lock=True)).all()
             page = [routine_from_row(r) for r in rows]
             changed = self._rederive(conn, page, derive, zone_data)
             done = len(page) < size
