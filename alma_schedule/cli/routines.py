@@ -15,7 +15,7 @@ from alma_schedule.cli.wiring import build_schedule
 from alma_schedule.core.policy import policy_of
 from alma_schedule.errors import AlmaScheduleError, InvalidInput, NotFound
 from alma_schedule.model import ROUTINE_STATES, Routine, RunRecord, RunState, Scope
-from alma_schedule.policies import finished
+from alma_schedule.policies import finished, missed
 
 
 def last_scheduled_run(store: Any, sc: Scope, routine_id: str) -> RunRecord | None:
@@ -66,6 +66,7 @@ def _routine_row(r: Routine, last: RunRecord | None, now: datetime, over: tuple[
         r.next_due_at.isoformat() if r.next_due_at else "-",
         _last_run_text(last),
         r.last_fire.isoformat() if r.last_fire else "-",
+        missed.shown(r.fires_missed, r.fires_missed_capped),
         r.consecutive_failures,
         r.last_error or "",
         _over_text(over),
@@ -73,7 +74,9 @@ def _routine_row(r: Routine, last: RunRecord | None, now: datetime, over: tuple[
 
 
 #: "last run" is the newest fire the schedule claimed (the ledger); "cursor" is where the schedule
-#: resumes counting from (the last claimed fire, or the instant of a resume / enable / schedule change).
+#: resumes counting from (the last claimed fire, or the instant of a resume / enable / schedule change);
+#: "missed fires" the fires claims collapsed, with no run row (``policies.missed``: "10,000+" once a
+#: claim reached its cap).
 ROUTINE_COLUMNS = [
     "id",
     "kind",
@@ -82,6 +85,7 @@ ROUTINE_COLUMNS = [
     "next due (UTC)",
     "last run (fire, state)",
     "cursor",
+    "missed fires",
     "failures",
     "last error",
     "over limits",
@@ -137,7 +141,10 @@ def list_(
 
     "last run" is the newest fire the schedule claimed (from the run ledger, with its state);
     "cursor" is where the schedule resumes counting from: the last claimed fire, or the instant of
-    a resume, an enable or a schedule change. "over limits" names the registration limits a stored
+    a resume, an enable or a schedule change. "missed fires" counts the fires of the schedule that
+    no tick claimed (collapsed by downtime, an expired tick or a clock slower than the routine: they
+    have no run row), never those of a pause, a disable or a schedule change; "10,000+" once a claim
+    counted its 10,000 limit. "over limits" names the registration limits a stored
     row exceeds (`max_definition_bytes`, `max_schedule_bytes`, `max_nesting_depth`, `max_cap_usd`):
     it keeps running; a re-registration would be refused (`--json`: `over_limits`). --all is a
     system operation (it crosses every scope); it reads with two queries, never one per routine.
@@ -195,12 +202,13 @@ def _list_all(obj: CliContext, kind: str | None, state: str | None, limit: int, 
             r.kind,
             ", ".join(r.state_names) + (f" ({r.paused_reason})" if r.paused_reason else ""),
             r.next_due_at.isoformat() if r.next_due_at else "-",
+            missed.shown(r.fires_missed, r.fires_missed_capped),
             r.consecutive_failures,
             r.last_error or "",
         ]
         for r in rows
     ]
-    columns = ["scope", "id", "kind", "state", "next due (UTC)", "failures", "last error"]
+    columns = ["scope", "id", "kind", "state", "next due (UTC)", "missed fires", "failures", "last error"]
     shown = f" (first {len(rows)})" if total > len(rows) else ""
     print_table(f"routines of every scope{shown}", columns, table)
     print_table(f"per scope ({total} in all)", ["scope", "routines"], [(f"{o}/{u}", n) for o, u, n in counts])

@@ -18,6 +18,7 @@ from alma_schedule.cli.wiring import build_schedule, parse_instant
 from alma_schedule.engine.backfill import DEFAULT_MAX_FIRES
 from alma_schedule.errors import InvalidInput
 from alma_schedule.model import Scope
+from alma_schedule.policies import missed
 
 
 @click.command("backfill")
@@ -103,7 +104,7 @@ def _run_row(r: Any) -> list[Any]:
 @click.pass_obj
 @handle_errors
 def describe(obj: CliContext, scope: str, routine_id: str, count: int, as_json: bool) -> None:
-    """One routine in one view: schedule and policies, state, next fires, last runs, backfill.
+    """One routine in one view: schedule and policies, state, missed fires, next fires, last runs, backfill.
 
     \b
     Example:
@@ -123,6 +124,7 @@ def describe(obj: CliContext, scope: str, routine_id: str, count: int, as_json: 
         ("state", state),
         ("failure streak", f"{view.streak} of {view.failure_threshold or 'never'}"),
         ("registered at / cursor", f"{view.registered_at.isoformat()} / {view.last_fire}"),
+        ("missed fires (never claimed)", missed.shown(view.fires_missed, view.fires_missed_capped)),
         ("next due (UTC)", view.next_due_at),
         ("pruned through", view.pruned_through),
         ("blocking run", "-" if view.blocking is None else f"{view.blocking.run_id} ({view.blocking.state})"),

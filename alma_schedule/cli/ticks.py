@@ -9,6 +9,7 @@ import click
 
 from alma_schedule.cli.context import CliContext, emit_json, fail, handle_errors, json_option, print_table
 from alma_schedule.cli.wiring import build_schedule, is_embedded, parse_instant
+from alma_schedule.policies import missed
 
 
 @click.command("plan")
@@ -18,6 +19,9 @@ from alma_schedule.cli.wiring import build_schedule, is_embedded, parse_instant
 @handle_errors
 def plan(obj: CliContext, at: str | None, as_json: bool) -> None:
     """What a tick at an instant would claim, re-send, poll and skip, and why. Writes nothing.
+
+    "missed" is how many fires each claim would collapse (no run row: counted on the routine,
+    "routines list"'s "missed fires"), never those of a pause, a disable or a schedule change.
 
     \b
     Example:
@@ -30,9 +34,16 @@ def plan(obj: CliContext, at: str | None, as_json: bool) -> None:
     click.echo(f"plan at {p.at.isoformat()}")
     _section(
         "due",
-        ["routine", "run", "due (UTC, jitter applied)", "action", "why"],
+        ["routine", "run", "due (UTC, jitter applied)", "action", "missed", "why"],
         [
-            (f"{d.org}/{d.uid}/{d.routine_id}", d.run_id, (d.due_at or d.fire_at).isoformat(), d.action, d.why)
+            (
+                f"{d.org}/{d.uid}/{d.routine_id}",
+                d.run_id,
+                (d.due_at or d.fire_at).isoformat(),
+                d.action,
+                missed.shown(d.fires_missed, d.fires_missed >= missed.CAP),
+                d.why,
+            )
             for d in p.due
         ],
     )
@@ -101,7 +112,7 @@ def tick(obj: CliContext, at: str | None, in_process: bool, as_json: bool) -> No
     d = report.to_dict()
     click.echo(
         f"tick at {d['at']}: claimed {d['claimed']}, resent {d['resent']}, collect {d['collect']}, "
-        f"skipped {d['skipped']}, blocked {d['blocked']}, errors {d['errors']} "
+        f"skipped {d['skipped']}, missed fires {d['fires_missed']}, blocked {d['blocked']}, errors {d['errors']} "
         f"({d['erroring']} routine(s) cannot be planned), next wake {d['next_wake_at'] or 'none'}"
     )
     for e in d["ids"]["errors"]:

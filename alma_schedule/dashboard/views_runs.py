@@ -22,6 +22,7 @@ from alma_schedule.dashboard.views import (
 )
 from alma_schedule.errors import AlmaScheduleError, InvalidInput
 from alma_schedule.model import TERMINAL, Routine, RunRecord, Scope
+from alma_schedule.policies import missed
 from alma_schedule.settings import Settings
 from alma_schedule.stores.base import Store
 
@@ -45,6 +46,7 @@ def routine_page(store: Store, settings: Settings, access: Access, r: Routine, n
         ("next fire (UTC)", instant(r.next_due_at)),
         ("next fire (its zone)", in_zone(r.next_due_at, r.schedule)),
         ("cursor (last fire)", instant(r.last_fire)),
+        ("missed fires (never claimed)", esc(missed.shown(r.fires_missed, r.fires_missed_capped))),
         ("failure streak", esc(r.consecutive_failures)),
         ("planning error", esc(r.last_error)),
         ("revision", esc(r.config_revision)),

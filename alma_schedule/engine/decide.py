@@ -183,7 +183,7 @@ def decide(routine: Routine, now: datetime, settings: Settings) -> Fire | NotDue
         return NotDue(None)
     if policy.jitter:
         answer = _decide_jittered(routine, schedule, policy, now, settings)
-        return _within_runs(answer, routine, policy)
+        return answer if policy.max_runs is None else _within_runs(answer, routine, policy)
     anchor, last = routine.registered_at, routine.last_fire
     window, cap, resend = settings.one_shot_window, settings.max_catch_up, settings.resend_first
     if items is not None and _plain(now) and _plain(anchor) and (last is None or _plain(last)):
@@ -191,17 +191,17 @@ def decide(routine: Routine, now: datetime, settings: Settings) -> Fire | NotDue
         answer = _shared(items, shared_anchor(schedule, anchor, until), last, now, window, cap, resend)
     else:
         answer = _decide_plain(schedule, policy, anchor, last, now, window, cap, resend)
-    if isinstance(answer, Fire) and (last is None or last < anchor):
+    if (last is None or last < anchor) and isinstance(answer, Fire):
         # counted from the cursor alone above; without one (or one before the anchor): from the anchor
         count = missed.collapsed(schedule, policy, answer.fire_at, last, anchor)
         if count != answer.fires_missed:
             answer = replace(answer, fires_missed=count)
-    return _within_runs(answer, routine, policy)
+    return answer if policy.max_runs is None else _within_runs(answer, routine, policy)
 
 
 def _within_runs(answer: Fire | NotDue, routine: Routine, policy: SchedulePolicy) -> Fire | NotDue:
     """``answer`` with its collapsed fires counted inside ``max_runs`` (:func:`missed.within_runs`)."""
-    if policy.max_runs is None or not isinstance(answer, Fire) or not answer.fires_missed:
+    if not isinstance(answer, Fire) or not answer.fires_missed:
         return answer
     count = missed.within_runs(answer.fires_missed, claims_left(routine, policy))
     return answer if count == answer.fires_missed else replace(answer, fires_missed=count)

@@ -95,6 +95,10 @@ class RoutineView(Data):
     blocking: RecentRun | None
     buffered: RecentRun | None
     backfill: Mapping[str, Any] | None
+    #: The fires claims collapsed (no run row; ``policies.missed``), and whether a claim's count
+    #: reached its cap (a lower bound: shown ``10,000+``).
+    fires_missed: int = 0
+    fires_missed_capped: bool = False
 
 
 def _policies(routine: Routine) -> tuple[dict[str, Any], list[str]]:
@@ -182,4 +186,6 @@ def describe(
         blocking=blocking,
         buffered=buffered,
         backfill=None if backfill is None else {**backfill.to_dict(), "pending": backfill.pending},
+        fires_missed=routine.fires_missed,
+        fires_missed_capped=routine.fires_missed_capped,
     )

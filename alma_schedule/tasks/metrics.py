@@ -7,8 +7,10 @@ The worker bootstep calls :func:`start_exporter` in the worker PARENT (before th
 of every pool process on that port; ``worker_process_shutdown`` marks a child dead. Our tasks (in
 the children) count through :func:`observe_tick` and :func:`observe_run`, which do nothing while
 the exporter is off: ``alma_ticks_total``, ``alma_tick_duration_seconds``,
-``alma_fires_claimed_total{kind}``, ``alma_runs_finished_total{state,reason}``,
-``alma_fire_lag_seconds`` (start minus due instant) and ``alma_errors_total{step}``.
+``alma_fires_claimed_total{kind}``, ``alma_fires_missed_total{kind}`` (the fires the tick's claims
+collapsed, counted on their routines: issue 44; a claim counts at most 10,000),
+``alma_runs_finished_total{state,reason}``, ``alma_fire_lag_seconds`` (start minus due instant) and
+``alma_errors_total{step}``.
 """
 
 from __future__ import annotations
@@ -67,6 +69,9 @@ def _get() -> dict[str, Any] | None:
             ticks=Counter("alma_ticks_total", "Ticks run."),
             duration=Histogram("alma_tick_duration_seconds", "How long a tick took."),
             claimed=Counter("alma_fires_claimed_total", "Fires claimed by ticks.", ["kind"]),
+            missed=Counter(
+                "alma_fires_missed_total", "Fires collapsed by ticks' claims (never claimed; counted).", ["kind"]
+            ),
             finished=Counter("alma_runs_finished_total", "Runs finished by runs of this host.", ["state", "reason"]),
             lag=Histogram("alma_fire_lag_seconds", "Start minus due instant of the runs started.", buckets=lag_buckets),
             errors=Counter("alma_errors_total", "Errors of ticks by step.", ["step"]),
@@ -86,6 +91,8 @@ def observe_tick(report: TickReport, seconds: float) -> None:
     m["duration"].observe(seconds)
     for kind, n in report.claimed_kinds:
         m["claimed"].labels(kind).inc(n)
+    for kind, n in report.missed_kinds:
+        m["missed"].labels(kind).inc(n)
     for err in report.errors:
         m["errors"].labels(_step(err.routine)).inc()
 

@@ -145,3 +145,25 @@ def test_real_ticks_fill_the_tick_log_the_overview_reads() -> None:
     with client(store, clock=lambda: T0 + timedelta(minutes=6)) as c:
         page = c.get("/dashboard/", headers=auth()).text
         assert "ticks in the last hour: <b>2</b>" in page and f"fires claimed: {minute.claimed}" in page
+
+
+def test_the_routine_page_shows_the_fires_its_claims_collapsed() -> None:
+    """Issue 44: the fires no tick claimed (downtime), counted on the routine: 9, and 10,000+ once a
+    claim reached its cap (a minutely routine down for a month)."""
+    from alma_schedule.engine.decide import decide
+    from alma_schedule.settings import Settings
+    from alma_schedule.testing.builders import make_routine
+
+    store = seeded_store()
+    month = T0 - timedelta(days=30)
+    down = {"down": T0 - timedelta(minutes=10), "month": month}
+    for rid, since in down.items():
+        row = make_routine(rid, scope=A, registered_at=month, last_fire=since, next_due_at=since + timedelta(minutes=1))
+        store.put_routine(row, now=month)
+    store.claim_due(T0, 100, lambda r: decide(r, T0, Settings()), TIMERS)
+    with client(store) as c:
+        page = c.get(ROUTINE + "down", headers=auth()).text
+        assert "<td>missed fires (never claimed)</td><td>9</td>" in page
+        page = c.get(ROUTINE + "month", headers=auth()).text
+        assert "<td>missed fires (never claimed)</td><td>10,000+</td>" in page
+        assert "<td>missed fires (never claimed)</td><td>0</td>" in c.get(ROUTINE + "daily", headers=auth()).text
