@@ -6,6 +6,8 @@ import dataclasses
 import re
 from pathlib import Path
 
+import pytest
+
 from alma_schedule.cli import cli
 from alma_schedule.settings import Settings, env_name
 
@@ -89,6 +91,7 @@ def _command_lines(section: str) -> list[str]:
     return lines
 
 
+@pytest.mark.integration  # subprocesses
 def test_every_command_of_the_adoption_steps_and_the_kinds_runs_as_written(tmp_path: Path) -> None:
     """The README's fleet module (its python block, plus a task and a beat_schedule) in ``proj/``; then
     each command line of "Adopt it in your fleet" and of the kinds, in order, from that folder: the

@@ -4,10 +4,10 @@ answer instead of the real thing, and whether the fake BILLED them first.
 A fault is taken by the next matching request (``path`` prefix, or any). Without ``billed`` it
 answers at once, before any work: an HTTP status (:meth:`FaultControls.fail_next`, 429 with
 :meth:`~FaultControls.rate_limit_next`) or a hold until the client gives up
-(:meth:`~FaultControls.stall_next`). With ``billed=True`` (chat completions) the fake first does
-the work and bills it (the completion is computed and its usage recorded in
-:attr:`FakeOpenAI.billed`), THEN the answer is lost: the status (a gateway 504 after the provider
-billed), the hold (a hang past a client timeout or a Celery soft time limit), or
+(:meth:`~FaultControls.stall_next`; :meth:`~FaultControls.release_stalls` ends them). With
+``billed=True`` (chat completions) the fake first does the work and bills it (the completion is
+computed and its usage recorded in :attr:`FakeOpenAI.billed`), THEN the answer is lost: the status
+(a gateway 504 after the provider billed), the hold (a hang past a client timeout or a Celery soft time limit), or
 :meth:`~FaultControls.reset_next`: the answer is started and the connection dropped mid-body (the
 client sees the peer close the connection: a reset).
 """
@@ -62,6 +62,7 @@ class FaultControls:
 
     _lock: threading.Lock
     _faults: list[Fault]
+    _released: int = 0
 
     def fail_next(self, times: int = 1, *, status: int = 500, path: str | None = None, billed: bool = False) -> None:
         """The next ``times`` requests (to ``path`` if given) answer ``status`` with an error body
@@ -97,14 +98,19 @@ class FaultControls:
                     return f
         return None
 
-    @staticmethod
-    async def _fault_answer(request: Request, fault: Fault) -> Response:
+    def release_stalls(self) -> None:
+        """End every stall now (each answers its 504); later stalls hold again."""
+        with self._lock:
+            self._released += 1
+
+    async def _fault_answer(self, request: Request, fault: Fault) -> Response:
         """What a taken fault answers."""
         if fault.kind == "reset":
             return CutOff()
         if fault.kind == "stall":
             deadline = time.monotonic() + fault.seconds
-            while time.monotonic() < deadline and not await request.is_disconnected():
+            released = self._released
+            while time.monotonic() < deadline and self._released == released and not await request.is_disconnected():
                 await asyncio.sleep(0.02)
             return error_response(504, "stalled by the fake", "server_error")
         kind = "requests" if fault.status == 429 else "server_error"

@@ -125,8 +125,9 @@ def test_a_pool_timeout_never_left(fake_server: RunningServer, fake: FakeOpenAI)
         assert (exc.phase, request_never_left(exc)) == ("pool", True)
         assert fake.calls_to("/v1/chat/completions") == []
     finally:
-        client.close()
+        fake.release_stalls()  # the holder's request ends now, not at the stall's 30 s
         holder.join(30)
+        client.close()
 
 
 def test_a_batch_creation_answered_504_after_the_batch_exists_is_uncertain(

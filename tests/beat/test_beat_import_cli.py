@@ -143,6 +143,7 @@ def _subprocess(url: str, *extra: str) -> dict[str, Any]:
     return dict(json.loads(proc.stdout))
 
 
+@pytest.mark.integration  # subprocesses
 @pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def test_import_beat_as_a_subprocess_twice(backend: str, request: pytest.FixtureRequest) -> None:
     url = request.getfixturevalue("sqlite_url" if backend == "sqlite" else "pg_url")

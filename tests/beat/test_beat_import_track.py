@@ -64,7 +64,11 @@ def test_the_dry_run_shows_each_warning_on_its_own_line(tmp_path: Path) -> None:
     out = invoke("--database-url", url, "import-beat", APP, "acme/ops").output
     lines = out.splitlines()
     assert "warnings:" in lines
-    assert "  heartbeat: every 30s is shorter than the tick period (60s): it fires at most once per tick" in lines
+    assert (
+        "  heartbeat: every 30s is shorter than the tick period (60s): a fixed-cadence clock (cron, `clock send`, "
+        "`clock run --every`) runs it at most once per tick; beat with install(app, beat_clock=True) and "
+        "`clock run` wake at each fire and keep its rate"
+    ) in lines
     assert any(line.startswith("  first-monday: refused: day_of_month '1-7'") and "(AND)" in line for line in lines)
     assert any(line.startswith("  (*) anchoring (sync, heartbeat, hourly): beat counts") for line in lines)
     # against a 10 s tick period the 30 s entry is no longer short

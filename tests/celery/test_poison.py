@@ -43,7 +43,7 @@ NOT_JSON = b"not json {"
 PICKLE = pickle.dumps(((), {}, {}))  # a worker of our queues accepts JSON only
 #: [args, kwargs, embed] bodies that still are no call of the task (by task name).
 NOT_A_CALL: dict[str, list[Any]] = {
-    TICK_TASK: [[[], {"now": 5}, {}], [["a", "b"], {}, None], [[], {"later": "x"}, {}], [[], [], {}]],
+    TICK_TASK: [[[], {"now": 5}, {}], [["a", "b", "c"], {}, None], [[], {"later": "x"}, {}], [[], [], {}]],
     RUN_TASK: [[["a", "b", "c"], {}, {}], [[1, 2, 3, 4], {}, {}], [["a", "b", "c", "d"], {}, 7]],
     RUN_MANY_TASK: [[[[1, 2]], {}, {}], [[], {}, {}], [["x"], {}, {}]],
     COLLECT_TASK: [[["a", "b", "c", None], {}, {}], [{"org": "a"}, {}, {}]],

@@ -15,6 +15,8 @@ from collections import Counter
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
+
 HOURS, STEP = 3, 10  # the subprocess run: 19 ticks from 12:00 to 15:00
 
 
@@ -36,6 +38,7 @@ def _demo(tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
     return proc, tmpdir
 
 
+@pytest.mark.integration  # subprocesses
 def test_demo_runs_end_to_end(tmp_path: Path) -> None:
     proc, tmpdir = _demo(tmp_path)
     out = proc.stdout
@@ -78,6 +81,7 @@ def test_demo_runs_end_to_end(tmp_path: Path) -> None:
             assert Path(path).exists(), path
 
 
+@pytest.mark.integration  # subprocesses
 def test_the_operator_part_runs_each_claimed_fire_once_on_the_worker(tmp_path: Path) -> None:
     """The opening, in process, checked from outside: the store's ledger against the worker's own count."""
     from celery import _state

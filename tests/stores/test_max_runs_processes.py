@@ -131,5 +131,6 @@ def test_4_processes_claim_exactly_max_runs_on_postgres(pg_url: str) -> None:
     _check(pg_url)
 
 
+@pytest.mark.integration  # subprocesses
 def test_4_processes_claim_exactly_max_runs_on_sqlite(tmp_path: Path) -> None:
     _check(f"sqlite:///{tmp_path}/alma.sqlite3")

@@ -139,6 +139,7 @@ def _migrate_in_child(url: str, barrier: Any, out: Any) -> None:
         out.put(("error", repr(exc)))
 
 
+@pytest.mark.integration  # subprocesses
 def test_two_processes_migrating_at_once_both_succeed(empty_url: str) -> None:
     ctx = multiprocessing.get_context("spawn")
     barrier, out = ctx.Barrier(2), ctx.Queue()
