@@ -46,7 +46,7 @@ from alma_schedule.tasks import CeleryDispatcher
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis]
 
 SCOPE = Scope("acme", "e2e")
-SECONDS = float(os.environ.get("E2E_SECONDS", "60"))
+SECONDS = float(os.environ.get("E2E_SECONDS", "20"))
 
 
 @dataclass
@@ -138,7 +138,6 @@ def test_three_clocks_two_workers_every_fire_runs_once_and_the_ledger_agrees(e2e
     time.sleep(SECONDS)
     for clock in clocks:
         assert e2e.procs.stop(clock) == 0
-    end = utcnow()
 
     def drained() -> bool:
         rows = e2e.sql("SELECT count(*) FROM alma.runs WHERE state IN ('claimed', 'running')")
@@ -155,30 +154,25 @@ def test_three_clocks_two_workers_every_fire_runs_once_and_the_ledger_agrees(e2e
     states = Counter((state, reason) for state, reason in ledger.values())
     assert set(states) <= {("completed", "ok"), ("skipped", "missed"), ("skipped", "overlap")}, states
 
-    # every ledger row is a real fire of its routine; fires well inside the window were all decided
-    window = (start + timedelta(seconds=3), end - timedelta(seconds=3))
-    expected_total = absent = done_inside = 0
+    # every fire of each routine up to its cursor is exactly one ledger row or counted on the routine
+    # (fires_missed: collapsed by a tick that came after more than one of its fires); counts, not speed
+    decided = collapsed = 0
     for rid, (registered_at, every) in registered.items():
-        real = expected_fires(registered_at, every, registered_at, end + timedelta(seconds=every))
+        routine = e2e.schedule.store.get_routine(SCOPE, rid)
+        assert routine is not None and routine.last_fire is not None and routine.last_fire >= start, rid
+        real = expected_fires(registered_at, every, registered_at, routine.last_fire)
         rows = {k[3] for k in ledger if k[2] == rid}
         assert rows <= real, f"{rid}: run ids that are no fire of 'every {every}s': {sorted(rows - real)[:3]}"
-        inside = expected_fires(registered_at, every, *window)
-        expected_total += len(inside)
-        absent += len(inside - rows)
-        done_inside += len({k[3] for k in completed if k[2] == rid} & inside)
-    assert expected_total > 40 * (SECONDS - 6)  # ~57 fires a second
-    assert absent <= 0.02 * expected_total, f"{absent} of {expected_total} fires never decided"
-    missed_by_every = Counter(
-        registered[k[2]][1] for k, (state, reason) in ledger.items() if (state, reason) == ("skipped", "missed")
-    )
-    assert done_inside >= 0.95 * expected_total, (done_inside, expected_total, states)
+        assert not routine.fires_missed_capped
+        assert len(real) == len(rows) + routine.fires_missed, (rid, len(real), len(rows), routine.fires_missed)
+        decided += len(rows)
+        collapsed += routine.fires_missed
     tick_log = e2e.procs.log("tick")
     ticks = tick_log.count("] succeeded in")
-    assert ticks >= SECONDS  # three clocks, one tick worker: at least one tick a second ran
+    assert ticks >= 1 and decided > 0
     print(
         f"\n{SECONDS:.0f}s, 3 clocks: {ticks} ticks ran, {tick_log.count('Discarding revoked')} expired; "
-        f"fires inside the window {expected_total}: completed {done_inside}, never decided {absent}; "
-        f"whole ledger {dict(states)} (skipped(missed) by interval: {dict(missed_by_every)})"
+        f"{decided} fires decided, {collapsed} collapsed and counted; whole ledger {dict(states)}"
     )
 
 

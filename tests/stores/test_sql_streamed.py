@@ -8,7 +8,6 @@ that returns no row first)."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import psycopg
@@ -44,20 +43,34 @@ def test_every_row_once_in_order_in_chunks_of_the_size_asked(url: str) -> None:
 
 
 def test_the_first_chunk_arrives_before_the_statement_ends(url: str) -> None:
-    """Rows of a statement that sleeps before its fifth row (each row wider than the server's 8 kB
-    output buffer, so the server sends a row's head as it is made and its tail with the next one):
-    the first chunk is here while the server sleeps, the last one after."""
+    """Rows of a statement that waits, before its fifth row, for an advisory lock this test holds
+    (each row wider than the server's 8 kB output buffer, so the server sends a row's head as it is
+    made and its tail with the next one): the first chunk is here while the statement still waits
+    (pg_stat_activity says so), and the rest arrive once the test lets it go. Order, not timing."""
     if psycopg.pq.version() < ahead._CHUNKED_LIBPQ:
         pytest.skip("this libpq has no chunked rows mode")
-    slow = sa.text(
-        "SELECT i, repeat('x', 20000) AS wide, CASE WHEN i = 5 THEN pg_sleep(0.5) END AS slept"
+    waiting = sa.text(
+        "SELECT i, repeat('x', 20000) AS wide, CASE WHEN i = 5 THEN pg_advisory_xact_lock(774412) END AS waited"
         " FROM generate_series(1, 6) AS i"
     )
-    with opened(url) as store, store.engine.connect() as conn:
-        got = [(time.monotonic(), [row[0] for row in chunk]) for chunk in ahead.streamed(conn, slow, "alma", {}, 2)]
+    got: list[list[int]] = []
+    with (
+        opened(url) as store,
+        store.engine.connect() as conn,
+        psycopg.connect(libpq_url(url), autocommit=True) as holder,
+    ):
+        holder.execute("SELECT pg_advisory_lock(774412)")
+        pid = conn.connection.dbapi_connection.info.backend_pid
+        for chunk in ahead.streamed(conn, waiting, "alma", {}, 2):
+            if not got:  # the first chunk: the statement has not finished, it waits for the lock
+                state = holder.execute(
+                    "SELECT state, wait_event_type FROM pg_stat_activity WHERE pid = %s", (pid,)
+                ).fetchone()
+                assert state == ("active", "Lock"), state
+                holder.execute("SELECT pg_advisory_unlock(774412)")
+            got.append([row[0] for row in chunk])
         conn.rollback()
-    assert [ids for _, ids in got] == [[1, 2], [3, 4], [5, 6]]
-    assert got[2][0] - got[0][0] >= 0.4  # the first two rows were here while the server still slept
+    assert got == [[1, 2], [3, 4], [5, 6]]
 
 
 def test_a_failure_mid_stream_is_a_store_error_and_the_pool_works_on(url: str) -> None:
