@@ -14,7 +14,7 @@ import pytest
 from alma_schedule.policies.wake import WakeRules, decide_wake
 from alma_schedule.settings import Settings
 from alma_schedule.tasks.beat_schedule import FLOOR_SECONDS, HintSchedule, WokenFor, hint_entry
-from alma_schedule.waker import Waker
+from alma_schedule.waker import Waker, wait_for_instant
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 S = timedelta(seconds=1)
@@ -165,3 +165,30 @@ def test_the_pickle_names_no_class_of_ours_and_loads_as_a_plain_schedule_without
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["celery.schedules", "schedule", "0:00:10", "{'woken_for':", "''}"]
     assert b"HintSchedule" not in blob and b"WokenFor" not in blob  # only names that resolve without us
+
+
+class Trailing:
+    """A worker's clock that trails the real one by ``lag`` (its host's clock is behind)."""
+
+    def __init__(self, lag: timedelta) -> None:
+        self.lag = lag
+
+    def __call__(self) -> datetime:
+        return datetime.now(UTC) - self.lag
+
+
+def test_a_tick_that_arrives_early_waits_once_for_its_instant_then_claims_at_its_own_clock() -> None:
+    clock = Trailing(timedelta(milliseconds=300))
+    woken_for = datetime.now(UTC)  # the clock's host: 0.3 s ahead of this worker
+    at = wait_for_instant(woken_for, clock, timedelta(seconds=2))
+    assert at >= woken_for  # never claims before the instant it was woken for
+
+
+def test_a_tick_from_a_clock_too_far_ahead_claims_at_its_own_clock_at_once(caplog: pytest.LogCaptureFixture) -> None:
+    clock = Trailing(timedelta(minutes=10))
+    woken_for = datetime.now(UTC)
+    with caplog.at_level(logging.WARNING, logger="alma_schedule.clock"):
+        at = wait_for_instant(woken_for, clock, timedelta(seconds=2))
+    assert at < woken_for  # no wait of ten minutes: it claims what is due by its own clock (nothing early)
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert "ALMA_CLOCK_TOLERANCE" in line
