@@ -106,6 +106,29 @@ class StoreRaceContract:
         runs = store.list_runs(SCOPE, limit=10 * n)
         assert len(runs) == n and {r.state for r in runs} == {"claimed"}
 
+    def test_16_claimers_count_each_collapsed_fire_once(self, store: Store) -> None:
+        """Issue 44: routines down for 10 minutes, claimed by 16 racing ticks: each routine's 9
+        collapsed fires are counted once (the count rides in its locked cursor move)."""
+        from alma_schedule.engine.decide import decide
+        from alma_schedule.settings import Settings
+
+        n = self.scaled(200)
+        for rid in _ids(n):
+            register(store, rid, schedule={"every": 60}, last_fire=T0 - 10 * MINUTE, next_due_at=T0 - 9 * MINUTE)
+        settings = Settings()
+
+        def claimer(_: int) -> list[ClaimBatch]:
+            mine: list[ClaimBatch] = []
+            while True:
+                batch = store.claim_due(T0, 20, lambda r: decide(r, T0, settings), TIMERS)
+                if not batch.claimed:
+                    return mine
+                mine.append(batch)
+
+        batches = [b for mine in race(16, claimer) for b in mine]
+        assert sum(k for b in batches for _, k in b.fires_missed) == 9 * n, "each collapsed fire reported once"
+        assert {(r.fires_missed, r.last_fire) for r in store.iter_routines()} == {(9, T0)}, "counted once each"
+
     def test_claim_due_against_claim_manual_loses_no_fire(self, store: Store) -> None:
         n = self.scaled(200)
         ids = _ids(n)
