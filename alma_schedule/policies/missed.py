@@ -16,7 +16,10 @@ its window, e.g. ``catch_up``, has closed), so it never counts; a superseded or 
 row too. With ``max_runs`` (:func:`within_runs`) at most the claims left minus the one claimed are
 counted: the fires claimed and the fires counted never exceed the limit, and fires past it were
 not due. A later backfill that runs a counted fire does not uncount it: the count is what the
-schedule collapsed.
+schedule collapsed. A re-registration that lifts a finished routine's ``max_runs`` or moves its
+``not_after`` keeps its cursor (the routine is due again from it, and its latest fire is claimed:
+``engine/register.py``), so its first claim counts the fires since that cursor under the new
+policy.
 
 The count is exact up to :data:`CAP` per claim and stops there (a minutely routine down for a
 month costs 10,000 steps of the cron search, about 30 ms, not 43,200): a claim that counted
