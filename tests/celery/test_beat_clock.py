@@ -339,6 +339,10 @@ def test_real_beat_sends_expiring_ticks_keeps_the_rest_and_two_beats_are_harmles
     wait_for(lambda: any(m["headers"]["task"] == "fleet.ping" for m in messages(r, "celery")), 60, 0.2, "kept")
     log = beats.log("beat1")
     assert "lights (solar" in log and "custom (custom schedule class" in log and "first-monday (" in log
+    # its store was never migrated: no hint, so it beats on the period (2 s), and says so once
+    wait_for(lambda: len(tick_messages(r)) >= 4, 60, 0.2, "two beats beating on the period")
+    log = beats.log("beat1")
+    assert log.count("no wake-up hint") == 1 and "ticking on the heartbeat (ALMA_TICK_PERIOD)" in log
     assert "celery.backend_cleanup (" not in log
 
 
