@@ -16,13 +16,12 @@ compare-and-set, so two racing ``add`` commands cannot both create.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import click
 
 from alma_schedule.cli.context import CliContext, emit_json, handle_errors, json_option, print_table
-from alma_schedule.cli.wiring import build_schedule, parse_instant
+from alma_schedule.cli.wiring import build_schedule, is_embedded, parse_instant
 from alma_schedule.engine.register import RegisterMode, RegistrationReceipt
 from alma_schedule.errors import InvalidInput, NotFound, RegistrationRefused
 from alma_schedule.model import RoutineSpec, Scope
@@ -30,13 +29,11 @@ from alma_schedule.model import RoutineSpec, Scope
 UPDATE_HINT = "change it with `routines update` (or `routines add --update`)"
 
 
-def json_arg(name: str, text: str) -> Any:
-    """Parse JSON given inline or as ``@file.json``."""
+def json_arg(name: str, text: str, limit: int | None = None, setting: str = "") -> Any:
+    """Parse JSON given inline or as ``@file.json``; a file is read up to ``limit`` bytes (the
+    setting named by ``setting``) and refused past it, so ``@/dev/zero`` is one line, not a kill."""
     if text.startswith("@"):
-        try:
-            text = Path(text[1:]).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise InvalidInput(f"{name}: cannot read {text[1:]!r}: {exc.strerror}") from None
+        text = _read_bounded(name, text[1:], limit, setting)
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
@@ -45,7 +42,39 @@ def json_arg(name: str, text: str) -> Any:
         raise InvalidInput(f"{name} is nested too deeply to parse") from None
 
 
+def _read_bounded(name: str, path: str, limit: int | None, setting: str) -> str:
+    """The text of ``path``, at most ``limit`` bytes of it read (one more tells it is larger)."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read() if limit is None else fh.read(limit + 1)
+    except OSError as exc:
+        raise InvalidInput(f"{name}: cannot read {path!r}: {exc.strerror}") from None
+    if limit is not None and len(data) > limit:
+        raise InvalidInput(f"{name}: {path!r} is larger than {setting} ({limit} bytes)")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidInput(f"{name}: {path!r} is not UTF-8 text") from None
+
+
+def _definition(obj: CliContext, text: str) -> Any:
+    return json_arg("--definition", text, obj.settings.max_definition_bytes, "ALMA_MAX_DEFINITION_BYTES")
+
+
+def _schedule(obj: CliContext, text: str) -> Any:
+    return json_arg("--schedule", text, obj.settings.max_schedule_bytes, "ALMA_MAX_SCHEDULE_BYTES")
+
+
+def refuse_at_in_production(obj: CliContext, at: str | None) -> None:
+    """``--at`` back-dates a routine's registration (its ``every`` anchor): embedded store only."""
+    if at is not None and not is_embedded(obj.settings):
+        raise InvalidInput(
+            "--at is only for the embedded store (SQLite or memory): a production store registers at its own now"
+        )
+
+
 def _register(obj: CliContext, spec: RoutineSpec, at: str | None, mode: RegisterMode) -> RegistrationReceipt:
+    refuse_at_in_production(obj, at)
     sc = spec.scope
     if mode == "create" and obj.store().get_routine(sc, spec.routine_id) is not None:
         raise RegistrationRefused(f"routine {spec.key} already exists: {UPDATE_HINT}")
@@ -105,14 +134,15 @@ def add(
       alma-schedule routines add acme/alice briefing --kind turn \\
         --schedule '{"cron": "0 8 * * 1-5", "tz": "Europe/Lisbon"}' --definition @briefing.json
     """
+    refuse_at_in_production(obj, at)
     sc = Scope.parse(scope)
     spec = RoutineSpec(
         sc.org,
         sc.uid,
         routine_id,
         kind,
-        json_arg("--schedule", schedule_text),
-        json_arg("--definition", definition_text),
+        _schedule(obj, schedule_text),
+        _definition(obj, definition_text),
     )
     existed = upsert and obj.store().get_routine(sc, routine_id) is not None
     receipt = _register(obj, spec, at, "upsert" if upsert else "create")
@@ -148,6 +178,7 @@ def update(
     Example:
       alma-schedule routines update acme/alice briefing --schedule '{"cron": "0 9 * * 1-5"}'
     """
+    refuse_at_in_production(obj, at)
     sc = Scope.parse(scope)
     current = obj.store().get_routine(sc, routine_id)
     if current is None:
@@ -157,7 +188,7 @@ def update(
         sc.uid,
         routine_id,
         kind if kind is not None else current.kind,
-        json_arg("--schedule", schedule_text) if schedule_text is not None else dict(current.schedule),
-        json_arg("--definition", definition_text) if definition_text is not None else dict(current.definition),
+        _schedule(obj, schedule_text) if schedule_text is not None else dict(current.schedule),
+        _definition(obj, definition_text) if definition_text is not None else dict(current.definition),
     )
     _print_receipt(_register(obj, spec, at, "update"), as_json, created=False)
