@@ -11,7 +11,7 @@ from datetime import timedelta
 from typing import Any, Protocol
 
 from alma_schedule.errors import ConfigurationError
-from alma_schedule.model.secret import Secret
+from alma_schedule.model.secret import Secret, mask_url
 
 
 class StoreAndBroker(Protocol):
@@ -36,6 +36,7 @@ __all__ = [
     "parse_duration",
     "refuse_lost_sends",
     "seconds_text",
+    "shown_value",
 ]
 
 _DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+(?:\.\d+)?)s)?$")
@@ -92,6 +93,17 @@ def seconds_text(value: timedelta) -> str:
 #: The store's own namespace in a shared database: a PostgreSQL schema, or a table prefix on SQLite.
 DEFAULT_DATABASE_SCHEMA = "alma"
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+
+def shown_value(kind: str, value: Any) -> Any:
+    """A setting's value as ``repr(Settings)``, ``describe()`` and logs show it: a :class:`Secret` as
+    ``********``, a URL with its password (and query credentials) masked (:func:`mask_url`), anything
+    else as it is. Never the value the code uses."""
+    if isinstance(value, Secret):
+        return "********"
+    if kind == "url" and isinstance(value, str):
+        return mask_url(value)
+    return value
 
 
 def check_database_schema(value: str, label: str = "ALMA_DATABASE_SCHEMA") -> str:

@@ -7,7 +7,8 @@ environment over them, flags over both; an unknown ``alma_*`` key or ``ALMA_*`` 
 did-you-mean) or a malformed value is a :class:`ConfigurationError` naming it. :func:`peek` reads
 one raw value WITHOUT validating anything (for a process that imports a fleet's app but runs none
 of our code: it must never fail because of our settings). Secret fields are :class:`Secret` values
-whose ``repr`` never shows the text.
+whose ``repr`` never shows the text; ``repr``/``str`` of :class:`Settings` and ``describe()`` show
+every URL setting with its password masked (``postgresql://alma:***@db/alma``), never the value used.
 
 Durations accept seconds (``90``) or ``90s``, ``15m``, ``2h``, ``1d``, ``1h30m``.
 
@@ -30,7 +31,7 @@ from alma_schedule.errors import ConfigurationError
 from alma_schedule.model.secret import Secret as Secret  # re-exported: its home since 0.1.0
 from alma_schedule.model.time import system_time
 from alma_schedule.setting_values import DEFAULT_DATABASE_SCHEMA as DEFAULT_DATABASE_SCHEMA
-from alma_schedule.setting_values import check_dashboard, convert_value
+from alma_schedule.setting_values import check_dashboard, convert_value, shown_value
 from alma_schedule.setting_values import check_database_schema as check_database_schema
 from alma_schedule.setting_values import derived_tick_expires as derived_tick_expires
 from alma_schedule.setting_values import is_embedded_store as is_embedded_store
@@ -251,18 +252,18 @@ class Settings:
             changes["tick_expires"] = None
         return dataclasses.replace(self, **changes)
 
+    def __repr__(self) -> str:  # dataclass keeps this one: secrets and URL passwords masked
+        shown = (f"{f.name}={shown_value(f.metadata.get('kind', ''), getattr(self, f.name))!r}" for f in _FIELDS)
+        return f"Settings({', '.join(shown)})"
+
     def describe(self) -> dict[str, Any]:
-        """Settings as plain values, secrets masked (for ``--debug`` and docs)."""
+        """Settings as plain values, secrets and URL passwords masked (for ``--debug`` and docs)."""
         out: dict[str, Any] = {}
-        for f in dataclasses.fields(self):
+        for f in _FIELDS:
             if f.metadata.get("kind") == "code":
                 continue
             v = getattr(self, f.name)
-            if isinstance(v, Secret):
-                v = "********"
-            elif isinstance(v, timedelta):
-                v = f"{v.total_seconds():g}s"
-            out[f.name] = v
+            out[f.name] = _secs(v) if isinstance(v, timedelta) else shown_value(f.metadata.get("kind", ""), v)
         return out
 
 
@@ -272,7 +273,8 @@ def __getattr__(name: str) -> Any:
     return resolve_alias(__name__, name, {"system_clock": ("alma_schedule.model.time", "system_time")})
 
 
-FIELDS: Mapping[str, dataclasses.Field[Any]] = {f.name: f for f in dataclasses.fields(Settings)}
+_FIELDS = dataclasses.fields(Settings)
+FIELDS: Mapping[str, dataclasses.Field[Any]] = {f.name: f for f in _FIELDS}
 
 
 def env_name(name: str) -> str:

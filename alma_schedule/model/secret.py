@@ -1,10 +1,38 @@
-"""``Secret``: a string hidden in ``repr``/``str`` and compared in constant time (settings' secret fields)."""
+"""``Secret``: a string hidden in ``repr``/``str`` and compared in constant time (settings' secret fields);
+:func:`mask_url`: a URL with its password (and any credential in its query) shown as ``***``."""
 
 from __future__ import annotations
 
 import hmac
+import re
 
-__all__ = ["Secret"]
+__all__ = ["MASK", "Secret", "mask_url"]
+
+#: What a masked password reads as.
+MASK = "***"
+_USER = re.compile(r"[^:/@]*:")
+_QUERY_CREDENTIAL = re.compile(
+    r"([?&;](?:password|passwd|pass|pwd|secret|token|api_key|apikey|key|access_token|auth)=)[^&#;]*", re.IGNORECASE
+)
+
+
+def mask_url(url: str) -> str:
+    """``url`` as it may be shown: ``scheme://user:***@host/...``, each credential in its query
+    (``?password=``, ``token=``, ...) as ``***``; every URL of a ``;``-separated failover list (kombu)
+    masked. The value the code uses is never this: it is only for ``repr``, ``describe()`` and logs.
+    A password holding an unencoded ``@`` or ``/`` is masked up to the last ``@`` (never partly shown)."""
+    return ";".join(_mask_one(part) for part in url.split(";"))
+
+
+def _mask_one(url: str) -> str:
+    head, sep, tail = url.partition("://")
+    if sep:
+        user = _USER.match(tail)
+        at = tail.rfind("@")
+        if user is not None and at >= user.end():  # everything from the colon to the last @: never less
+            tail = f"{user.group(0)}{MASK}{tail[at:]}"
+        url = f"{head}{sep}{tail}"
+    return _QUERY_CREDENTIAL.sub(lambda m: m.group(1) + MASK, url)
 
 
 class Secret:
