@@ -94,7 +94,7 @@ def fail(message: str) -> None:
 
 
 def handle_errors(fn: F) -> F:
-    """Turn our typed errors into a one-line message and exit 1 (a traceback only with --debug)."""
+    """Turn every error into a one-line message and exit 1 (a traceback only with --debug)."""
 
     @wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -106,6 +106,13 @@ def handle_errors(fn: F) -> F:
             if obj is not None and obj.debug:
                 raise
             fail(str(exc))
+        except (click.ClickException, click.Abort, click.exceptions.Exit):
+            raise  # click's own: usage errors (exit 2) print themselves
+        except Exception as exc:  # a bug or a library's error: still one line (issue 45, item 12)
+            if obj is not None and obj.debug:
+                raise
+            first = next(iter(str(exc).strip().splitlines()), "")[:300]
+            fail(f"unexpected {type(exc).__name__}{': ' + first if first else ''} (--debug shows the traceback)")
         finally:
             if obj is not None and ctx.parent is not None and ctx.parent.parent is None:
                 pass

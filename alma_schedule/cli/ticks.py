@@ -105,7 +105,8 @@ def tick(obj: CliContext, at: str | None, in_process: bool, as_json: bool) -> No
         return
     if when is not None and embedded:
         obj.use_settings(settings.replace(clock=lambda: when))
-    report = build_schedule(obj).tick(now=when)
+    # in-process on a production store sends what it claims: the memory:// broker is refused first
+    report = build_schedule(obj, sends=not embedded).tick(now=when)
     if as_json:
         emit_json(report.to_dict())
         return

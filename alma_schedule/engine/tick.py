@@ -49,6 +49,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TypeVar
 
+from alma_schedule.errors import SchemaMismatch, StoreUnavailable
 from alma_schedule.model import (
     Decision,
     Deferral,
@@ -90,12 +91,19 @@ T = TypeVar("T")
 MAINTENANCE = "<maintenance>"
 
 
-def _maintain(name: str, step: Callable[[], T], errors: list[TickError]) -> T | None:
-    """Run one maintenance step; a failure is logged and reported, never raised."""
+def _maintain(
+    name: str, step: Callable[[], T], errors: list[TickError], fatal: tuple[type[Exception], ...] = ()
+) -> T | None:
+    """Run one maintenance step; a failure is logged (one line; its traceback at DEBUG) and
+    reported, never raised, unless it is one of ``fatal`` (a store that is down or not migrated,
+    met by the tick's first step: the tick raises it, as it would at its next read)."""
     try:
         return step()
+    except fatal:
+        raise
     except Exception as exc:
-        log.error("tick maintenance %s failed: %s", name, type(exc).__name__, exc_info=exc)
+        trace = exc if log.isEnabledFor(logging.DEBUG) else None
+        log.error("tick maintenance %s failed: %s: %s", name, type(exc).__name__, exc, exc_info=trace)
         errors.append(TickError(MAINTENANCE, f"{name}: {type(exc).__name__}"))
         return None
 
@@ -146,7 +154,8 @@ def tick(rt: Runtime, now: datetime | None = None) -> TickReport:
     buffered: list[RunKey] = []
     errors: list[TickError] = []
     outbox = Outbox(s.tick_gc_pause)  # sends held until the tick's next store step (the last ones: :mod:`.outbox`)
-    _maintain("reconcile_zone_data", lambda: reconcile_zones(rt), errors)  # once per process, then no-op
+    # once per process, then no-op; the tick's first store step: a store down or not migrated raises here
+    _maintain("reconcile_zone_data", lambda: reconcile_zones(rt), errors, (StoreUnavailable, SchemaMismatch))
     todo = store.probe_tick(at, s.run_time_limit)  # ONE read: which steps have anything to do
     try:
         live = claim_live(rt, at, deciding, outbox) if todo.due else Claims()

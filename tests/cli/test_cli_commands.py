@@ -136,7 +136,11 @@ def test_trigger_runs_embedded_and_ledger(env: dict[str, str], tmp_path: Path, r
     assert "briefing" in table
 
 
-def test_plan_tick_reindex_stuck_erase_prune(env: dict[str, str], tmp_path: Path) -> None:
+def test_plan_tick_reindex_stuck_erase_prune(
+    env: dict[str, str], tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    if not env["ALMA_DATABASE_URL"].startswith("sqlite"):  # a production tick refuses memory:// (issue 45)
+        env = {**env, "ALMA_BROKER_URL": request.getfixturevalue("redis_url")}
     migrate_store(env["ALMA_DATABASE_URL"])
     add_briefing(env, tmp_path)
     plan = json.loads(ok(run(env, "plan", "--at", "2099-01-01T09:00:00Z", "--json")))

@@ -155,20 +155,12 @@ def _prepare(conn: Connection, space: Namespace, *, adopt: bool, where: str) -> 
         conn.execute(qa.create_schema(conn, space.name))
     if current_revision(conn, space) is not None:
         return ()  # ours already: a 0.1.0 store beside it (if any) is someone else's business
-    source = conn.execute(qa.current_schema()).scalar() if space.postgres else None
-    found = set(conn.execute(qa.existing_tables(space.dialect, source, (*LEGACY_TABLES, "alembic_version"))).scalars())
-    if not set(LEGACY_TABLES) <= found or "alembic_version" not in found:
+    legacy = legacy_tables(conn, space)
+    if legacy is None:
         return ()
-    if LEGACY_REVISION not in conn.execute(qa.legacy_versions(source)).scalars().all():
-        return ()  # a fleet's own tables that happen to share our names: not ours to move
-    names = ", ".join(LEGACY_TABLES)
-    here = f"schema {source!r}" if source else "the file's main tables"
+    source = legacy[0]
     if not adopt:
-        raise AdoptionRequired(
-            f"store {where} holds alma-schedule 0.1.0's tables ({names}; alembic_version "
-            f"{LEGACY_REVISION}) in {here}: stop workers and clocks, then run "
-            f"`alma-schedule migrate --adopt` to move them into {space.describe()}"
-        )
+        raise adoption_required(space, where, source)
     if space.postgres and source == space.name:  # ALMA_DATABASE_SCHEMA names the default schema
         _forget_legacy_version(conn, source)
         return LEGACY_TABLES
@@ -185,6 +177,29 @@ def _prepare(conn: Connection, space: Namespace, *, adopt: bool, where: str) -> 
         _move(conn, space, table, source)
     _forget_legacy_version(conn, source)
     return LEGACY_TABLES
+
+
+def legacy_tables(conn: Connection, space: Namespace) -> tuple[str | None] | None:
+    """``(schema,)`` where alma-schedule 0.1.0's tables are (PostgreSQL: the current schema; SQLite:
+    None, the file's main tables), or None when this database holds no 0.1.0 store (a fleet's own
+    tables that happen to share our names are not one: their alembic_version is not ours)."""
+    source = conn.execute(qa.current_schema()).scalar() if space.postgres else None
+    found = set(conn.execute(qa.existing_tables(space.dialect, source, (*LEGACY_TABLES, "alembic_version"))).scalars())
+    if not set(LEGACY_TABLES) <= found or "alembic_version" not in found:
+        return None
+    if LEGACY_REVISION not in conn.execute(qa.legacy_versions(source)).scalars().all():
+        return None
+    return (source,)
+
+
+def adoption_required(space: Namespace, where: str, source: str | None) -> AdoptionRequired:
+    """The one-line refusal of a 0.1.0 store: `migrate --adopt` moves its tables into ``space``."""
+    here = f"schema {source!r}" if source else "the file's main tables"
+    return AdoptionRequired(
+        f"store {where} holds alma-schedule 0.1.0's tables ({', '.join(LEGACY_TABLES)}; alembic_version "
+        f"{LEGACY_REVISION}) in {here}: stop workers and clocks, then run "
+        f"`alma-schedule migrate --adopt` to move them into {space.describe()}"
+    )
 
 
 def _forget_legacy_version(conn: Connection, source: str | None) -> None:

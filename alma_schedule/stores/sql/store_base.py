@@ -126,16 +126,30 @@ class SqlBase:
         with self._schema_lock:
             if self._schema_ok:
                 return
-            with mapped_errors(self._url), self._engine.connect() as conn:
-                conn.execution_options(**READ)
-                with conn.begin():
-                    version = conn.execute(q.select_schema_version()).scalar()
+            try:
+                with mapped_errors(self._url), self._engine.connect() as conn:
+                    conn.execution_options(**READ)
+                    with conn.begin():
+                        version = conn.execute(q.select_schema_version()).scalar()
+            except SchemaMismatch:  # no version table of ours: a 0.1.0 store asks for `migrate --adopt`
+                self._refuse_legacy()
+                raise
             if version != HEAD_REVISION:
+                self._refuse_legacy()
                 raise SchemaMismatch(
                     f"store {self.url} ({self.namespace.describe()}) is at schema revision {version!r}, "
                     f"this version needs {HEAD_REVISION!r}: run `alma-schedule migrate`"
                 )
             self._schema_ok = True
+
+    def _refuse_legacy(self) -> None:
+        """Raise :class:`~alma_schedule.errors.AdoptionRequired` when the database holds a 0.1.0 store."""
+        from alma_schedule.stores.sql.migrate import adoption_required, legacy_tables
+
+        with mapped_errors(self._url), self._engine.connect() as conn, conn.begin():
+            legacy = legacy_tables(conn, self.namespace)
+        if legacy is not None:
+            raise adoption_required(self.namespace, self.url, legacy[0])
 
     def dispose(self) -> None:
         """Forget pooled connections WITHOUT closing them (call in a child after ``fork``)."""
