@@ -17,11 +17,10 @@ Conventions (all backends, checked by the contract suite in :mod:`alma_schedule.
   ``ClaimResult.released`` for the caller to send after the commit.
 * The system half (peeks, operator lists, heartbeat, maintenance) is :class:`SystemStore`
   (:mod:`.system`), which :class:`Store` extends.
-* The store holds no policy: fire instants, expiries, back-offs and thresholds come from the caller
-  (``decide``, :class:`Timers`), and the rules that apply them (the failure streak, supersession,
-  the planning back-off, money settlement) are the pure functions of :mod:`alma_schedule.policies`.
-* Bad input (ids, JSON) raises :class:`InvalidInput` before anything is written; driver errors are
-  mapped to :class:`StoreError` subclasses at one boundary.
+* The store holds no policy: instants, expiries, back-offs and thresholds come from the caller
+  (``decide``, :class:`Timers`); the rules are the pure functions of :mod:`alma_schedule.policies`.
+* Bad input raises :class:`InvalidInput` before anything is written; driver errors are mapped to
+  :class:`StoreError` subclasses at one boundary.
 """
 
 from __future__ import annotations
@@ -138,11 +137,10 @@ class Store(SystemStore, Protocol):
         routine it gets may carry an empty ``definition`` (planning never reads it: the SQL store
         does not fetch it).
         Then: ``Fire`` advances the cursor (``WHERE last_fire < fire_at``, ``next_due_at``, clears
-        the error back-off, and adds the Fire's ``fires_missed``, 0 to 10,000, to the routine's
-        ``fires_missed``, latching ``fires_missed_capped`` when it is 10,000:
-        :mod:`alma_schedule.policies.missed`; in that same write) and, in a NEW statement, inserts the
-        run row: ``claimed`` (``resend_at``
-        from the Fire or ``now + timers.resend_first``), or
+        the error back-off, adds the Fire's ``fires_missed`` (0 to 10,000; 10,000 latches
+        ``fires_missed_capped``: :mod:`alma_schedule.policies.missed`) in that same write) and, in a
+        NEW statement, inserts the run row: ``claimed`` (``resend_at`` from the Fire or ``now +
+        timers.resend_first``), or
         ``skipped(overlap)`` when the routine has a non-terminal run other than an older schedule
         ``claimed`` one, which is superseded to ``skipped(missed)`` first (CAS, same transaction);
         with ``Fire.buffer`` (overlap ``latest``) such a blocked fire is inserted ``buffered``
@@ -152,10 +150,9 @@ class Store(SystemStore, Protocol):
         ``Defer`` sets ``defer_until``/``last_error`` and bumps ``error_count``. The returned
         :class:`ClaimBatch` lists claimed rows, skipped rows (overlap, missed, superseded and
         replaced buffered rows), deferrals (``first`` True when the routine's ``error_count`` was 0)
-        and the rows inserted ``buffered``, and the fires the cursor moves collapsed, by routine kind
-        (``fires_missed``). Every inserted row (claimed, skipped or buffered) stores
-        the Fire's ``due_at`` (its jittered instant; ``fire_at`` when the Fire has none). A Fire
-        whose ``fires_missed`` is no int from 0 to 10,000 is a bad answer (the routine is deferred).
+        and the rows inserted ``buffered``, and the fires the cursor moves collapsed, by kind
+        (``fires_missed``). Every inserted row stores the Fire's ``due_at`` (its jittered instant;
+        ``fire_at`` when none). A ``fires_missed`` outside 0..10,000 is a bad answer (deferred).
 
         ``max_runs`` (issue 15): for each ``claimed`` row inserted from a ``Fire`` whose ``max_runs``
         is set, the same transaction adds 1 to the routine's ``schedule_claims`` and, when that
