@@ -68,11 +68,9 @@ class Store(SystemStore, Protocol):
         CAS on the current revision (None = the row must not exist or be tombstoned); a mismatch
         raises :class:`StoreConflict`. Appends a :class:`RoutineVersion` when the revision is new.
         A tombstoned id with a non-terminal run is refused with :class:`RegistrationRefused`
-        naming the blocking run. ``tzdata_version`` is replaced too; ``next_due_at`` is stored NULL
-        while the kept row is paused or disabled. A fresh row (new or tombstoned) takes every field
-        of ``routine`` with the planning back-off cleared and ``schedule_claims``, ``fires_missed``
-        0 (``fires_missed_capped`` false); a kept row keeps them (only ``claim_due`` writes them).
-        """
+        naming the blocking run. ``tzdata_version`` is replaced too; ``next_due_at`` is NULL while
+        the kept row is paused or disabled. A fresh row takes ``routine``'s fields, the back-off
+        cleared, ``schedule_claims``/``fires_missed`` 0; a kept row keeps them (``claim_due``'s)."""
         ...
 
     def set_enabled(
