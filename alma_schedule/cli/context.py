@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 import click
 
+from alma_schedule.cli.terminal import terminal_cell, terminal_text
 from alma_schedule.errors import AlmaScheduleError
 from alma_schedule.settings import Settings, load_settings, peek
 
@@ -88,8 +89,8 @@ class CliContext:
 
 
 def fail(message: str) -> None:
-    """Print one line on stderr and exit 1."""
-    click.echo(f"error: {message}", err=True)
+    """Print one line on stderr and exit 1 (control and bidi characters shown as ``\\uXXXX``)."""
+    click.echo(f"error: {terminal_text(message)}", err=True)
     raise SystemExit(1)
 
 
@@ -133,16 +134,21 @@ def _default(value: Any) -> Any:
 
 
 def print_table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-    """A rich table on stdout (plain text when not a terminal)."""
+    """A rich table on stdout (plain text when not a terminal). Every title, header and cell goes
+    through :func:`~alma_schedule.cli.terminal.terminal_cell`: stored text is shown as text, never
+    read as rich markup or emoji codes, its control and bidi characters as ``\\uXXXX``."""
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=title, show_lines=False)
+    table = Table(title=None if title is None else terminal_cell(title), show_lines=False)
     for c in columns:
-        table.add_column(c, overflow="fold")
+        table.add_column(terminal_cell(c), overflow="fold")
     for row in rows:
-        table.add_row(*("" if v is None else str(v) for v in row))
-    Console(file=sys.stdout, width=200 if not sys.stdout.isatty() else None).print(table)
+        table.add_row(*(terminal_cell(v) for v in row))
+    console = Console(
+        file=sys.stdout, width=200 if not sys.stdout.isatty() else None, markup=False, emoji=False, highlight=False
+    )
+    console.print(table)
 
 
 def json_option(fn: F) -> F:

@@ -53,7 +53,7 @@ from alma_schedule.core import (
 )
 from alma_schedule.core.interval import format_interval
 from alma_schedule.errors import InvalidInput, InvalidSchedule, NotFound, RegistrationRefused, StoreConflict
-from alma_schedule.model import Routine, RoutineKey, RoutineSpec, check_id
+from alma_schedule.model import Routine, RoutineSpec, check_new_id
 from alma_schedule.policies.jitter import due_at, jitter_refusal
 from alma_schedule.policies.wake import FIXED_CADENCE_NOTE
 
@@ -236,8 +236,12 @@ def register(
     if mode not in MODES:
         raise InvalidInput(f"register mode {mode!r} is not one of {', '.join(MODES)}")
     at = rt.now(now)
-    RoutineKey(spec.org, spec.uid, spec.routine_id)  # validates the three ids
-    check_id("kind", spec.kind)
+    # the three ids and the kind, as new ids: no Unicode control or format character either
+    # (a row stored before that rule still reads: lookups keep check_id)
+    check_new_id("org", spec.org, allow_slash=False)
+    check_new_id("uid", spec.uid, allow_slash=False)
+    check_new_id("routine_id", spec.routine_id)
+    check_new_id("kind", spec.kind)
     check_registration(spec, rt.settings)  # the size limits, before anything costly
     try:
         schedule = validate_schedule(spec.schedule, now=at)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from alma_schedule.model.backfill import BACKFILL_ORIGIN, Backfill, BackfillStep
 from alma_schedule.model.data import Data
-from alma_schedule.model.ids import MANUAL_PREFIX, MAX_ID_LENGTH, check_id, manual_run_id, new_ulid
+from alma_schedule.model.ids import MANUAL_PREFIX, MAX_ID_LENGTH, check_id, check_new_id, manual_run_id, new_ulid
 from alma_schedule.model.keys import RoutineKey, RunKey, Scope, check_scope, governed_key
 from alma_schedule.model.money import Ceiling, ReserveResult
 from alma_schedule.model.names import COLLECT_TASK, OUR_TASKS, RUN_MANY_TASK, RUN_TASK, TICK_TASK
@@ -112,6 +112,7 @@ __all__ = [
     "ZoneReconciliation",
     "aware_utc",
     "check_id",
+    "check_new_id",
     "check_scope",
     "governed_key",
     "manual_run_id",

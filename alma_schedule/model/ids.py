@@ -1,8 +1,15 @@
 """Identifiers: the one validation of an id, and ULIDs for manual runs.
 
 Ids (org, uid, routine id) are 1-200 characters of valid UTF-8 text without control characters
-(NUL included); ``org`` and ``uid`` may not contain ``/`` (the CLI's ``ORG/UID`` form). Quotes and
-SQL metacharacters are stored verbatim: every statement is parameterised.
+(NUL included); ``org`` and ``uid`` may not contain ``/`` (the CLI's ``ORG/UID`` form). Quotes,
+SQL metacharacters and rich markup (``[/]``) are stored verbatim: every statement is
+parameterised and every terminal cell is text (:mod:`alma_schedule.cli.terminal`).
+
+A *new* id (a registration's org, uid, routine id and kind, a pause reason) also refuses every
+Unicode control and format character (:func:`check_new_id`: categories Cc and Cf, so C1 such as
+U+009B and the bidi overrides such as U+202E too). Lookups and stored rows keep the older rule
+(ASCII controls only), so a row written before 0.3 with such a character still reads, ticks and
+can be paused or deleted; every medium shows it escaped.
 """
 
 from __future__ import annotations
@@ -10,10 +17,12 @@ from __future__ import annotations
 import os
 import re
 import time
+import unicodedata
 
 from alma_schedule.errors import InvalidInput
+from alma_schedule.model.printable import REFUSED_IN_IDS, escape_code, escape_unprintable
 
-__all__ = ["MANUAL_PREFIX", "MAX_ID_LENGTH", "check_id", "manual_run_id", "new_ulid"]
+__all__ = ["MANUAL_PREFIX", "MAX_ID_LENGTH", "check_id", "check_new_id", "manual_run_id", "new_ulid"]
 
 MAX_ID_LENGTH = 200
 #: The run id of a manual run (``trigger``) starts with this; a scheduled fire's is ``fire_id(instant)``.
@@ -35,12 +44,32 @@ def check_id(name: str, value: object, *, allow_slash: bool = True) -> str:
     except UnicodeEncodeError:
         raise InvalidInput(f"{name} is not valid UTF-8 text") from None
     if _CONTROL.search(value):
-        raise InvalidInput(f"{name} contains a control character (NUL included)")
+        raise InvalidInput(f"{name} contains a control character (NUL included): '{escape_unprintable(value)}'")
     if not allow_slash and "/" in value:
         raise InvalidInput(f"{name} must not contain '/'")
     if value != value.strip():
         raise InvalidInput(f"{name} must not start or end with whitespace")
     return value
+
+
+def check_new_id(name: str, value: object, *, allow_slash: bool = True) -> str:
+    """:func:`check_id`, and no Unicode control or format character (categories Cc, Cf): the rule
+    of an id being created. The refusal names the id and the character, both as ``\\uXXXX``
+    escapes (the message never carries the character itself to a terminal or a log)."""
+    text = check_id(name, value, allow_slash=allow_slash)
+    if text.isprintable():  # isprintable refuses a superset of Cc and Cf: the common case ends here
+        return text
+    for char in text:
+        category = unicodedata.category(char)
+        if category in REFUSED_IN_IDS:
+            kind = "format" if category == "Cf" else "control"
+            label = unicodedata.name(char, "")
+            named = f"{escape_code(char)} ({label})" if label else escape_code(char)
+            raise InvalidInput(
+                f"{name} '{escape_unprintable(text)}' contains the {kind} character {named}: "
+                "ids refuse Unicode control and format characters"
+            )
+    return text
 
 
 def new_ulid(now_ms: int | None = None) -> str:

@@ -29,6 +29,7 @@ from alma_schedule.model import (
     RunResult,
     Scope,
     check_id,
+    check_new_id,
     check_scope,
 )
 from alma_schedule.model.time import MIN_INSTANT
@@ -141,7 +142,7 @@ def set_paused_args(
     """``set_paused``: the checks of :func:`set_enabled_args`, then the reason (an id) if any."""
     out = set_enabled_args(scope, routine_id, now, next_due_at)
     if reason is not None:
-        check_id("reason", reason)
+        check_new_id("reason", reason)  # a new text: no Unicode control or format character
     return out
 
 
