@@ -11,6 +11,7 @@ import click
 from alma_schedule.cli.context import CliContext, emit_json, handle_errors, json_option, print_table
 from alma_schedule.cli.routines_add import add, update
 from alma_schedule.cli.routines_ops import backfill, describe
+from alma_schedule.cli.terminal import terminal_text
 from alma_schedule.cli.wiring import build_schedule
 from alma_schedule.core.policy import policy_of
 from alma_schedule.errors import AlmaScheduleError, InvalidInput, NotFound
@@ -280,9 +281,9 @@ def _lever(name: str, doc: str) -> None:
         if as_json:
             emit_json(result.to_dict())
         elif name == "trigger":
-            click.echo(f"triggered {result.key} ({result.state})")
+            click.echo(terminal_text(f"triggered {result.key} ({result.state})"))
         else:
-            click.echo(f"{_PAST[name]} {sc}/{routine_id}")
+            click.echo(terminal_text(f"{_PAST[name]} {sc}/{routine_id}"))
 
 
 for _name, _doc in (

@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from alma_schedule.cli.context import CliContext, emit_json, fail, handle_errors, json_option, print_table
+from alma_schedule.cli.terminal import terminal_text
 from alma_schedule.cli.wiring import build_schedule, is_embedded, parse_instant
 from alma_schedule.policies import missed
 
@@ -118,7 +119,7 @@ def tick(obj: CliContext, at: str | None, in_process: bool, as_json: bool) -> No
     )
     for e in d["ids"]["errors"]:
         attempt = f" (next attempt {e['until']})" if e.get("until") else ""
-        click.echo(f"  error: {e['routine']}: {e['error']}{attempt}")
+        click.echo(terminal_text(f"  error: {e['routine']}: {e['error']}{attempt}"))
 
 
 @click.command("reindex")

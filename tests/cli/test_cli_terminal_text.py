@@ -194,6 +194,18 @@ def test_a_stored_bidi_id_prints_escaped(migrated_sqlite_url: str) -> None:
     listed = unfolded(ok(cli_run(url, "routines", "list", SCOPE)))
     assert "csi\\u009b31m\\u001b[31mred" in listed
     assert "osc\\u001b]8;;https://evil.example\\u0007here" in listed
+    # the stored row is still addressed by its id (lookups keep the older rule), and echoed escaped
+    legacy = "invoice\u202egnp.exe"
+    for args in (("routines", "show", SCOPE, legacy), ("routines", "describe", SCOPE, legacy)):
+        out = ok(cli_run(url, *args))
+        assert raw_characters(out) == [] and "invoice\\u202egnp.exe" in unfolded(out), args
+    refused = cli_run(url, "routines", "trigger", SCOPE, legacy)  # paused: one escaped error line
+    assert refused.exit_code == 1 and raw_characters(refused.output) == []
+    assert "acme/alice/invoice\\u202egnp.exe is paused" in refused.stderr
+    for verb in ("resume", "trigger", "disable"):
+        args = ("routines", verb, SCOPE, legacy)
+        out = ok(cli_run(url, *args))
+        assert raw_characters(out) == [] and "acme/alice/invoice\\u202egnp.exe" in out, args
 
 
 def test_terminal_text_is_the_one_escape() -> None:
