@@ -42,6 +42,11 @@ With ``--scale N,N`` also the tick at scale (``bench/scale.py``: ours against OU
 schema and ledger, batch linearity, two workers, the tick worker's peak memory); ``--scale-only``
 runs that section alone.
 
+Last, the lag section (``bench/lag.py``): each fire's fleet task start against its instant, in real
+time, celery beat, RedBeat and our two clocks one after another (about 2 h 15 min; not in ``--quick``).
+``--lag`` runs that section alone (``--lag --quick``: its smoke, under a minute), with
+``--lag-scenarios``, ``--lag-minutes`` and ``--lag-sizes`` to make it smaller.
+
 Writes ``bench/results/<date>.md`` and ``.json`` (machine, every system's version, every figure).
 """
 
@@ -166,15 +171,18 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         f"Machine: {m['host']}, {m['cpu']}, {m['cores']} cores, Linux {m['kernel']}.",
         "Versions: " + ", ".join(f"{k} {val}" for k, val in v.items()) + ".",
-        "",
-        "Each cell: median (min-max) of interleaved repetitions, ms; ratios pair by pair.",
-        "Task-sent events: "
-        + (
-            "on for every system (our default `task_events`; `task_send_sent_event` on the incumbents' apps)."
-            if result.get("task_events", True)
-            else "off for every system (`--task-events off`)."
-        ),
     ]
+    if result["cells"] or "lag" not in result:  # a lag-only run (--lag) has no tick cells
+        lines += [
+            "",
+            "Each cell: median (min-max) of interleaved repetitions, ms; ratios pair by pair.",
+            "Task-sent events: "
+            + (
+                "on for every system (our default `task_events`; `task_send_sent_event` on the incumbents' apps)."
+                if result.get("task_events", True)
+                else "off for every system (`--task-events off`)."
+            ),
+        ]
     if result["cells"]:
         lines += [
             "",
@@ -218,6 +226,10 @@ def markdown(result: dict[str, Any]) -> str:
         import scale
 
         lines += ["", *scale.markdown(result["scale"])]
+    if result.get("lag"):
+        import lag_report  # the lag section: bench/lag.py
+
+        lines += lag_report.markdown(result["lag"])
     return "\n".join(lines) + "\n"
 
 
@@ -236,7 +248,13 @@ def main(argv: list[str] | None = None) -> int:
         "--task-events", choices=("on", "off"), default="on",
         help="task-sent events with every message, on every system's app (default on: our default)",
     )  # fmt: skip
+    ap.add_argument("--lag", action="store_true", help="only the lag section (bench/lag.py); with --quick its smoke")
+    ap.add_argument("--lag-scenarios", default="", help="the lag section's scenarios, e.g. mix,herd")
+    ap.add_argument("--lag-minutes", type=float, default=0.0, help="minutes of window per system, every scenario")
+    ap.add_argument("--lag-sizes", default="", help="routines per lag scenario, e.g. mix=100,herd=2000")
     args = ap.parse_args(argv)
+    if args.lag:
+        return lag_only(args)
     systems.TASK_EVENTS = args.task_events == "on"
     default = [1_000, 10_000] if args.quick else [1_000, 10_000, 100_000]
     sizes = [int(s) for s in args.sizes.split(",") if s] or default
@@ -266,6 +284,9 @@ def main(argv: list[str] | None = None) -> int:
     command += (f" --scale {args.scale}" if args.scale else "") + (" --scale-only" if args.scale_only else "")
     command += f" --reps {args.reps}" if args.reps else ""
     command += " --task-events off" if not systems.TASK_EVENTS else ""
+    command += f" --lag-scenarios {args.lag_scenarios}" if args.lag_scenarios else ""
+    command += f" --lag-minutes {args.lag_minutes:g}" if args.lag_minutes else ""
+    command += f" --lag-sizes {args.lag_sizes}" if args.lag_sizes else ""
     result = {
         "date": date, "command": command, "machine": machine(), "versions": versions(), "cells": cells,
         "growth": grown, "round_trips": trips, "idle_worker": idle_worker, "e2e": end_to_end,
@@ -276,10 +297,40 @@ def main(argv: list[str] | None = None) -> int:
 
         result["scale"] = scale.run([int(x) for x in args.scale.split(",") if x], reps, args.redis, args.pg_admin)
         result["seconds"] = round(time.perf_counter() - started, 1)
+    if not args.quick and not args.scale_only:  # the lag section, in real time (bench/lag.py), last
+        result["lag"] = run_lag(args)
+        result["seconds"] = round(time.perf_counter() - started, 1)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     stem = date + ("-quick" if args.quick else "") + ("-scale" if args.scale_only else "")
     stem += "" if systems.TASK_EVENTS else "-events-off"
+    (out / f"{stem}.json").write_text(json.dumps(result, indent=1) + "\n")
+    (out / f"{stem}.md").write_text(markdown(result))
+    print(markdown(result))
+    return 0
+
+
+def run_lag(args: argparse.Namespace) -> dict[str, Any]:
+    import lag
+
+    keywords = lag.parse_args(args.lag_scenarios, args.lag_minutes, args.lag_sizes)
+    return lag.section(args.redis, args.pg_admin, quick=args.quick, **keywords)
+
+
+def lag_only(args: argparse.Namespace) -> int:
+    """``scripts/bench --lag [--quick]``: the lag section alone, written as ``<date>-lag[-quick]``."""
+    started = time.perf_counter()
+    date = datetime.now(UTC).strftime("%Y-%m-%d")
+    command = "scripts/bench --lag" + (" --quick" if args.quick else "")
+    command += f" --lag-scenarios {args.lag_scenarios}" if args.lag_scenarios else ""
+    command += f" --lag-minutes {args.lag_minutes:g}" if args.lag_minutes else ""
+    command += f" --lag-sizes {args.lag_sizes}" if args.lag_sizes else ""
+    result: dict[str, Any] = {"date": date, "command": command, "machine": machine(), "versions": versions(),
+                              "cells": [], "lag": run_lag(args)}  # fmt: skip
+    result["seconds"] = round(time.perf_counter() - started, 1)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = f"{date}-lag" + ("-quick" if args.quick else "")
     (out / f"{stem}.json").write_text(json.dumps(result, indent=1) + "\n")
     (out / f"{stem}.md").write_text(markdown(result))
     print(markdown(result))
