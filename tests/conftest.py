@@ -129,12 +129,14 @@ SERVER_FIXTURES = frozenset(
 )
 #: The files of the store contract suite (every backend).
 CONTRACT_FILES = frozenset({"test_sql_contract.py", "test_memory_contract.py", "test_contract_bites.py"})
-#: Files whose tests reach a server through helpers rather than fixtures (found by running
-#: ``pytest -m unit`` with both servers away).
+#: Files whose tests reach a server (or a browser) through helpers rather than fixtures (found by
+#: running ``pytest -m unit`` with both servers away, and by its durations).
 SERVER_FILES = frozenset(
     {
         "test_sql_blocked_read.py",
         "test_sql_insert_ahead.py",
+        "test_dashboard_browser.py",  # a real Chromium
+        "test_cli_one_line_errors.py",  # unreachable and 0.1.0 stores, every command
     }
 )
 TIERS = ("unit", "contract", "integration", "slow", "chaos")

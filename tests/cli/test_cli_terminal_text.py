@@ -250,6 +250,7 @@ def fresh_store(_sqlite_template: Path, tmp_path: Path) -> Iterator[Callable[[],
     yield make
 
 
+@pytest.mark.integration  # every table over a store, many examples / unreachable servers
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rid=IDS.filter(_accepted), reason=IDS.filter(_accepted), legacy=RAW, error=RAW)
 def test_no_markup_control_or_bidi_reaches_the_output(

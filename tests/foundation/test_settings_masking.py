@@ -92,6 +92,7 @@ def test_the_settings_command_shows_no_password() -> None:
         assert leaked(result.output) == []
 
 
+@pytest.mark.integration  # every table over a store, many examples / unreachable servers
 @pytest.mark.parametrize(
     "args",
     [
