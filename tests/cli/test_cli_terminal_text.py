@@ -221,6 +221,8 @@ def test_terminal_text_is_the_one_escape() -> None:
 
 
 def _accepted(text: str) -> bool:
+    if text.startswith("-"):  # typed after the scope, click reads it as an option (a user writes `-- -x`)
+        return False
     try:
         check_new_id("routine_id", text)
     except InvalidInput:
