@@ -17,8 +17,22 @@ from collections.abc import Generator
 from typing import Any
 
 __all__ = [
-    "in_pipeline", "libpq_version", "register_binary_lists", "result_failed", "result_has_rows", "stream",
+    "in_pipeline", "libpq_version", "prepare_threshold_of", "register_binary_lists", "result_failed",
+    "result_has_rows", "set_prepare_threshold", "stream",
 ]  # fmt: skip
+
+
+def prepare_threshold_of(dbapi_conn: Any) -> int | None:
+    """A connection's ``prepare_threshold`` (how many executions before psycopg prepares a statement;
+    None: never). A documented attribute, kept here because the SQL store's plan-cache rule
+    (PG_PLAN_CACHE, :mod:`alma_schedule.stores.sql.hot`) depends on its exact semantics."""
+    value: int | None = dbapi_conn.prepare_threshold
+    return value
+
+
+def set_prepare_threshold(dbapi_conn: Any, value: int | None) -> None:
+    """Set it (0: prepare at the first execution; None: never)."""
+    dbapi_conn.prepare_threshold = value
 
 
 def register_binary_lists(dbapi_conn: Any) -> None:

@@ -15,9 +15,11 @@ from psycopg.adapt import Dumper, PyFormat
 from alma_schedule.compat.psycopg import (
     in_pipeline,
     libpq_version,
+    prepare_threshold_of,
     register_binary_lists,
     result_failed,
     result_has_rows,
+    set_prepare_threshold,
     stream,
 )
 
@@ -110,3 +112,15 @@ def test_a_stream_left_early_is_closed_and_the_connection_goes_on(driver: psycop
     assert driver.execute("SELECT 2").fetchone() == (2,)
     cur = psycopg.RawCursor(driver)
     assert list(stream(cur, "SELECT generate_series(1, 5)", None, 2)) == [(1,), (2,), (3,), (4,), (5,)]
+
+
+def test_the_prepare_threshold_decides_when_a_statement_is_prepared_on_the_server(driver: psycopg.Connection) -> None:
+    """0 prepares at the first execution, None never (the SQL store's plan-cache rule rests on it)."""
+    assert prepare_threshold_of(driver) == 5  # psycopg's default
+    set_prepare_threshold(driver, None)
+    driver.execute("SELECT 1 + %s", (1,))
+    assert driver.execute("SELECT count(*) FROM pg_prepared_statements").fetchone() == (0,)
+    set_prepare_threshold(driver, 0)
+    driver.execute("SELECT 2 + %s", (1,))
+    assert prepare_threshold_of(driver) == 0
+    assert driver.execute("SELECT count(*) FROM pg_prepared_statements").fetchone()[0] >= 1  # type: ignore[index]

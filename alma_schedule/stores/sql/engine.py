@@ -27,7 +27,7 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import URL, Engine, make_url
 
-from alma_schedule.compat.psycopg import register_binary_lists
+from alma_schedule.compat.psycopg import register_binary_lists, set_prepare_threshold
 from alma_schedule.errors import ConfigurationError, StoreError, missing_extra
 from alma_schedule.stores.sql import liveness
 from alma_schedule.stores.sql.errors import safe_url
@@ -126,7 +126,7 @@ def make_engine(url: str | URL, *, schema: str | None = None, pool_size: int = 2
         # The batched statements pass arrays (unnest); psycopg's default TEXT array format quotes
         # each element through a regex. The binary format is ~4x cheaper and exact.
         register_binary_lists(dbapi_conn)
-        dbapi_conn.prepare_threshold = None  # nothing named but the hot statements (PG_PLAN_CACHE)
+        set_prepare_threshold(dbapi_conn, None)  # nothing named but the hot statements (PG_PLAN_CACHE)
 
     liveness.install(engine)
     return engine

@@ -315,9 +315,9 @@ def _send(conn: Connection, hot: Rendered, params: Mapping[str, Any], *, prepare
     import psycopg
 
     driver, cur, sql, args = cursor_for(conn, hot, params)
-    threshold = driver.prepare_threshold
+    threshold = pg_compat.prepare_threshold_of(driver)
     if prepare:
-        driver.prepare_threshold = 0  # this one only (PG_PLAN_CACHE)
+        pg_compat.set_prepare_threshold(driver, 0)  # this one only (PG_PLAN_CACHE)
     sent = False
     try:
         cur.execute(sql, args, prepare=prepare)
@@ -325,7 +325,7 @@ def _send(conn: Connection, hot: Rendered, params: Mapping[str, Any], *, prepare
     except psycopg.Error as exc:
         _raise(conn, driver, cur, exc, sql, args)
     finally:
-        driver.prepare_threshold = threshold
+        pg_compat.set_prepare_threshold(driver, threshold)
         if not sent:
             cur.close()
     return Sent(conn, driver, cur, sql, args)
