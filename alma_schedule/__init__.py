@@ -1,12 +1,6 @@
 """alma-schedule: the clock of a Celery fleet, as a tick.
 
-``import alma_schedule`` imports no Celery (the Celery face is :mod:`alma_schedule.celery`) and no
-optional dependency: the names below are loaded lazily on first access. They are what a user of
-the library needs; every other public name lives in its own module (``alma_schedule.model``,
-``alma_schedule.errors``, ``alma_schedule.runners``, ...). ``docs/architecture.md`` maps them.
-
-``__version__`` is the installed distribution's version (``importlib.metadata``; its one source is
-``[project] version`` in ``pyproject.toml``), read on first access.
+docs/architecture.md, section "The modules, in detail" (__init__.py).
 """
 
 from __future__ import annotations
@@ -24,7 +18,8 @@ _DISTRIBUTION = "alma-schedule"
 
 _EXPORTS: dict[str, str] = {
     # the engine
-    "create_schedule": "alma_schedule.engine",
+    "create_scheduler": "alma_schedule.engine",
+    "create_schedule": "alma_schedule.engine",  # the name since 0.1.0, kept
     "Scheduler": "alma_schedule.engine",
     # what you register and what a runner returns
     "Scope": "alma_schedule.model",

@@ -1,20 +1,6 @@
 """Clocks outside the library: send one tick message, or keep sending them on a cadence.
 
-A tick message is a plain Celery (protocol 2) message for ``alma_schedule.tick``, published with
-kombu alone: no task module and no fleet app is imported, so any process with the broker URL can
-be a clock (cron, a CronJob, ``alma-schedule clock send``, the HTTP endpoint). Each message
-expires after ``tick_expires`` (below the tick period): ticks piled up while the workers were
-down are discarded, never fired late. Any number of clocks may run: claims make duplicate ticks
-harmless.
-
-Given a fleet's app that called ``install(app)`` (``alma-schedule -A fleet clock send``), a tick is
-sent through that app instead (``app.send_task``: its broker, its routing, ``serializer='json'``):
-no ``ALMA_BROKER_URL`` is needed. Either way a production store with the ``memory://`` broker is
-refused before anything is sent (the tick would be lost: nothing else reads that broker).
-
-Equivalent crontab line with Celery's own CLI::
-
-    * * * * * celery -A alma_schedule.celery call alma_schedule.tick --expires 55
+docs/architecture.md, section "The modules, in detail" (clock.py).
 """
 
 from __future__ import annotations
@@ -95,7 +81,7 @@ def _publish(
 ) -> str:
     kombu = _kombu()
     task_id = str(uuid.uuid4())
-    expires = settings.clock() + expires_in
+    expires = settings.time_source() + expires_in
     body, headers = tick_message(task_id, now=now, expires=expires, extra=extra)
     name = settings.tick_queue
     queue = kombu.Queue(name, kombu.Exchange(name), routing_key=name)
@@ -132,7 +118,7 @@ def _send_via(
     result = app.send_task(
         TICK_TASK,
         kwargs=kwargs,
-        expires=settings.clock() + expires_in,
+        expires=settings.time_source() + expires_in,
         serializer="json",
         add_to_parent=False,
         **options,
@@ -143,13 +129,10 @@ def _send_via(
 def send_tick(
     settings: Settings, now: datetime | None = None, *, expires_in: timedelta | None = None, app: Any = None
 ) -> str:
-    """Publish ONE tick message to ``settings.tick_queue`` (or through ``app``, a fleet's app that
+    """Publish one tick message to ``settings.tick_queue`` (or through ``app``, a fleet's app that
     called ``install``); return its task id.
 
-    ``now`` (aware) is the instant the tick should use (the worker takes ``min(now, its clock)``);
-    None lets the worker use its own clock. ``expires_in`` defaults to ``settings.tick_expires``.
-    Raises :class:`ConfigurationError` for a production store with the ``memory://`` broker and
-    :class:`DispatchError` when the broker cannot take the message.
+    docs/architecture.md, "The modules, in detail" (clock.py, send_tick).
     """
     refuse_lost_ticks(settings, app)
     if app is not None:
@@ -178,13 +161,7 @@ def next_boundary(now: datetime, every: timedelta) -> datetime:
 def run_clock(settings: Settings, every: timedelta, stop_event: threading.Event, *, app: Any = None) -> int:
     """Send a tick now, then one at every multiple of ``every``, until ``stop_event`` is set.
 
-    Each tick carries its scheduled instant as ``now`` and expires after ``tick_expires`` (below
-    ``tick_period``); an ``every`` shorter than ``tick_period`` expires within ``min(tick_expires,
-    0.9 * every)``, so a tick never outlives the next one. A broker failure is logged and the next
-    tick tried on a new connection; the clock never stops on its own. Returns how many ticks were sent.
-    ``app``: send through a fleet's app that called ``install`` (its broker and routing) instead of
-    ``ALMA_BROKER_URL``. A fixed cadence (``clock run --every``): a routine due between two
-    multiples waits for the next one (lag up to ``every``); :func:`follow_hint` wakes at it.
+    docs/architecture.md, "The modules, in detail" (clock.py, run_clock).
     """
     if every <= timedelta(0):
         from alma_schedule.errors import ConfigurationError
@@ -213,8 +190,8 @@ def run_clock(settings: Settings, every: timedelta, stop_event: threading.Event,
                 except Exception:  # an already broken connection
                     pass
             connection = None
-        at = next_boundary(settings.clock(), every)
-        stop_event.wait(max(0.0, (at - settings.clock()).total_seconds()))
+        at = next_boundary(settings.time_source(), every)
+        stop_event.wait(max(0.0, (at - settings.time_source()).total_seconds()))
     if connection is not None:
         connection.release()
     return sent
@@ -232,8 +209,8 @@ def _run_via(app: Any, settings: Settings, every: timedelta, stop_event: threadi
             log.info("tick sent: %s (now=%s)", task_id, at.isoformat() if at else "worker clock")
         except Exception as exc:
             log.warning("tick not sent (%s): the next one is tried at the next period", type(exc).__name__)
-        at = next_boundary(settings.clock(), every)
-        stop_event.wait(max(0.0, (at - settings.clock()).total_seconds()))
+        at = next_boundary(settings.time_source(), every)
+        stop_event.wait(max(0.0, (at - settings.time_source()).total_seconds()))
     return sent
 
 

@@ -1,34 +1,6 @@
 """Every error alma-schedule raises on purpose. One root, one module.
 
-The tree::
-
-    AlmaScheduleError                      root: catch this to catch everything of ours
-    ├── ConfigurationError (ValueError)    a setting is unknown, malformed or missing (names it);
-    │                                      or a feature's extra is not installed (names the extra)
-    │   └── ProcessRefused (SystemExit)    the same, refusing a Celery process of ours (a worker's
-    │                                      start, `celery call`): it exits with ONE line, no traceback
-    ├── InvalidSchedule (ValueError)       a schedule the core rejects (names the field and reason)
-    ├── InvalidInput (ValueError)          an id, scope, JSON body or argument that cannot be stored
-    ├── RegistrationRefused (ValueError)   register() said no: schedule, budget, runner, tombstone
-    ├── NotFound (LookupError)             a routine or run that does not exist in this scope
-    ├── Refused                            a lever or trigger refused: paused / disabled / deleted
-    │   ├── Overlap                        a trigger while a run is active (carries the blocking run)
-    │   └── BackfillRefused                a backfill range out of bounds, too long, or on an inactive
-    │                                      routine (names the bound and the count)
-    ├── StoreError                         the store failed (mapped from driver errors, `from exc`)
-    │   ├── StoreUnavailable               cannot connect / connection lost / timed out
-    │   ├── StoreConflict                  a constraint said no that the caller did not expect
-    │   └── SchemaMismatch                 the database is not migrated to this version
-    │       └── AdoptionRequired           a 0.1.0 store: `migrate --adopt` moves its tables
-    ├── DispatchError                      a message could not be sent to the broker
-    └── RunnerError                        a runner or provider failed (closed reason code attached)
-        ├── ProviderError                  the provider said no or failed (reason: provider_*)
-        ├── SinkError                      the sink failed (reason: sink_error)
-        └── OutcomeUncertain               the provider accepted, recording that failed: the engine
-                                           leaves the run non-terminal (reservation held) for `record`
-
-Messages are for humans and never contain secrets or raw provider/sink text for the ledger:
-the ledger only ever stores closed reason codes (see :mod:`alma_schedule.model`).
+docs/architecture.md, section "The modules, in detail" (errors.py).
 """
 
 from __future__ import annotations
@@ -58,12 +30,18 @@ class ProcessRefused(ConfigurationError, SystemExit):
         return exc if isinstance(exc, ProcessRefused) else cls(str(exc))
 
 
+class StoreNotConfigured(ConfigurationError):
+    """A command that reads or writes routines or runs found no store configured anywhere (it
+    never falls back to a file of its own); the message names every way to configure one."""
+
+
 #: The optional dependencies of each extra, by top-level module (see pyproject.toml).
 EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "celery": ("celery", "kombu", "redis"),
     "postgres": ("psycopg",),
     "http": ("starlette", "uvicorn"),
     "openai": ("httpx",),
+    "calendars": ("holidays",),
 }
 
 
@@ -133,6 +111,15 @@ class Finished(Refused):
         super().__init__(message, reason=reason)
 
 
+class CalendarInUse(Refused):
+    """``calendars delete`` of a calendar some live routine's schedule names; ``routines`` are their
+    keys (``org/uid/routine_id``, the first few)."""
+
+    def __init__(self, message: str, *, routines: tuple[str, ...] = ()) -> None:
+        super().__init__(message, reason="in_use")
+        self.routines = routines
+
+
 class BackfillRefused(Refused):
     """``backfill`` refused a range: ``reason`` names the bound it crossed (``future``,
     ``registered_at``, ``pruned_through``, ``last_fire``, ``max``, ``empty``, ``pending``) or the
@@ -181,11 +168,8 @@ class RunnerError(AlmaScheduleError):
 class ProviderError(RunnerError):
     """The provider failed or refused (``provider_error``, ``provider_timeout``, ...).
 
-    Two facts an adapter reports so the governed runners can tell whether the request may have
-    reached the provider (the one decision: ``runners.governed.outcome.request_never_left``):
-    ``status_code``, the HTTP status the provider answered, and ``phase``, where the call failed
-    before any answer (``connect``, ``pool``, ``not_sent``: ``outcome.NEVER_LEFT_PHASES``; None =
-    unknown, so the request may have left)."""
+    docs/architecture.md, "The modules, in detail" (errors.py, ProviderError).
+    """
 
     def __init__(
         self,
@@ -208,14 +192,16 @@ class SinkError(RunnerError):
 
 
 class OutcomeUncertain(RunnerError):
-    """The provider may have billed and the runner cannot prove otherwise: a call that failed after
-    its request may have left (a reset, a 5xx or 408, a timeout, a time limit), or one the provider
-    ACCEPTED that the runner could not persist (e.g. the store failed right after the call); raised
-    ``from`` that failure.
+    """The provider may have billed and the runner cannot prove otherwise; raised ``from`` that failure.
+    The run stays ``running``, its whole reservation held, blocked at once, until the operator records it.
 
-    The engine does not finish such a run: it stays ``running`` (or whatever the store last
-    recorded) with its whole reservation held and its cost at least that bound, marked blocked at
-    once (``uncertain_outcome``), visible in ``runs stuck`` and the tick's ``blocked``, until the
-    operator ``record``s it. Nothing retries it (guarantee 1: a fire lost after ``running`` is
-    never re-run).
+    docs/architecture.md, "The modules, in detail" (errors.py, OutcomeUncertain).
     """
+
+
+class SourceUnavailable(AlmaScheduleError):
+    """An importer's source (the incumbent's database or Redis) cannot be read; the message names it."""
+
+
+class UnknownSourceSchema(AlmaScheduleError):
+    """The importer's source is not a schema it reads (a table or column missing: named)."""

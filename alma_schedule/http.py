@@ -1,29 +1,12 @@
 """``alma-schedule serve-http``: a tiny ASGI clock endpoint and the clock's own alarm.
 
-* ``POST /tick`` enqueues one tick (:func:`alma_schedule.clock.send_tick`) and answers
-  ``202 {"task_id": ..., "next_wake_at": ...}`` (``next_wake_at``: the wake-up hint the LAST
-  completed tick stored, an ISO instant or null, for a caller that schedules its own next call).
-  The ``X-Alma-Secret`` header's bytes must equal ``ALMA_HTTP_SECRET``'s
-  UTF-8 bytes (:func:`secret_matches`: constant time; Starlette decodes headers as latin-1, so the
-  header is re-encoded as latin-1 first and a non-ASCII secret sent as UTF-8 matches), else 401.
-  Bodies above ``ALMA_HTTP_MAX_BODY`` bytes are refused with 413 before they are read in full. An
-  optional JSON body ``{"now": "<ISO instant>"}`` sets the tick's instant (the worker still takes
-  ``min(now, its clock)``); any other body (not JSON, nested 3,000 deep, wrong types, an instant
-  out of range) answers 400 with a JSON ``{"error": ...}``, never 500.
-* ``GET /healthz`` answers 200 with ok and the heartbeat's age only, or 503 (``stale``) when no
-  tick has run for ``ALMA_HEARTBEAT_MAX_AGE`` (or ever): point an uptime check at it. It needs no
-  credentials and shows nothing else.
-* ``/dashboard/...`` (once ``ALMA_DASHBOARD_SCOPES`` is set): the operators' pages
-  (:mod:`alma_schedule.dashboard`), behind their own HTTP Basic credentials.
-
-With no secret, or one shorter than 16 bytes (UTF-8), the app refuses to start
-(:class:`ConfigurationError` naming ``ALMA_HTTP_SECRET``). Needs the
-``http`` extra (starlette, uvicorn).
+docs/architecture.md, section "The modules, in detail" (http.py).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hmac
 import json
 import logging
@@ -33,6 +16,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from alma_schedule.errors import AlmaScheduleError, ConfigurationError, DispatchError, InvalidInput, missing_extra
+from alma_schedule.http_limits import REQUEST_DEADLINE, RequestDeadline, uvicorn_options
+from alma_schedule.run_queue_watch import unconsumed
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -57,7 +42,8 @@ class _Body(Exception):
 MIN_SECRET_BYTES = 16
 
 
-def _require_secret(settings: Settings) -> None:
+def require_secret(settings: Settings) -> None:
+    """Refuse, in one line naming ALMA_HTTP_SECRET, a missing secret or one under 16 bytes (UTF-8)."""
     if settings.http_secret is None or not settings.http_secret:
         raise ConfigurationError("serve-http needs ALMA_HTTP_SECRET (the X-Alma-Secret header value)")
     size = len(settings.http_secret.reveal().encode("utf-8", "surrogatepass"))
@@ -133,18 +119,27 @@ def _parse_now(body: bytes) -> datetime | None:
         raise InvalidInput(f"now {shown} is out of range") from None
 
 
-def create_http_app(settings: Settings, *, store: Store | None = None, send: Sender | None = None) -> Starlette:
+def create_http_app(
+    settings: Settings,
+    *,
+    store: Store | None = None,
+    send: Sender | None = None,
+    deadline: float = REQUEST_DEADLINE,
+) -> Starlette:
     """The ASGI app. ``store`` defaults to ``open_store(settings.database_url)`` (opened on first
-    ``/healthz``, closed at shutdown); ``send`` defaults to :func:`~alma_schedule.clock.send_tick`."""
+    ``/healthz``, closed at shutdown); ``send`` defaults to :func:`~alma_schedule.clock.send_tick`;
+    ``deadline``: seconds each request has (:class:`~alma_schedule.http_limits.RequestDeadline`)."""
     try:
         from starlette.applications import Starlette
         from starlette.concurrency import run_in_threadpool
+        from starlette.middleware import Middleware
         from starlette.responses import JSONResponse
         from starlette.routing import Route
     except ModuleNotFoundError as exc:
         raise missing_extra(exc, "http", "serve-http") from None
+    from alma_schedule.dashboard.guard import SecurityHeaders
 
-    _require_secret(settings)
+    require_secret(settings)
     secret = settings.http_secret
     assert secret is not None
     if send is None:
@@ -184,16 +179,20 @@ def create_http_app(settings: Settings, *, store: Store | None = None, send: Sen
         return JSONResponse({"task_id": task_id, "next_wake_at": wake}, status_code=202)
 
     async def healthz(request: Request) -> Response:
+        now = settings.time_source()
         try:
             last = await run_in_threadpool(lambda: get_store().last_tick())
+            idle = await run_in_threadpool(lambda: unconsumed(get_store(), now, settings, detail=False))
         except AlmaScheduleError as exc:
             log.warning("GET /healthz: %s", type(exc).__name__)
             return JSONResponse({"ok": False, "error": "store unavailable"}, status_code=503)
         if last is None:
             return JSONResponse({"ok": False, "status": "stale", "age_seconds": None}, status_code=503)
-        age = (settings.clock() - last).total_seconds()
+        age = (now - last).total_seconds()
         ok = age <= settings.heartbeat_max_age.total_seconds()
-        payload = {"ok": ok, "status": "ok" if ok else "stale", "age_seconds": round(age, 3)}
+        payload: dict[str, Any] = {"ok": ok, "status": "ok" if ok else "stale", "age_seconds": round(age, 3)}
+        if idle is not None:
+            payload["run_queue"] = idle  # said, not failed: the ticks run; restarting this process fixes nothing
         return JSONResponse(payload, status_code=200 if ok else 503)
 
     @contextlib.asynccontextmanager
@@ -208,41 +207,62 @@ def create_http_app(settings: Settings, *, store: Store | None = None, send: Sen
 
     routes = [Route("/tick", tick, methods=["POST"]), Route("/healthz", healthz, methods=["GET"])]
     routes += _dashboard_routes(settings, get_store)
-    return Starlette(routes=routes, lifespan=lifespan)
+    middleware = [Middleware(SecurityHeaders), Middleware(RequestDeadline, seconds=deadline)]
+    return Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
 
 
 def _dashboard_routes(settings: Settings, get_store: Callable[[], Store]) -> list[Any]:
-    """The dashboard (issue 17) once ALMA_DASHBOARD_SCOPES is set, and GET /metrics once the dashboard
-    or ALMA_METRICS_TOKEN is; else nothing is mounted."""
+    """The dashboard once ALMA_DASHBOARD_SCOPES is set, and GET /metrics once the dashboard
+    or ALMA_METRICS_TOKEN is; else nothing is mounted. Both share one :class:`Login` (its throttle)."""
     routes: list[Any] = []
     credentials = None
     if settings.dashboard_scopes is not None:
-        from alma_schedule.dashboard.app import dashboard_routes
         from alma_schedule.dashboard.auth import Credentials
 
         if not settings.dashboard_user or settings.dashboard_password_hash is None:
             raise ConfigurationError("the dashboard needs ALMA_DASHBOARD_USER and ALMA_DASHBOARD_PASSWORD_HASH")
         credentials = Credentials(settings.dashboard_user, settings.dashboard_password_hash.reveal())
-        routes += dashboard_routes(settings, get_store, credentials)
-    if credentials is not None or settings.metrics_token:
-        from alma_schedule.dashboard.metrics import metrics_route
+    if credentials is None and not settings.metrics_token:
+        return routes
+    from alma_schedule.dashboard.login import Login
+    from alma_schedule.dashboard.metrics import metrics_route
 
-        routes.append(metrics_route(settings, get_store, credentials))
+    login = Login(settings, credentials)
+    if credentials is not None:
+        from alma_schedule.dashboard.app import dashboard_routes
+
+        routes += dashboard_routes(settings, get_store, login)
+    routes.append(metrics_route(settings, get_store, login))
     return routes
 
 
-def serve_http(settings: Settings, *, host: str | None = None, port: int | None = None) -> None:
-    """Run the app under uvicorn until interrupted (refuses to start without a secret)."""
-    try:
-        import uvicorn
-    except ModuleNotFoundError as exc:
-        raise missing_extra(exc, "http", "serve-http") from None
+def _send_through(app: Any, settings: Settings, now: datetime | None) -> str:
+    from alma_schedule.clock import send_tick
 
-    app = create_http_app(settings)
-    uvicorn.run(
-        app,
+    return send_tick(settings, now, app=app)
+
+
+def serve_http(settings: Settings, *, host: str | None = None, port: int | None = None, app: Any = None) -> None:
+    """Run the app under uvicorn until interrupted (refuses to start without a secret), with the
+    limits of :func:`~alma_schedule.http_limits.uvicorn_options`; ticks go through ``app`` (a
+    fleet's app that called ``install(app)``) when given, else through ``ALMA_BROKER_URL``."""
+    require_extra()
+    import uvicorn
+
+    send = None if app is None else functools.partial(_send_through, app)
+    asgi = create_http_app(settings, send=send)
+    options = uvicorn_options(
         host=host or settings.http_host,
         port=port if port is not None else settings.http_port,
         log_level=settings.log_level.lower(),
-        server_header=False,
     )
+    uvicorn.run(asgi, **options)
+
+
+def require_extra() -> None:
+    """Refuse (one line naming the extra) when the ``http`` extra (uvicorn, starlette) is not installed."""
+    try:
+        import starlette  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ModuleNotFoundError as exc:
+        raise missing_extra(exc, "http", "serve-http") from None

@@ -1,5 +1,6 @@
 """Values of settings: their conversion from text, durations as settings write them (``90``,
-``90s``, ``15m``, ``2h``, ``1d``, ``1h30m``), the derived tick expiry, the store's schema name and
+``90s``, ``15m``, ``2h``, ``1d``, ``1h30m``), the derived tick expiry, the store's schema name,
+serve-http's proxies, origin and the exporter's address (:func:`check_http`, :func:`origin_parts`) and
 the refusal of a production store with the in-memory broker. Re-exported by
 :mod:`alma_schedule.settings`, which reads every setting."""
 
@@ -12,6 +13,13 @@ from typing import Any, Protocol
 
 from alma_schedule.errors import ConfigurationError
 from alma_schedule.model.secret import Secret, mask_url
+
+ENV_PREFIX = "ALMA_"
+
+
+def env_name(name: str) -> str:
+    """The environment variable of the setting ``name`` (``ALMA_<NAME>``)."""
+    return ENV_PREFIX + name.upper()
 
 
 class StoreAndBroker(Protocol):
@@ -26,13 +34,17 @@ class StoreAndBroker(Protocol):
 
 __all__ = [
     "DEFAULT_DATABASE_SCHEMA",
+    "ENV_PREFIX",
     "check_dashboard",
     "check_database_schema",
+    "check_http",
     "convert_value",
     "dashboard_scope_grants",
     "derived_tick_expires",
+    "env_name",
     "glob_list",
     "is_embedded_store",
+    "origin_parts",
     "parse_duration",
     "refuse_lost_sends",
     "seconds_text",
@@ -212,6 +224,51 @@ def dashboard_scope_grants(text: str, label: str = "ALMA_DASHBOARD_SCOPES") -> t
             raise ConfigurationError(f"{label}: {part!r}: {exc}") from None
         grants.append((org, None if uid == "*" else uid))
     return tuple(grants)
+
+
+def origin_parts(text: str) -> tuple[str, str, int] | None:
+    """``(scheme, host, port)`` of an origin or URL (``https://ops.example.com``, a Referer), the host
+    lower-cased and the port its scheme's default when not given; None for anything else (``null``,
+    no host, not http/https, a port out of range)."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(text.strip())
+        port = parts.port
+    except ValueError:
+        return None
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https") or not parts.hostname:
+        return None
+    return scheme, parts.hostname.lower(), port if port is not None else (443 if scheme == "https" else 80)
+
+
+def check_http(trusted_proxies: tuple[str, ...], dashboard_origin: str | None, metrics_bind: str) -> None:
+    """ALMA_TRUSTED_PROXIES are addresses or networks, ALMA_DASHBOARD_ORIGIN is an origin (scheme, host
+    and port only), ALMA_METRICS_BIND is an address: else one line naming the setting."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    for proxy in trusted_proxies:
+        try:
+            ipaddress.ip_network(proxy, strict=False)
+        except ValueError:
+            raise ConfigurationError(
+                f"ALMA_TRUSTED_PROXIES: {proxy!r} is not an address or network (e.g. 10.0.0.5 or 10.0.0.0/8)"
+            ) from None
+    if dashboard_origin is not None:
+        extra = urlsplit(dashboard_origin.strip())
+        if origin_parts(dashboard_origin) is None or extra.path not in ("", "/") or extra.query or extra.username:
+            raise ConfigurationError(
+                f"ALMA_DASHBOARD_ORIGIN: {dashboard_origin!r} is not an origin (scheme://host[:port], "
+                "e.g. https://ops.example.com)"
+            )
+    try:
+        ipaddress.ip_address(metrics_bind)
+    except ValueError:
+        raise ConfigurationError(
+            f"ALMA_METRICS_BIND: {metrics_bind!r} is not an address (127.0.0.1, 0.0.0.0, ::1, ...)"
+        ) from None
 
 
 def check_dashboard(scopes: str | None, user: str | None, password_hash: Secret | None) -> None:

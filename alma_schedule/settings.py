@@ -1,20 +1,6 @@
 """Settings: one frozen object, read from flags, ``ALMA_*`` variables and a Celery app's ``alma_*`` keys.
 
-Every field has a default, a one-line doc (``metadata["doc"]``), an environment variable
-``ALMA_<NAME>`` and an app-configuration key ``alma_<name>`` (``app.conf``, for a fleet that called
-``install(app)``). :func:`load_settings` is the only reader of both: the app's keys first, the
-environment over them, flags over both; an unknown ``alma_*`` key or ``ALMA_*`` variable (with a
-did-you-mean) or a malformed value is a :class:`ConfigurationError` naming it. :func:`peek` reads
-one raw value WITHOUT validating anything (for a process that imports a fleet's app but runs none
-of our code: it must never fail because of our settings). Secret fields are :class:`Secret` values
-whose ``repr`` never shows the text; ``repr``/``str`` of :class:`Settings` and ``describe()`` show
-every URL setting with its password masked (``postgresql://alma:***@db/alma``), never the value used.
-
-Durations accept seconds (``90``) or ``90s``, ``15m``, ``2h``, ``1d``, ``1h30m``.
-
-``tick_expires`` defaults to None, which :class:`Settings` resolves to
-:func:`derived_tick_expires` of ``tick_period`` (also when built in code); a value at or above the
-period is refused, naming both settings.
+docs/architecture.md, section "The modules, in detail" (settings.py).
 """
 
 from __future__ import annotations
@@ -31,16 +17,18 @@ from alma_schedule.errors import ConfigurationError
 from alma_schedule.model.secret import Secret as Secret  # re-exported: its home since 0.1.0
 from alma_schedule.model.time import system_time
 from alma_schedule.setting_values import DEFAULT_DATABASE_SCHEMA as DEFAULT_DATABASE_SCHEMA
+from alma_schedule.setting_values import ENV_PREFIX as ENV_PREFIX
 from alma_schedule.setting_values import check_database_schema as check_database_schema
 from alma_schedule.setting_values import convert_value, shown_value
 from alma_schedule.setting_values import derived_tick_expires as derived_tick_expires
+from alma_schedule.setting_values import env_name as env_name
 from alma_schedule.setting_values import is_embedded_store as is_embedded_store
 from alma_schedule.setting_values import parse_duration as parse_duration
 from alma_schedule.setting_values import refuse_lost_sends as refuse_lost_sends
 from alma_schedule.setting_values import seconds_text as _secs
+from alma_schedule.settings_checks import check_retention, check_settings, checked_tick_expires
 from alma_schedule.timers import Timers as Timers
 
-ENV_PREFIX = "ALMA_"
 CONF_PREFIX = "alma_"
 #: Where the list of every setting is printed (the message of an unknown one points there).
 LISTED_BY = "`alma-schedule settings` lists them all"
@@ -130,6 +118,12 @@ class Settings:
         True, "refused(not_admitted) and refused(routing_unavailable) count for the failure streak.", "bool"
     )
     result_retention: timedelta = _f(timedelta(days=30), "Result text is erased this long after a run.", "duration")
+    run_retention: timedelta | None = _f(
+        None, "Terminal runs finished this long ago are deleted by the tick, claim_limit a tick (>= 1d).", "duration"
+    )
+    event_retention: timedelta | None = _f(
+        None, "Audit events older than this are deleted by the tick, claim_limit a tick (>= 1d).", "duration"
+    )
     heartbeat_max_age: timedelta = _f(
         timedelta(minutes=5), "GET /healthz fails when no tick ran for this long.", "duration"
     )
@@ -158,12 +152,20 @@ class Settings:
     webhook_url: str | None = _f(None, "URL of the webhook sink.", "url")
     webhook_secret: Secret | None = _f(None, "HMAC-SHA256 secret of the webhook sink.", "secret")
     webhook_timeout: timedelta = _f(timedelta(seconds=10), "HTTP timeout of webhook deliveries.", "duration")
+    alert_webhook: str | None = _f(None, 'URL the "did not run" alarm posts each overdue fire to.', "url")
     # --- HTTP tick endpoint
     http_secret: Secret | None = _f(None, "Shared secret of POST /tick (X-Alma-Secret header).", "secret")
     http_host: str = _f("127.0.0.1", "Bind address of serve-http.")
     http_port: int = _f(8080, "Port of serve-http.", "int")
     http_max_body: int = _f(4096, "Largest request body serve-http accepts, bytes.", "int")
-    # --- the dashboard of serve-http (issue 17)
+    trusted_proxies: tuple[str, ...] = _f(
+        (),
+        "Addresses or networks (comma-separated) of the reverse proxies whose X-Forwarded-For names the client "
+        "serve-http throttles; unset: the peer address.",
+        "list",
+        default_text="(none)",
+    )
+    # --- the dashboard of serve-http
     dashboard_user: str | None = _f(None, "User name of the dashboard's HTTP Basic auth.")
     dashboard_password_hash: Secret | None = _f(
         None, "scrypt hash of the dashboard password (`alma-schedule hash-password` prints one).", "secret"
@@ -172,14 +174,24 @@ class Settings:
         None, "Scopes the dashboard shows: '*' (the whole fleet) or ORG/UID,ORG/* (unset: the dashboard is off)."
     )
     dashboard_read_only: bool = _f(True, "The dashboard refuses every action (pause, record, ...).", "bool")
+    dashboard_origin: str | None = _f(
+        None,
+        "The dashboard's own origin (https://ops.example.com) behind a reverse proxy: a write whose Origin or "
+        "Referer names another is refused; unset: the request's own scheme and Host.",
+        "url",
+    )
     metrics_token: Secret | None = _f(
         None, "Bearer token of serve-http's GET /metrics (besides the dashboard's).", "secret"
     )
     metrics_port: int = _f(
         0, "Port of the worker exporter (/metrics of a worker host serving our queues; 0 = off).", "int"
     )
+    metrics_bind: str = _f("127.0.0.1", "Address the worker exporter listens on (0.0.0.0: every interface).")
     # --- Celery app
     celery_app: str | None = _f(None, "MODULE:APP of the fleet app for task routines (import path).")
+    beat_sync: bool = _f(True, "install(app, beat_clock=True): beat's start syncs beat_schedule into routines.", "bool")
+    beat_sync_scope: str | None = _f(None, "ORG/UID of the synced routines; unset: beat/<app main name>.")
+    beat_sync_prune: str = _f("disable", "An entry removed from beat_schedule: disable its routine, or delete it.")
     task_allow: tuple[str, ...] = _f(
         (),
         "Globs (comma-separated) of the fleet tasks task routines may send; unset: every task the app registers "
@@ -209,38 +221,27 @@ class Settings:
     )
     # --- process
     log_level: str = _f("INFO", "Log level.")
-    clock: Callable[[], datetime] = field(
+    time_source: Callable[[], datetime] = field(
         default=system_time,
         compare=False,
         metadata={
-            "doc": "The time source (code only: tests and the demo pass a SettableTime).",
+            "doc": "The time source (code only: tests and the demo pass a SettableTime; ``clock=`` works too).",
             "kind": "code",
         },
     )
 
     def __post_init__(self) -> None:
-        # ``tick_expires`` None (the default) is derived from the period; one line names both settings.
-        if self.tick_period <= timedelta(0):
-            raise ConfigurationError("ALMA_TICK_PERIOD must be positive")
-        expires: timedelta | None = self.tick_expires
-        if expires is None:
-            expires = derived_tick_expires(self.tick_period)
-            if expires <= timedelta(0):
-                raise ConfigurationError(
-                    f"ALMA_TICK_PERIOD ({_secs(self.tick_period)}) must be longer than 1s: tick messages "
-                    "expire max(1s, period/12) before the next one (or set ALMA_TICK_EXPIRES)"
-                )
-            object.__setattr__(self, "tick_expires", expires)
-        elif expires <= timedelta(0):
-            raise ConfigurationError(f"ALMA_TICK_EXPIRES ({_secs(expires)}) must be positive")
-        if expires >= self.tick_period:
-            raise ConfigurationError(
-                f"ALMA_TICK_EXPIRES ({_secs(expires)}) must be shorter than ALMA_TICK_PERIOD "
-                f"({_secs(self.tick_period)}); leave ALMA_TICK_EXPIRES unset to derive it"
-            )
+        object.__setattr__(self, "tick_expires", checked_tick_expires(self.tick_period, self.tick_expires))
+        check_retention("run_retention", self.run_retention)
+        check_retention("event_retention", self.event_retention)
+
+    @property
+    def clock(self) -> Callable[[], datetime]:
+        """The time source (:attr:`time_source`) under its 0.1.0 name, kept."""
+        return self.time_source
 
     def now(self) -> datetime:
-        return self.clock()
+        return self.time_source()
 
     def replace(self, **changes: Any) -> Settings:
         """A copy with ``changes``; a derived ``tick_expires`` is derived again from a new period."""
@@ -250,6 +251,8 @@ class Settings:
             and self.tick_expires == derived_tick_expires(self.tick_period)
         ):
             changes["tick_expires"] = None
+        if "clock" in changes:
+            changes["time_source"] = changes.pop("clock")
         return dataclasses.replace(self, **changes)
 
     def __repr__(self) -> str:  # dataclass keeps this one: secrets and URL passwords masked
@@ -267,6 +270,21 @@ class Settings:
         return out
 
 
+_dataclass_init = Settings.__init__
+
+
+def _init(self: Settings, *args: Any, clock: Callable[[], datetime] | None = None, **kwargs: Any) -> None:
+    """The dataclass's ``__init__``, also taking the time source under its 0.1.0 name ``clock``."""
+    if clock is not None:
+        if "time_source" in kwargs:
+            raise TypeError("Settings() takes the time source once: time_source or clock, not both")
+        kwargs["time_source"] = clock
+    _dataclass_init(self, *args, **kwargs)
+
+
+Settings.__init__ = _init  # type: ignore[method-assign]
+
+
 def __getattr__(name: str) -> Any:
     from alma_schedule.deprecation import resolve_alias
 
@@ -275,10 +293,6 @@ def __getattr__(name: str) -> Any:
 
 _FIELDS = dataclasses.fields(Settings)
 FIELDS: Mapping[str, dataclasses.Field[Any]] = {f.name: f for f in _FIELDS}
-
-
-def env_name(name: str) -> str:
-    return ENV_PREFIX + name.upper()
 
 
 def conf_name(name: str) -> str:
@@ -362,7 +376,5 @@ def load_settings(
             raise ConfigurationError(f"unknown setting {name!r}")
         values[name] = _convert(name, raw)
     settings = Settings(**values)
-    from alma_schedule.settings_checks import check_settings
-
     check_settings(settings)
     return settings

@@ -1,14 +1,6 @@
 """A clock that wakes at the next due instant: the wake-up hint read fresh, a heartbeat, a poll.
 
-:class:`Waker` holds what one clock remembers (when it last ticked, and for which instant) and reads
-the store's hint (:meth:`~alma_schedule.stores.system.SystemStore.peek_wake`, a few index probes, no
-write) at every wake-up; :func:`~alma_schedule.policies.wake.decide_wake` decides. Both
-``alma-schedule clock run`` (:func:`follow_clock`) and beat's tick entry
-(:mod:`alma_schedule.tasks.beat_schedule`) use it. See docs/architecture.md, "The clock".
-
-A hint that cannot be read (the store is down) costs the hint only: the clock falls back to its
-heartbeat (``tick_period``) and logs one line when the hint goes away and one when it comes back;
-it never stops. Nothing here can make a fire run twice: the claims stay the only authority.
+docs/architecture.md, section "The modules, in detail" (waker.py).
 """
 
 from __future__ import annotations
@@ -107,10 +99,10 @@ def follow_clock(settings: Settings, stop_event: threading.Event, send: Send, hi
     waker = Waker(rules_of(settings), hint)
     sent = 0
     while not stop_event.is_set():
-        now = settings.clock()
+        now = settings.time_source()
         wake = waker.check(now)
         if not wake.due:
-            stop_event.wait(max(0.0, (wake.at - settings.clock()).total_seconds()))
+            stop_event.wait(max(0.0, (wake.at - settings.time_source()).total_seconds()))
             continue
         waker.sent(wake, now)
         try:

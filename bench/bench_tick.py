@@ -32,7 +32,7 @@ from typing import Any
 
 import psycopg
 
-from alma_schedule.engine import create_schedule
+from alma_schedule.engine import create_scheduler
 from alma_schedule.model import Fire, Routine, RunRecord
 from alma_schedule.settings import Settings, Timers
 from alma_schedule.stores import open_store
@@ -173,16 +173,18 @@ def measure(size: int, due: int, reps: int) -> dict[str, Any]:
     from alma_schedule.stores.sql import migrate_store  # here: a worker importing this module never loads Alembic
 
     name, dsn, url = create_db()
+    dsn = f"{dsn}?options=-csearch_path%3Dalma"  # the store's namespace: its tables live in schema alma
     try:
         migrate_store(url)
         t0 = time.perf_counter()
         load(dsn, size, due)
+        record_zone_data(dsn)
         loaded = time.perf_counter() - t0
         store = open_store(url)
         settings = Settings(clock=lambda: NOW)
         timers = Timers.from_settings(settings)
         disp = CountingDispatcher()
-        sched = create_schedule(store=store, runner=NullRunner(), dispatcher=disp, settings=settings)
+        sched = create_scheduler(store=store, runner=NullRunner(), dispatcher=disp, settings=settings)
         bare: list[float] = []
         ticks: list[float] = []
         idle: list[float] = []

@@ -47,6 +47,10 @@ time, celery beat, RedBeat and our two clocks one after another (about 2 h 15 mi
 ``--lag`` runs that section alone (``--lag --quick``: its smoke, under a minute), with
 ``--lag-scenarios``, ``--lag-minutes`` and ``--lag-sizes`` to make it smaller.
 
+And the auth flood (``bench/bench_auth_flood.py``, issue 45): ``/healthz``'s latency and serve-http's
+memory while 200 wrong dashboard logins arrive 50 at once (under a minute; not in ``--quick``).
+``--auth-flood`` runs that section alone.
+
 Writes ``bench/results/<date>.md`` and ``.json`` (machine, every system's version, every figure).
 """
 
@@ -230,6 +234,10 @@ def markdown(result: dict[str, Any]) -> str:
         import lag_report  # the lag section: bench/lag.py
 
         lines += lag_report.markdown(result["lag"])
+    if result.get("auth_flood"):
+        import bench_auth_flood  # the auth flood: bench/bench_auth_flood.py
+
+        lines += bench_auth_flood.markdown(result["auth_flood"])
     return "\n".join(lines) + "\n"
 
 
@@ -252,9 +260,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lag-scenarios", default="", help="the lag section's scenarios, e.g. mix,herd")
     ap.add_argument("--lag-minutes", type=float, default=0.0, help="minutes of window per system, every scenario")
     ap.add_argument("--lag-sizes", default="", help="routines per lag scenario, e.g. mix=100,herd=2000")
+    ap.add_argument("--auth-flood", action="store_true", help="only the auth flood (bench/bench_auth_flood.py)")
     args = ap.parse_args(argv)
     if args.lag:
         return lag_only(args)
+    if args.auth_flood:
+        return auth_flood_only(args)
     systems.TASK_EVENTS = args.task_events == "on"
     default = [1_000, 10_000] if args.quick else [1_000, 10_000, 100_000]
     sizes = [int(s) for s in args.sizes.split(",") if s] or default
@@ -297,7 +308,10 @@ def main(argv: list[str] | None = None) -> int:
 
         result["scale"] = scale.run([int(x) for x in args.scale.split(",") if x], reps, args.redis, args.pg_admin)
         result["seconds"] = round(time.perf_counter() - started, 1)
-    if not args.quick and not args.scale_only:  # the lag section, in real time (bench/lag.py), last
+    if not args.quick and not args.scale_only:  # the auth flood, then the lag section in real time (bench/lag.py)
+        import bench_auth_flood
+
+        result["auth_flood"] = bench_auth_flood.section()
         result["lag"] = run_lag(args)
         result["seconds"] = round(time.perf_counter() - started, 1)
     out = Path(args.out)
@@ -333,6 +347,24 @@ def lag_only(args: argparse.Namespace) -> int:
     stem = f"{date}-lag" + ("-quick" if args.quick else "")
     (out / f"{stem}.json").write_text(json.dumps(result, indent=1) + "\n")
     (out / f"{stem}.md").write_text(markdown(result))
+    print(markdown(result))
+    return 0
+
+
+def auth_flood_only(args: argparse.Namespace) -> int:
+    """``scripts/bench --auth-flood``: the auth flood alone, written as ``<date>-auth-flood``."""
+    import bench_auth_flood
+
+    started = time.perf_counter()
+    date = datetime.now(UTC).strftime("%Y-%m-%d")
+    result: dict[str, Any] = {"date": date, "command": "scripts/bench --auth-flood", "machine": machine(),
+                              "versions": versions(), "cells": [], "lag": None,
+                              "auth_flood": bench_auth_flood.section()}  # fmt: skip
+    result["seconds"] = round(time.perf_counter() - started, 1)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{date}-auth-flood.json").write_text(json.dumps(result, indent=1) + "\n")
+    (out / f"{date}-auth-flood.md").write_text(markdown(result))
     print(markdown(result))
     return 0
 

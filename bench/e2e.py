@@ -10,7 +10,7 @@ duplicate check) and ``SET`` of the instant. Interleaved repetitions (A B C, A B
 * A ``ours``: from just before ``send_tick`` to the last run terminal in the store (``max(finished_at)``
   once every fire is terminal); the state is reset (untimed) before each repetition; each repetition
   also prints when the first and the last run started (seconds after the send: the tick's share);
-* B ``bare``: the same two run workers consuming ``fires`` plain ``apply_async`` no-op tasks, from
+* B ``bare``: the same two run workers consuming ``fires`` plain ``apply_async`` no-op tasks (on ``bench.bare``), from
   the first send to the last task's instant;
 * C ``bare_msgs``: the same with as many messages as we published (the tick message plus the run
   messages the run workers consumed in the previous A, counted by ``inspect().stats()``: packing).
@@ -42,6 +42,10 @@ from store_load import ROUTINE_COLS, copy, rid, routine_rows, scratch_database
 
 CELERY = str(Path(sys.executable).parent / "celery")
 RUN_TASKS = ("alma_schedule.run", "alma_schedule.run_many")
+#: The bare variants' queue: the same two run workers consume it beside ours (our queues run only our
+#: tasks, so a plain no-op task sent to alma.run would be refused and dead-lettered).
+BARE_QUEUE = "bench.bare"
+RUN_QUEUES = f"alma.run,{BARE_QUEUE}"
 
 APP_MODULE = """
 import os, time
@@ -106,8 +110,8 @@ class Bench:
         base = [CELERY, "-A", "alma_bench_e2e", "worker", "--without-mingle", "--without-gossip", "-l", "WARNING"]
         self.procs = [
             _spawn([*base, "-Q", "alma.tick", "-c", "1", "-n", "tick@%h"], self.env, self.tmp / "tick.log"),
-            _spawn([*base, "-Q", "alma.run", "-c", "1", "-n", "w1@%h"], self.env, self.tmp / "w1.log"),
-            _spawn([*base, "-Q", "alma.run", "-c", "1", "-n", "w2@%h"], self.env, self.tmp / "w2.log"),
+            _spawn([*base, "-Q", RUN_QUEUES, "-c", "1", "-n", "w1@%h"], self.env, self.tmp / "w1.log"),
+            _spawn([*base, "-Q", RUN_QUEUES, "-c", "1", "-n", "w2@%h"], self.env, self.tmp / "w2.log"),
         ]
         from alma_schedule.celery import create_app
         from alma_schedule.settings import Settings
@@ -182,8 +186,11 @@ class Bench:
     def bare(self, n: int) -> float:
         t0 = time.time()
         for i in range(n):
-            self.noop.apply_async(args=[i], queue="alma.run")
+            self.noop.apply_async(args=[i], queue=BARE_QUEUE)
+        deadline = time.monotonic() + 600
         while self.r.hlen("bench:effects") < n:
+            if time.monotonic() > deadline:
+                raise SystemExit(f"bare: {self.r.hlen('bench:effects')} of {n} no-op tasks ran in 10 min")
             time.sleep(0.05)
         return float(self.r.get("bench:last") or "nan") - t0
 

@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from round_trips import PgCounter, redis_url
 from store_load import scratch_database
 
-from alma_schedule.engine import create_schedule
+from alma_schedule.engine import create_scheduler
 from alma_schedule.model import Routine, RoutineSpec, RunHandle, RunKey, RunRecord, RunResult, Scope
 from alma_schedule.policies.ownership import owner_of
 from alma_schedule.settings import Settings
@@ -94,7 +94,7 @@ def count(fires: int, warm: int) -> dict[str, Any]:
             store = SqlStore(url)
             runners = _runners(url_redis, tmp)
             settings = Settings(broker_url=url_redis)
-            schedule = create_schedule(
+            schedule = create_scheduler(
                 store=store, runner=lambda r: runners[r.kind], dispatcher=Recorder(), settings=settings
             )
             pg = PgCounter(store.engine)

@@ -154,7 +154,10 @@ def _needs_server(item: pytest.Item) -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    selected_sweep = "sweep" in (config.getoption("markexpr") or "")
     for item in items:
+        if item.get_closest_marker("sweep") and not selected_sweep:  # hours: only when asked for
+            item.add_marker(pytest.mark.skip(reason="the full ten-year solar sweep: run `pytest -m sweep -n auto`"))
         if item.get_closest_marker("slow") or item.get_closest_marker("chaos"):
             continue
         if Path(str(item.fspath)).name in CONTRACT_FILES:

@@ -1,29 +1,6 @@
 """``beat_schedule`` entries -> ``task`` routines, or a refusal with the reason. Pure: no I/O.
 
-Meaning is never changed silently. What converts, and how:
-
-* ``crontab``: each field becomes the set Celery itself expanded (``crontab.minute`` etc.), written
-  with the user's own text (which the crontab keeps privately:
-  :func:`alma_schedule.compat.celery.crontab_as_written`) when the 5-field grammar reads it as the
-  same set (names, ranges, steps such as ``mon-fri`` or ``*/15``), else as a plain list (Celery-only
-  forms: full day names, wrap-around ranges like ``fri-mon``, Python sets). A field that covers its
-  whole range is ``*``.
-  The zone is the app's: ``timezone`` if set; else UTC when ``enable_utc`` (Celery's default);
-  else the system local zone (Celery reads local time then), which the caller passes in as an IANA
-  name; an unknown local zone refuses every crontab entry.
-* Day-of-month AND day-of-week: Celery's crontab runs only on days matching BOTH; cron (and
-  alma-schedule) runs on days matching EITHER when both are restricted. An entry with both restricted
-  is refused; one that restricts only one of them converts exactly (the other is written ``*``).
-* Intervals (a number of seconds, a ``timedelta``, ``schedule(run_every=...)``): whole seconds of at
-  least one second become ``{"every": ...}``; fractional seconds are refused. Beat anchors an
-  interval on the entry's LAST RUN (and the first run one interval after beat starts); alma-schedule
-  anchors it on REGISTRATION (``registered_at + k * interval``): said in every interval's notes.
-* Refused with the reason: ``solar``, custom schedule classes (subclasses included: their meaning
-  lives in their code), ``relative=True``, a custom ``nowfun``, send options other than queue /
-  priority / expires, arguments that are not JSON, entry names that are not valid routine ids,
-  and (when the caller knows the app's tasks) task names the app does not register.
-
-The routine id is the beat entry's name (checked by :func:`alma_schedule.model.check_id`).
+docs/architecture.md, section "The modules, in detail" (beat/convert.py).
 """
 
 from __future__ import annotations
@@ -36,7 +13,7 @@ from typing import Any
 
 from alma_schedule.compat.celery import crontab_as_written
 from alma_schedule.core.cron import compile_expr
-from alma_schedule.core.types import Cron, Every
+from alma_schedule.core.types import Cron, Every, Solar
 from alma_schedule.core.zones import check_zone
 from alma_schedule.errors import InvalidInput, InvalidSchedule
 from alma_schedule.model import RoutineSpec, Scope, check_id
@@ -47,6 +24,11 @@ ENTRY_KEYS = ("task", "schedule", "args", "kwargs", "options", "relative")
 ANCHOR_NOTE = (
     "beat counts this interval from the entry's last run (the first run one interval after beat "
     "starts); alma-schedule fires at registration + k x interval, whatever a run's duration or a restart"
+)
+
+SOLAR_NOTE = (
+    "fires at the event's UTC instant on each day it occurs, within 60 s of Celery's own solar (ephem); "
+    "a day without the event (polar day or night) has no fire, as in Celery"
 )
 
 AND_OR_MARK = "are both restricted: Celery's crontab runs only on days matching BOTH"
@@ -125,6 +107,8 @@ class Conversion:
         s = self.spec.schedule
         if "cron" in s:
             return f"cron {s['cron']!r} in {s.get('tz') or 'UTC'}"
+        if "solar" in s:
+            return f"solar {s['solar']} at {s['lat']}, {s['lon']}"
         return f"every {s['every']}"
 
     def to_dict(self) -> dict[str, Any]:
@@ -242,6 +226,16 @@ def _interval(seconds: float, what: str) -> tuple[dict[str, Any], list[str]]:
     return every.to_json(), [ANCHOR_NOTE]
 
 
+def _solar(value: Any) -> tuple[dict[str, Any], list[str]]:
+    if value.nowfun is not None:
+        raise _Refuse("the solar schedule has a custom nowfun: the clock it reads cannot be converted")
+    try:
+        sun = Solar(value.event, value.lat, value.lon)
+    except InvalidSchedule as exc:
+        raise _Refuse(f"solar({value.event!r}, {value.lat!r}, {value.lon!r}): {exc}") from None
+    return sun.to_json(), [SOLAR_NOTE]
+
+
 def convert_schedule(value: object, zone: AppZone, *, relative: bool = False) -> tuple[dict[str, Any], list[str]]:
     """A beat schedule value -> (our schedule JSON, notes); raises ``_Refuse`` with the reason."""
     from celery.schedules import crontab, schedule, solar
@@ -266,9 +260,8 @@ def convert_schedule(value: object, zone: AppZone, *, relative: bool = False) ->
         if every.relative:
             return convert_schedule(every.run_every, zone, relative=True)
         return _interval(every.run_every.total_seconds(), f"schedule(run_every={every.run_every})")
-    if isinstance(value, solar):
-        where = f"{getattr(value, 'event', '?')} at {getattr(value, 'lat', '?')}, {getattr(value, 'lon', '?')}"
-        raise _Refuse(f"solar schedules ({where}) follow the sun: no cron or interval means the same")
+    if type(value) is solar:
+        return _solar(value)
     raise _Refuse(
         f"custom schedule class {type(value).__module__}.{type(value).__qualname__}: its meaning lives "
         "in its own code (is_due), so it cannot be converted"

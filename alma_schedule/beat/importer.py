@@ -1,18 +1,6 @@
 """``import-beat``: read a Celery app's ``beat_schedule``, show what each entry becomes, register them.
 
-* :func:`plan_import` reads the app (its configured modules imported, so its task names are known)
-  and converts every entry (:mod:`alma_schedule.beat.convert`); it writes nothing. With
-  ``track=True`` (and a ``deadline``) the routines are tracked ones, and an entry whose task the
-  app cannot track (no stored result backend, ``ignore_result``, a deadline past
-  ``result_expires``) is refused in the plan already, with the reason; so is an entry the
-  allow-list refuses (:mod:`alma_schedule.policies.allow`).
-* :func:`plan_warnings` lists what a user must know before applying, one line each: intervals
-  shorter than the tick period, the anchoring of intervals, crontabs refused for AND-ing their days.
-* :func:`apply_import` registers each converted entry through the engine's ``register``. Each
-  registration is its own store transaction; re-registering an unchanged routine is a no-op, so
-  running the import twice creates nothing new (``unchanged``). A refused entry is never written;
-  an entry the engine refuses is reported and the others still go in. Routines whose entries left
-  the ``beat_schedule`` are not deleted (``alma-schedule routines delete`` does that).
+docs/architecture.md, section "The modules, in detail" (beat/importer.py).
 """
 
 from __future__ import annotations
@@ -35,6 +23,7 @@ from alma_schedule.beat.convert import (
 )
 from alma_schedule.errors import RegistrationRefused
 from alma_schedule.model import Scope
+from alma_schedule.model.provenance import import_beat_source
 from alma_schedule.policies.allow import TaskAllow
 from alma_schedule.policies.wake import FIXED_CADENCE_NOTE
 from alma_schedule.runners.task import TaskDefinition, TaskRunner
@@ -118,14 +107,12 @@ def plan_import(
     track: bool = False,
     deadline: str | None = None,
     allow: TaskAllow | None = None,
+    source: str | None = None,
 ) -> ImportPlan:
     """Convert ``app``'s ``beat_schedule`` for ``scope`` (imports the app's modules; writes nothing).
+    Each routine records ``source`` (default ``import-beat:<app>``) and its entry's name.
 
-    ``local_zone`` is the system zone Celery would read crontabs in when ``enable_utc=False`` and no
-    ``timezone`` is set (default: :func:`system_local_zone`). ``track`` / ``deadline``: tracked
-    routines (see :func:`alma_schedule.beat.convert.convert_entry`). An entry whose task or queue
-    the allow-list refuses (``allow``: ``task_allow`` / ``queue_allow``; by default our tasks and
-    queues and Celery's) is refused in the plan already, with the reason.
+    docs/architecture.md, "The modules, in detail" (beat/importer.py, plan_import).
     """
     runner = TaskRunner(app, allow=allow)
     known = set(runner.tasks())
@@ -137,16 +124,20 @@ def plan_import(
     conversions = convert_beat_schedule(
         app.conf.beat_schedule, scope, zone, known_tasks=known, track=track, deadline=deadline
     )
-    conversions = [_sendable(runner, c) for c in conversions]
-    return ImportPlan(app.main or "?", scope, zone, tuple(conversions))
+    name = app.main or "?"
+    origin = source or import_beat_source(name)
+    conversions = [_sendable(runner, c, origin) for c in conversions]
+    return ImportPlan(name, scope, zone, tuple(conversions))
 
 
-def _sendable(runner: TaskRunner, conv: Conversion) -> Conversion:
-    """``conv``, or refused with the runner's reason (the allow-list; tracking when tracked)."""
+def _sendable(runner: TaskRunner, conv: Conversion, source: str) -> Conversion:
+    """``conv`` with its provenance, or refused with the runner's reason (the allow-list; tracking when tracked)."""
     if conv.spec is None:
         return conv
     found = runner.problem(TaskDefinition.parse(conv.spec.definition))
-    return conv if found is None else dataclasses.replace(conv, spec=None, refused=found[1], notes=())
+    if found is not None:
+        return dataclasses.replace(conv, spec=None, refused=found[1], notes=())
+    return dataclasses.replace(conv, spec=dataclasses.replace(conv.spec, source=source, source_entry=conv.name))
 
 
 def plan_warnings(plan: ImportPlan, tick_period: timedelta) -> list[str]:
@@ -192,8 +183,11 @@ class Applied:
         }
 
 
-def apply_import(schedule: Scheduler, plan: ImportPlan, *, now: datetime | None = None) -> list[Applied]:
-    """Register every converted entry of ``plan`` (one ``register`` each); refused ones are skipped.
+def apply_import(
+    schedule: Scheduler, plan: ImportPlan, *, now: datetime | None = None, actor: str | None = None
+) -> list[Applied]:
+    """Register every converted entry of ``plan`` (one ``register`` each, its audit event naming
+    ``actor``); refused ones are skipped.
 
     Idempotent: an entry whose routine is already registered unchanged reports ``unchanged`` and
     writes nothing. The engine must serve kind ``task`` (a :class:`TaskRunner` or a resolver).
@@ -205,7 +199,7 @@ def apply_import(schedule: Scheduler, plan: ImportPlan, *, now: datetime | None 
             continue
         existed = schedule.store.get_routine(conv.spec.scope, conv.spec.routine_id) is not None
         try:
-            receipt = schedule.register(conv.spec, now=now)
+            receipt = schedule.register(conv.spec, now=now, actor=actor)
         except RegistrationRefused as exc:
             out.append(Applied(conv.name, "refused", exc.reason))
             continue

@@ -22,10 +22,12 @@ AREAS = (
     "ticks",
     "celery_cmds",
     "beat_cmds",
+    "import_cmds",
     "demo",
     "migrate",
     "settings_cmd",
     "dashboard_cmds",
+    "calendars",
 )
 
 

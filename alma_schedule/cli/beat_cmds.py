@@ -1,10 +1,7 @@
 """``alma-schedule import-beat MODULE:APP ORG/UID [--apply] [--track --deadline 1h]``: migrate a
 ``beat_schedule`` to routines.
 
-Without ``--apply`` it writes nothing: a table of every entry, converted as what or refused and why,
-then each warning on its own line. With ``--apply`` each converted entry is registered (kind
-``task``) in the store of ``--database-url`` / ``ALMA_DATABASE_URL``; running it again creates
-nothing new. ``--track --deadline D`` makes them tracked routines.
+docs/architecture.md, section "The modules, in detail" (cli/beat_cmds.py).
 """
 
 from __future__ import annotations
@@ -16,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from alma_schedule.cli.context import CliContext, emit_json, handle_errors, json_option, print_table
+from alma_schedule.cli.history import actor_option, cli_actor
 
 if TYPE_CHECKING:
     from alma_schedule.beat.importer import Applied, ImportPlan
@@ -36,6 +34,7 @@ def _load(app_path: str) -> Any:
 @click.option("--apply", "do_apply", is_flag=True, help="Register the converted entries (default: show only).")
 @click.option("--track", is_flag=True, help="Tracked routines: follow each fleet task's result (needs --deadline).")
 @click.option("--deadline", default=None, help="How long a tracked run waits for its task's result (1h, 30m, ...).")
+@actor_option
 @json_option
 @click.pass_obj
 @handle_errors
@@ -46,6 +45,7 @@ def import_beat(
     do_apply: bool,
     track: bool,
     deadline: str | None,
+    actor: str | None,
     as_json: bool,
 ) -> None:
     """Show (then, with --apply, register) the task routines equivalent to MODULE:APP's beat_schedule.
@@ -75,11 +75,11 @@ def import_beat(
     warnings = plan_warnings(plan, obj.settings.tick_period)
     applied = None
     if do_apply:
-        from alma_schedule.engine import create_schedule
+        from alma_schedule.engine import create_scheduler
         from alma_schedule.runners.task import TaskRunner
 
-        schedule = create_schedule(store=obj.store(), runner=TaskRunner(app, allow=allow), settings=obj.settings)
-        applied = apply_import(schedule, plan)
+        schedule = create_scheduler(store=obj.store(), runner=TaskRunner(app, allow=allow), settings=obj.settings)
+        applied = apply_import(schedule, plan, actor=cli_actor(actor))
     if as_json:
         out = plan.to_dict()
         out["applied"] = None if applied is None else [a.to_dict() for a in applied]
@@ -142,5 +142,65 @@ def _check_tracking(track: bool, deadline: str | None) -> None:
             raise InvalidInput(f"--deadline {deadline!r}: {exc}") from None
 
 
+@click.group("beat")
+def beat() -> None:
+    """The fleet's own ``celery beat`` as the clock (``install(app, beat_clock=True)``)."""
+
+
+@beat.command("sync")
+@click.option("--dry-run", is_flag=True, help="Show what the sync would change; write nothing.")
+@json_option
+@click.pass_obj
+@handle_errors
+def beat_sync(obj: CliContext, dry_run: bool, as_json: bool) -> None:
+    """Sync the fleet app's beat_schedule into its routines, as beat's start does (-A names the app).
+
+    Each entry that converts becomes (or updates) the routine of that id in alma_beat_sync_scope
+    (default beat/<app main name>); the routine of an entry gone from the code is disabled
+    (alma_beat_sync_prune = "delete": deleted). An operator's pause or disable is kept.
+
+    \b
+    Example:
+      alma-schedule -A proj beat sync --dry-run
+    """
+    from alma_schedule.beat.sync import apply_sync, plan_changes, plan_sync, summary, sync_scope
+    from alma_schedule.errors import InvalidInput
+    from alma_schedule.policies.allow import TaskAllow
+
+    app = obj.app()
+    if app is None:
+        raise InvalidInput("beat sync needs the fleet's Celery app: pass -A MODULE:APP (or set ALMA_CELERY_APP)")
+    settings = obj.settings
+    plan = plan_sync(
+        app, sync_scope(app, settings), prune=settings.beat_sync_prune, allow=TaskAllow.from_settings(settings)
+    )
+    if dry_run:
+        changes = plan_changes(obj.store(), plan, settings.now())
+    else:
+        from alma_schedule.engine import create_scheduler
+        from alma_schedule.runners.task import TaskRunner
+
+        schedule = create_scheduler(
+            store=obj.store(), runner=TaskRunner(app, allow=TaskAllow.from_settings(settings)), settings=settings
+        )
+        changes = apply_sync(schedule, plan, settings.now())
+    if as_json:
+        emit_json(
+            {
+                "scope": str(plan.scope),
+                "dry_run": dry_run,
+                "changes": [c.to_dict() for c in changes],
+                "kept_in_beat": [{"name": n, "why": w} for n, w in plan.kept],
+            }
+        )
+        return
+    title = f"beat_schedule of {plan.app} -> {plan.scope}" + (" (dry run: nothing written)" if dry_run else "")
+    print_table(title, ["entry", "change", "detail"], [[c.name, c.action, c.detail or ""] for c in changes])
+    for name, why in plan.kept:
+        click.echo(f"stays in beat: {name} ({why})")
+    click.echo(("would: " if dry_run else "") + summary(changes) + ".")
+
+
 def register(group: click.Group) -> None:
     group.add_command(import_beat)
+    group.add_command(beat)

@@ -120,21 +120,28 @@ def clock_run(obj: CliContext, every: str | None, follow: bool) -> None:
 def serve_http_cmd(obj: CliContext, host: str | None, port: int | None) -> None:
     """Serve POST /tick (enqueue a tick; X-Alma-Secret header) and GET /healthz (heartbeat age).
 
-    Refuses to start without ALMA_HTTP_SECRET, or with one shorter than 16 bytes (UTF-8).
+    Refuses to start without ALMA_HTTP_SECRET, or with one shorter than 16 bytes (UTF-8). POST /tick
+    sends through the -A app's broker when it called install(app), else through ALMA_BROKER_URL.
     A malformed body answers 400 with a JSON error. With ALMA_DASHBOARD_SCOPES set, also the
-    dashboard (/dashboard/, HTTP Basic with ALMA_DASHBOARD_USER / ALMA_DASHBOARD_PASSWORD_HASH); with
-    it or ALMA_METRICS_TOKEN, GET /metrics. Needs the 'http' extra.
+    dashboard (/dashboard/, HTTP Basic with ALMA_DASHBOARD_USER / ALMA_DASHBOARD_PASSWORD_HASH, a
+    scrypt hash of at least n=2^14, r=8); with it or ALMA_METRICS_TOKEN, GET /metrics. Repeated wrong
+    logins from one client (ALMA_TRUSTED_PROXIES: whose X-Forwarded-For to believe) are refused with
+    429; behind a reverse proxy set ALMA_DASHBOARD_ORIGIN. Needs the 'http' extra.
 
     \b
     Example:
-      ALMA_HTTP_SECRET=s3cret-of-24-bytes-long alma-schedule serve-http --port 8080
+      ALMA_HTTP_SECRET=s3cret-of-24-bytes-long alma-schedule -A proj serve-http --port 8080
       curl -X POST -H 'X-Alma-Secret: s3cret-of-24-bytes-long' http://127.0.0.1:8080/tick
     """
     from alma_schedule.clock import refuse_lost_ticks
-    from alma_schedule.http import serve_http
+    from alma_schedule.http import require_extra, require_secret, serve_http
 
-    refuse_lost_ticks(obj.settings)  # POST /tick sends through ALMA_BROKER_URL
-    serve_http(obj.settings, host=host, port=port)
+    require_extra()  # what is not installed first, then its own setting, then the store
+    require_secret(obj.settings)
+    obj.store_url()  # GET /healthz and the dashboard read the store: refused now when none is configured
+    app = obj.sender_app()
+    refuse_lost_ticks(obj.settings, app)  # POST /tick sends through the -A app's broker, else ALMA_BROKER_URL
+    serve_http(obj.settings, host=host, port=port, app=app)
 
 
 @click.command("worker-check")

@@ -1,12 +1,6 @@
 """What every CLI command shares: the fleet's app, the settings (read once), the store, output helpers.
 
-``-A/--app MODULE[:APP]`` (else ``ALMA_CELERY_APP``) names the fleet's Celery app, imported as
-``celery -A`` does (the working directory on ``sys.path``); its ``alma_*`` keys are read as
-settings (``ALMA_*`` variables over them, flags over both), and when it called ``install(app)``
-everything the command sends goes through it (its broker, its routing). Without one, sends go
-through the ready app and ``ALMA_BROKER_URL``.
-
-Exit codes: 0 ok, 1 failure (a typed error, printed as one line), 2 usage (click's own).
+docs/architecture.md, section "The modules, in detail" (cli/context.py).
 """
 
 from __future__ import annotations
@@ -21,9 +15,19 @@ from typing import Any, TypeVar
 
 import click
 
+from alma_schedule.cli.project import (
+    AppSource,
+    Project,
+    announce,
+    find_project,
+    locate_app,
+    put_on_path,
+    require_store,
+    store_origin,
+)
 from alma_schedule.cli.terminal import terminal_cell, terminal_text
 from alma_schedule.errors import AlmaScheduleError
-from alma_schedule.settings import Settings, load_settings, peek
+from alma_schedule.settings import Settings, load_settings
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -38,18 +42,29 @@ class CliContext:
     _settings: Settings | None = None
     _store: Any = None
     _app: Any = None
+    _app_source: AppSource | None = None
+    _project: Project | None = None
+
+    def project(self) -> Project:
+        """The ``[tool.alma-schedule]`` table above the working directory (read once)."""
+        if self._project is None:
+            self._project = find_project()
+        return self._project
 
     def app(self) -> Any:
-        """The fleet's Celery app of ``-A/--app`` (else ``ALMA_CELERY_APP``), imported once; None
-        when neither names one."""
+        """The fleet's Celery app, found from ``-A``, ``ALMA_CELERY_APP``, else ``app`` under
+        ``[tool.alma-schedule]`` (imported once, named on a terminal); None when none names one."""
         if self._app is None:
-            setting = "-A/--app" if self.app_path else "ALMA_CELERY_APP"
-            path = self.app_path or peek("celery_app")
-            if not path:
+            source = locate_app(self.app_path, self.project())
+            if source is None:
                 return None
             from alma_schedule.runners.task import load_celery_app
 
-            self._app = load_celery_app(str(path), setting=setting)
+            put_on_path(source)
+            setting = "-A/--app" if source.origin == "-A" else source.origin
+            self._app = load_celery_app(source.path, setting=setting)
+            self._app_source = source
+            announce(source, str(self._app.main))
         return self._app
 
     @property
@@ -57,10 +72,27 @@ class CliContext:
         if self._settings is None:
             app = self.app()
             overrides = dict(self.overrides)
-            if self.app_path:  # the task kind sends through the same app
-                overrides["celery_app"] = self.app_path
-            self._settings = load_settings(overrides, conf=None if app is None else app.conf)
+            if self._app_source is not None and self._app_source.origin != "ALMA_CELERY_APP":
+                overrides["celery_app"] = self._app_source.path  # the task kind sends through the same app
+            self._settings = load_settings(overrides, conf=self._conf(app))
         return self._settings
+
+    def _conf(self, app: Any) -> dict[str, Any] | None:
+        """The app's ``alma_*`` keys over ``[tool.alma-schedule]`` database_url (the lowest layer)."""
+        conf: dict[str, Any] = {}
+        if self.project().database_url:
+            conf["alma_database_url"] = self.project().database_url
+        if app is not None:
+            conf.update((str(k), app.conf[k]) for k in list(app.conf.keys()) if str(k).lower().startswith("alma_"))
+        return conf or None
+
+    def store_url(self) -> str:
+        """The configured store's URL; :class:`StoreNotConfigured` when nothing configures one
+        (never the embedded default: a command would create a file in the working directory)."""
+        url = self.settings.database_url  # a malformed or unknown setting is named first
+        conf = None if self._app is None else self._app.conf
+        require_store(store_origin(self.overrides.get("database_url"), self.project(), conf))
+        return url
 
     def sender_app(self) -> Any:
         """The fleet's app when it called ``install(app)`` (sends go through it), else None."""
@@ -79,7 +111,7 @@ class CliContext:
         if self._store is None:
             from alma_schedule.stores import open_store
 
-            self._store = open_store(self.settings.database_url, schema=self.settings.database_schema)
+            self._store = open_store(self.store_url(), schema=self.settings.database_schema)
         return self._store
 
     def close(self) -> None:
@@ -109,7 +141,7 @@ def handle_errors(fn: F) -> F:
             fail(str(exc))
         except (click.ClickException, click.Abort, click.exceptions.Exit):
             raise  # click's own: usage errors (exit 2) print themselves
-        except Exception as exc:  # a bug or a library's error: still one line (issue 45, item 12)
+        except Exception as exc:  # a bug or a library's error: still one line
             if obj is not None and obj.debug:
                 raise
             first = next(iter(str(exc).strip().splitlines()), "")[:300]

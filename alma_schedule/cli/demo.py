@@ -1,12 +1,6 @@
 """``alma-schedule demo``: the embedded demo (no servers), and :func:`run_demo`, its three parts in order.
 
-1. the Celery operator's case (:mod:`alma_schedule.cli.demo_beat`): a fleet's ``beat_schedule``
-   imported, its ``task`` routines ticked over simulated time, a real worker running the tasks;
-2. the governed kinds ``turn`` and ``job``, the DST change, a broken row (:mod:`alma_schedule.cli.demo_job`);
-3. real Celery ticks at real time (:func:`alma_schedule.cli.demo_job.celery_ticks`).
-
-Parts 1 and 3 need Celery: ``--no-celery`` skips them, each with one line saying why. Every file
-lives in one temporary folder, removed at the end; the demo prints no path into it.
+docs/architecture.md, section "The modules, in detail" (cli/demo.py).
 """
 
 from __future__ import annotations
@@ -40,6 +34,17 @@ def demo(hours: int, step_minutes: int, no_celery: bool) -> None:
     run_demo(hours=hours, step_minutes=step_minutes, celery=not no_celery, echo=click.echo)
 
 
+#: The demo's first lines: what it will show, before anything runs.
+OPENING = """alma-schedule demo: the whole flow on this machine, with no servers (SQLite, an in-memory broker).
+It will show, in three parts:
+  1. a small fleet's beat_schedule imported (import-beat), its task routines run by a real Celery worker
+     over a simulated day: each claimed fire runs once, and one entry is refused with its reason;
+  2. the governed kinds `turn` and `job` across London's spring-forward change, and a broken routine
+     that stops nothing;
+  3. real Celery ticks at real time.
+"""
+
+
 def run_demo(*, hours: int = 24, step_minutes: int = 5, celery: bool = True, echo: Any = print) -> dict[str, Any]:
     """The three parts in order; returns their counts (for tests)."""
     from alma_schedule.cli.demo_job import celery_ticks, simulate
@@ -53,6 +58,7 @@ def run_demo(*, hours: int = 24, step_minutes: int = 5, celery: bool = True, ech
     logging.getLogger("alma_schedule").propagate = False
     step = timedelta(minutes=step_minutes)
     out: dict[str, Any] = {}
+    echo(OPENING)
     with tempfile.TemporaryDirectory(prefix="alma-demo-") as tmp:
         folder = Path(tmp)
         echo("== part 1: your beat_schedule, imported: task routines on a real Celery worker (simulated time) ==")
@@ -72,7 +78,7 @@ def run_demo(*, hours: int = 24, step_minutes: int = 5, celery: bool = True, ech
             echo("skipped (--no-celery): real Celery ticks need the celery extra")
     echo(
         "\nThe demo's stores and the sink's file were in a temporary folder, now removed. To look around\n"
-        'afterwards, run the same against a store of your own: see the README\'s "Adopt it in your fleet".'
+        'afterwards, run the same against a store of your own: docs/adopt.md, "Adopt it in your fleet".'
     )
     return out
 

@@ -1,11 +1,6 @@
 """Part 1 of the demo: the Celery operator's case. A fleet's ``beat_schedule`` imported, then run.
 
-The fleet is :mod:`alma_schedule.cli.demo_fleet` (three tasks on kombu's in-memory broker). The
-part shows ``import-beat``'s dry run and ``--apply`` (the command's own rendering), then ticks the
-engine in-process over simulated time (the settings clock IS the simulated clock) while a REAL
-Celery worker of the fleet's app, in this process, runs the tasks each fire sends. At the end every
-claimed fire's task id (derived from its run key) is looked up among the worker's executions: each
-ran once, or the part says which did not.
+docs/architecture.md, section "The modules, in detail" (cli/demo_beat.py).
 """
 
 from __future__ import annotations
@@ -49,13 +44,13 @@ def operator_part(
     from alma_schedule.beat.importer import apply_import, plan_import, plan_warnings
     from alma_schedule.cli import demo_fleet
     from alma_schedule.cli.beat_cmds import render_import
-    from alma_schedule.engine import create_schedule
+    from alma_schedule.engine import create_scheduler
     from alma_schedule.policies.allow import TaskAllow
     from alma_schedule.runners.task import TaskRunner
     from alma_schedule.stores import migrate_store, open_store
 
     clock = SettableTime(SIM_START)
-    settings = Settings(database_url=f"sqlite:///{folder}/ops.sqlite3", tick_period=step, clock=clock)
+    settings = Settings(database_url=f"sqlite:///{folder}/ops.sqlite3", tick_period=step, time_source=clock)
     migrate_store(settings.database_url)
     store = open_store(settings.database_url)
     echo(
@@ -69,7 +64,7 @@ def operator_part(
     render_import(plan, warnings, None, track=False)
     echo(f"\n$ alma-schedule import-beat {FLEET_APP} {OPS} --apply")
     runner = TaskRunner(demo_fleet.app, allow=TaskAllow.from_settings(settings))
-    schedule = create_schedule(store=store, runner=runner, settings=settings)
+    schedule = create_scheduler(store=store, runner=runner, settings=settings)
     render_import(plan, warnings, apply_import(schedule, plan, now=SIM_START), track=False)
     echo(
         "first-monday-report stays in beat: Celery ANDs its two day fields, cron ORs them, and no cron says\n"

@@ -1,10 +1,6 @@
 """The demo's tiny Celery fleet: three tasks and a ``beat_schedule``, on kombu's in-memory broker.
 
-It stands for the operator's own ``proj/celery.py``: ``alma-schedule import-beat
-alma_schedule.cli.demo_fleet:app demo/ops`` reads it as it would read yours (the demo runs exactly
-that conversion). Each task only counts its executions by task id (:data:`EXECUTED`), so the demo
-can show that every fire a tick claimed ran its task once, on a real worker. Importing this module
-builds the app (it needs the ``celery`` extra); nothing else of the package imports it.
+docs/architecture.md, section "The modules, in detail" (cli/demo_fleet.py).
 """
 
 from __future__ import annotations

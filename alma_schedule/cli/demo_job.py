@@ -1,16 +1,7 @@
 """The embedded demo's parts 2 and 3 (part 1, the operator's ``import-beat``, is
 :mod:`alma_schedule.cli.demo_beat`; :func:`alma_schedule.cli.demo.run_demo` runs them in order).
 
-Part 2 drives the ENGINE in-process over simulated time (a day across the Europe/London spring-forward
-change, ticking every few minutes, in seconds of real time) on a SQLite store in a temporary folder,
-with the scripted provider and a file sink: the governed kinds ``turn`` and ``job``. The settings
-clock IS the simulated clock, so the `now` clamp and message expiries see simulated time too:
-nothing in the ledger is invented. No path into the temporary folder is printed (it is removed).
-
-Part 3 sends a few REAL Celery ticks through kombu's in-memory transport to an in-process worker,
-at real time (so the clamp and expiries are real), over a store of its own.
-
-The demo registers a demo-only kind ``echo`` (completes at once); it is not in the production registry.
+docs/architecture.md, section "The modules, in detail" (cli/demo_job.py).
 """
 
 from __future__ import annotations
@@ -69,7 +60,7 @@ def _settings(folder: Path, clock: Callable[[], datetime], step: timedelta) -> S
         poll_first=timedelta(minutes=90),  # the batch is first polled 90 min later: the next fire overlaps
         cap_per_run_micros=100_000,
         ceiling_org_daily_micros=1_000_000,
-        clock=clock,
+        time_source=clock,
     )
 
 
@@ -103,14 +94,14 @@ def simulate(
     folder: Path, *, hours: int = 24, step: timedelta = timedelta(minutes=5), echo: Any = print
 ) -> dict[str, Any]:
     """Part 2: a simulated day of the governed kinds. Returns counts for tests."""
-    from alma_schedule.engine import create_schedule
+    from alma_schedule.engine import create_scheduler
     from alma_schedule.stores import migrate_store, open_store
 
     clock = SettableTime(SIM_START)
     settings = _settings(folder, clock, step)
     migrate_store(settings.database_url, schema=settings.database_schema)
     store = open_store(settings.database_url, schema=settings.database_schema)
-    schedule = create_schedule(store=store, runner=_registry(settings).resolve, settings=settings)
+    schedule = create_scheduler(store=store, runner=_registry(settings).resolve, settings=settings)
     echo(
         "The governed kinds: `turn` (one model turn per fire, its text delivered once to a sink, its cost\n"
         "capped before the call) and `job` (a background batch submitted once, collected on a later tick),\n"
@@ -252,7 +243,7 @@ def celery_ticks(folder: Path, *, count: int = 3, echo: Any = print) -> list[dic
         raise missing_extra(exc, "celery", CELERY_PARTS) from None
 
     from alma_schedule.celery import create_app
-    from alma_schedule.engine import create_schedule
+    from alma_schedule.engine import create_scheduler
     from alma_schedule.stores import migrate_store, open_store
 
     live = folder / "live"
@@ -261,7 +252,7 @@ def celery_ticks(folder: Path, *, count: int = 3, echo: Any = print) -> list[dic
     migrate_store(settings.database_url, schema=settings.database_schema)
     store = open_store(settings.database_url, schema=settings.database_schema)
     registry = _registry(settings)
-    setup = create_schedule(store=store, runner=registry.resolve, settings=settings)
+    setup = create_scheduler(store=store, runner=registry.resolve, settings=settings)
     echo(
         "The same engine behind real Celery tasks at real time: each `alma_schedule.tick` message claims\n"
         "what is due and the worker runs each fire's `alma_schedule.run`; the live heartbeat (`every 1s`)\n"

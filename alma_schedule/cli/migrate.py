@@ -31,17 +31,19 @@ def migrate(obj: CliContext, database_url: str | None, adopt: bool, as_json: boo
     version table, so a database that already holds a fleet's alembic_version, routines or runs is
     shared without touching them. Safe to run again (a store already up to date is left alone) and
     from several processes at once (PostgreSQL: an advisory lock; SQLite: one BEGIN IMMEDIATE
-    transaction). A 0.1.0 store is refused until --adopt.
+    transaction). A 0.1.0 store is refused until --adopt. With no store configured it refuses
+    (it would create a file): give -A, ALMA_DATABASE_URL, --database-url or [tool.alma-schedule].
 
     \b
     Example:
+      alma-schedule -A proj migrate      # the store of proj's alma_database_url
       alma-schedule migrate --database-url postgresql+psycopg://alma@db/alma
-      alma-schedule migrate --adopt        # once, upgrading a 0.1.0 store
+      alma-schedule -A proj migrate --adopt        # once, upgrading a 0.1.0 store
     """
+    url = database_url or obj.store_url()  # never the embedded default: it would create ./alma-schedule.sqlite3
     from alma_schedule.stores.sql.errors import safe_url
     from alma_schedule.stores.sql.migrate import migrate as run_migration
 
-    url = database_url or obj.settings.database_url
     done = run_migration(url, adopt=adopt, schema=obj.settings.database_schema)
     if as_json:
         emit_json(

@@ -9,20 +9,21 @@ from typing import Any
 import click
 
 from alma_schedule.cli.context import CliContext, emit_json, handle_errors, json_option, print_table
+from alma_schedule.cli.history import actor_option, cli_actor, history
 from alma_schedule.cli.routines_add import add, update
 from alma_schedule.cli.routines_ops import backfill, describe
 from alma_schedule.cli.terminal import terminal_text
 from alma_schedule.cli.wiring import build_schedule
 from alma_schedule.core.policy import policy_of
 from alma_schedule.errors import AlmaScheduleError, InvalidInput, NotFound
-from alma_schedule.model import ROUTINE_STATES, Routine, RunRecord, RunState, Scope
+from alma_schedule.model import ROUTINE_STATES, Routine, RunRecord, RunState, Scope, provenance
 from alma_schedule.policies import finished, missed
 
 
 def last_scheduled_run(store: Any, sc: Scope, routine_id: str) -> RunRecord | None:
     """The newest run the schedule claimed (``origin == "schedule"``: manual triggers skipped), from
     the ledger; pages back until one is found or the routine's ledger ends."""
-    before: tuple[datetime, str] | None = None
+    before: tuple[datetime, str, str] | None = None
     while True:
         page: list[RunRecord] = store.list_runs(sc, routine_id=routine_id, limit=PAGE, before=before)
         for run in page:
@@ -30,7 +31,7 @@ def last_scheduled_run(store: Any, sc: Scope, routine_id: str) -> RunRecord | No
                 return run
         if len(page) < PAGE:
             return None
-        before = (page[-1].fire_at, page[-1].run_id)
+        before = (page[-1].fire_at, page[-1].run_id, page[-1].routine_id)
 
 
 def _last_run_text(run: RunRecord | None) -> str:
@@ -45,6 +46,8 @@ def state_text(r: Routine, now: datetime) -> str:
         return f"finished ({finished.finished_reason(r, now)})"
     if state == "paused":
         return f"paused ({r.paused_reason})"
+    if state == "disabled" and r.disabled_reason:
+        return f"disabled ({r.disabled_reason})"
     return state
 
 
@@ -114,6 +117,7 @@ routines.add_command(add)
 routines.add_command(update)
 routines.add_command(backfill)
 routines.add_command(describe)
+routines.add_command(history)
 
 
 @routines.command("list")
@@ -141,8 +145,10 @@ def list_(
     """List a scope's routines, or with --all every scope's (with a count per scope).
 
     "last run" is the newest fire the schedule claimed (from the run ledger, with its state);
-    "cursor" is where the schedule resumes counting from: the last claimed fire, or the instant of
-    a resume, an enable or a schedule change. "missed fires" counts the fires of the schedule that
+    "source" (shown when a routine of the scope was synced from beat or imported) is where it came
+    from; `routines show` and `describe` give every routine's. "cursor" is where the schedule
+    resumes counting from: the last claimed fire, or the instant of a resume, an enable or a
+    schedule change. "missed fires" counts the fires of the schedule that
     no tick claimed (collapsed by downtime, an expired tick or a clock slower than the routine: they
     have no run row), never those of a pause, a disable or a schedule change; "10,000+" once a claim
     counted its 10,000 limit. "over limits" names the registration limits a stored
@@ -177,7 +183,11 @@ def list_(
         return
     store = obj.store()
     table = [_routine_row(r, last_scheduled_run(store, sc, r.routine_id), now, over_limits(r, settings)) for r in rows]
-    print_table(f"routines of {sc}", ROUTINE_COLUMNS, table)
+    columns = ROUTINE_COLUMNS
+    if any(r.source_entry for r in rows):  # synced or imported routines: say which (show/describe: the entry)
+        table = [[*row, r.source or "-"] for row, r in zip(table, rows, strict=True)]
+        columns = [*ROUTINE_COLUMNS, "source"]
+    print_table(f"routines of {sc}", columns, table)
 
 
 def _list_all(obj: CliContext, kind: str | None, state: str | None, limit: int, as_json: bool) -> None:
@@ -201,15 +211,17 @@ def _list_all(obj: CliContext, kind: str | None, state: str | None, limit: int, 
             f"{r.org}/{r.uid}",
             r.routine_id,
             r.kind,
-            ", ".join(r.state_names) + (f" ({r.paused_reason})" if r.paused_reason else ""),
+            ", ".join(r.state_names)
+            + (f" ({r.paused_reason or r.disabled_reason})" if r.paused_reason or r.disabled_reason else ""),
             r.next_due_at.isoformat() if r.next_due_at else "-",
             missed.shown(r.fires_missed, r.fires_missed_capped),
             r.consecutive_failures,
             r.last_error or "",
+            provenance.shown_source(r.source, r.source_entry),
         ]
         for r in rows
     ]
-    columns = ["scope", "id", "kind", "state", "next due (UTC)", "missed fires", "failures", "last error"]
+    columns = ["scope", "id", "kind", "state", "next due (UTC)", "missed fires", "failures", "last error", "source"]
     shown = f" (first {len(rows)})" if total > len(rows) else ""
     print_table(f"routines of every scope{shown}", columns, table)
     print_table(f"per scope ({total} in all)", ["scope", "routines"], [(f"{o}/{u}", n) for o, u, n in counts])
@@ -267,17 +279,19 @@ def _lever(name: str, doc: str) -> None:
     @click.argument("scope")
     @click.argument("routine_id")
     @click.option("--reason", default="manual", help="Pause reason (pause only).", hidden=name != "pause")
+    @actor_option
     @json_option
     @click.pass_obj
     @handle_errors
-    def lever(obj: CliContext, scope: str, routine_id: str, reason: str, as_json: bool) -> None:
+    def lever(obj: CliContext, scope: str, routine_id: str, reason: str, actor: str | None, as_json: bool) -> None:
         sc = Scope.parse(scope)
+        who = cli_actor(actor)
         schedule = build_schedule(obj, sends=name == "trigger")
         result: Any
         if name == "pause":
-            result = schedule.pause(sc, routine_id, reason)
+            result = schedule.pause(sc, routine_id, reason, actor=who)
         else:
-            result = getattr(schedule, name)(sc, routine_id)
+            result = getattr(schedule, name)(sc, routine_id, actor=who)
         if as_json:
             emit_json(result.to_dict())
         elif name == "trigger":

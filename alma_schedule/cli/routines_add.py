@@ -1,16 +1,6 @@
 """``alma-schedule routines add | update``: create a routine, or change one, never by accident.
 
-``add`` creates: an id that already has a live routine is refused (one line naming
-``routines update`` and ``routines add --update``), so a typo in a provisioning script never
-silently replaces someone's routine. ``add --update`` is the upsert (create or update: what a
-script that re-applies its routines wants). ``update`` changes an existing routine only (unknown
-id: ``not found: routine ...``) and takes only what changes: ``--kind``, ``--schedule`` and
-``--definition`` default to the stored values.
-
-An update keeps the routine's cursor and its ``every`` anchor (``registered_at``) unless the
-schedule changes; the anchor moves only when the ``every`` interval itself changes (see
-:mod:`alma_schedule.engine.register`). The engine enforces create / update inside its
-compare-and-set, so two racing ``add`` commands cannot both create.
+docs/architecture.md, section "The modules, in detail" (cli/routines_add.py).
 """
 
 from __future__ import annotations
@@ -21,10 +11,11 @@ from typing import Any
 import click
 
 from alma_schedule.cli.context import CliContext, emit_json, handle_errors, json_option, print_table
+from alma_schedule.cli.history import actor_option, cli_actor
 from alma_schedule.cli.wiring import build_schedule, is_embedded, parse_instant
 from alma_schedule.engine.register import RegisterMode, RegistrationReceipt
 from alma_schedule.errors import InvalidInput, NotFound, RegistrationRefused
-from alma_schedule.model import RoutineSpec, Scope
+from alma_schedule.model import RoutineSpec, Scope, provenance
 
 UPDATE_HINT = "change it with `routines update` (or `routines add --update`)"
 
@@ -73,14 +64,24 @@ def refuse_at_in_production(obj: CliContext, at: str | None) -> None:
         )
 
 
-def _register(obj: CliContext, spec: RoutineSpec, at: str | None, mode: RegisterMode) -> RegistrationReceipt:
+def _register(
+    obj: CliContext, spec: RoutineSpec, at: str | None, mode: RegisterMode, actor: str | None = None
+) -> RegistrationReceipt:
     refuse_at_in_production(obj, at)
+    who = cli_actor(actor)
     sc = spec.scope
-    if mode == "create" and obj.store().get_routine(sc, spec.routine_id) is not None:
+    current = obj.store().get_routine(sc, spec.routine_id)
+    if mode == "create" and current is not None:
         raise RegistrationRefused(f"routine {spec.key} already exists: {UPDATE_HINT}")
+    if current is not None and (current.source or "").startswith(provenance.BEAT_SYNC):
+        click.echo(
+            f"warning: {spec.key} is synced from beat_schedule ({current.source}, entry {current.source_entry}): "
+            "the next beat sync overwrites its schedule and definition; change the entry in code to keep a change",
+            err=True,
+        )
     schedule = build_schedule(obj)
     try:
-        return schedule.register(spec, now=parse_instant(at) if at else None, mode=mode)
+        return schedule.register(spec, now=parse_instant(at) if at else None, mode=mode, actor=who)
     except RegistrationRefused as exc:  # created by a racing writer between the check and the write
         if mode == "create" and str(exc).endswith("already exists"):
             raise RegistrationRefused(f"{exc}: {UPDATE_HINT}") from None
@@ -110,6 +111,7 @@ _AT_HELP = "Registration instant (embedded store only; default now)."
 @click.option("--definition", "definition_text", default="{}", help="JSON or @file.json.")
 @click.option("--at", "at", default=None, help=_AT_HELP)
 @click.option("--update", "upsert", is_flag=True, help="Update the routine if the id exists (default: refuse).")
+@actor_option
 @json_option
 @click.pass_obj
 @handle_errors
@@ -122,6 +124,7 @@ def add(
     definition_text: str,
     at: str | None,
     upsert: bool,
+    actor: str | None,
     as_json: bool,
 ) -> None:
     """Register a new routine; prints its next 3 fires as the receipt.
@@ -143,9 +146,10 @@ def add(
         kind,
         _schedule(obj, schedule_text),
         _definition(obj, definition_text),
+        source=provenance.CLI,
     )
     existed = upsert and obj.store().get_routine(sc, routine_id) is not None
-    receipt = _register(obj, spec, at, "upsert" if upsert else "create")
+    receipt = _register(obj, spec, at, "upsert" if upsert else "create", actor)
     _print_receipt(receipt, as_json, created=not existed)
 
 
@@ -156,6 +160,7 @@ def add(
 @click.option("--schedule", "schedule_text", default=None, help="New schedule JSON (default: keep).")
 @click.option("--definition", "definition_text", default=None, help="New definition, JSON or @file (default: keep).")
 @click.option("--at", "at", default=None, help=_AT_HELP)
+@actor_option
 @json_option
 @click.pass_obj
 @handle_errors
@@ -167,6 +172,7 @@ def update(
     schedule_text: str | None,
     definition_text: str | None,
     at: str | None,
+    actor: str | None,
     as_json: bool,
 ) -> None:
     """Change an existing routine (unknown id: not found); options not given keep their value.
@@ -190,5 +196,6 @@ def update(
         kind if kind is not None else current.kind,
         _schedule(obj, schedule_text) if schedule_text is not None else dict(current.schedule),
         _definition(obj, definition_text) if definition_text is not None else dict(current.definition),
+        source=provenance.CLI,
     )
-    _print_receipt(_register(obj, spec, at, "update"), as_json, created=False)
+    _print_receipt(_register(obj, spec, at, "update", actor), as_json, created=False)

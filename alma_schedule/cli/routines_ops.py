@@ -1,10 +1,7 @@
 """``alma-schedule routines backfill | describe``: the operator's range of past fires, and one
 routine in one view.
 
-``backfill ORG/UID ID --from T1 --to T2 [--max N]`` stores the range; each tick then runs one of
-its fires that has no run row (``--cancel`` stops it; a claimed backfill run becomes
-``skipped(operator)``). ``describe ORG/UID ID [--json]`` prints the engine's
-:class:`~alma_schedule.engine.describe.RoutineView`.
+docs/architecture.md, section "The modules, in detail" (cli/routines_ops.py).
 """
 
 from __future__ import annotations
@@ -14,10 +11,11 @@ from typing import Any
 import click
 
 from alma_schedule.cli.context import CliContext, emit_json, handle_errors, json_option, print_table
+from alma_schedule.cli.history import actor_option, cli_actor
 from alma_schedule.cli.wiring import build_schedule, parse_instant
 from alma_schedule.engine.backfill import DEFAULT_MAX_FIRES
 from alma_schedule.errors import InvalidInput
-from alma_schedule.model import Scope
+from alma_schedule.model import Scope, provenance
 from alma_schedule.policies import missed
 
 
@@ -35,6 +33,7 @@ from alma_schedule.policies import missed
     help="Refuse a range holding more fires than this.",
 )
 @click.option("--cancel", is_flag=True, help="Cancel the routine's backfill (its claimed run: skipped(operator)).")
+@actor_option
 @json_option
 @click.pass_obj
 @handle_errors
@@ -46,6 +45,7 @@ def backfill(
     end: str | None,
     max_fires: int,
     cancel: bool,
+    actor: str | None,
     as_json: bool,
 ) -> None:
     """Run the past fires of a range that have no run row, one per tick (an operator action).
@@ -60,11 +60,12 @@ def backfill(
       alma-schedule routines backfill acme/alice briefing --cancel
     """
     sc = Scope.parse(scope)
+    who = cli_actor(actor)
     schedule = build_schedule(obj)
     if cancel:
         if start or end:
             raise InvalidInput("--cancel takes no --from / --to")
-        row, skipped = schedule.cancel_backfill(sc, routine_id)
+        row, skipped = schedule.cancel_backfill(sc, routine_id, actor=who)
         if as_json:
             emit_json({"backfill": row.to_dict(), "skipped": None if skipped is None else skipped.to_dict()})
             return
@@ -73,7 +74,9 @@ def backfill(
         return
     if not start or not end:
         raise InvalidInput("backfill needs --from and --to (or --cancel)")
-    receipt = schedule.backfill(sc, routine_id, parse_instant(start), parse_instant(end), max_fires=max_fires)
+    receipt = schedule.backfill(
+        sc, routine_id, parse_instant(start), parse_instant(end), max_fires=max_fires, actor=who
+    )
     if as_json:
         emit_json(receipt.to_dict())
         return
@@ -114,7 +117,8 @@ def describe(obj: CliContext, scope: str, routine_id: str, count: int, as_json: 
     if as_json:
         emit_json(view.to_dict())
         return
-    state = view.state + (f" ({view.paused_reason})" if view.paused_reason else "")
+    reason = view.paused_reason or (view.disabled_reason if view.state == "disabled" else None)
+    state = view.state + (f" ({reason})" if reason else "")
     if view.erroring:
         state += f", erroring: {view.last_error} (next attempt {view.defer_until})"
     head = [
@@ -122,6 +126,7 @@ def describe(obj: CliContext, scope: str, routine_id: str, count: int, as_json: 
         ("schedule", view.schedule),
         *((f"policy {k}", "-" if v is None else v) for k, v in view.policies.items()),
         ("state", state),
+        ("source", provenance.shown_source(view.source, view.source_entry)),
         ("failure streak", f"{view.streak} of {view.failure_threshold or 'never'}"),
         ("registered at / cursor", f"{view.registered_at.isoformat()} / {view.last_fire}"),
         ("missed fires (never claimed)", missed.shown(view.fires_missed, view.fires_missed_capped)),

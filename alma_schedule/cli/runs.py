@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from alma_schedule.cli.context import CliContext, emit_json, handle_errors, json_option, print_table
+from alma_schedule.cli.history import actor_option, cli_actor
 from alma_schedule.cli.wiring import build_schedule, parse_instant
 from alma_schedule.errors import InvalidInput, NotFound, RegistrationRefused
 from alma_schedule.model import NON_TERMINAL, REASONS, TERMINAL, WAITING, RunRecord, RunState, Scope
@@ -35,7 +36,7 @@ def run_row(r: RunRecord, *, scoped: bool = True) -> list[object]:
 
 @click.group("runs")
 def runs() -> None:
-    """The run ledger: list, stuck, record (reconcile), erase, prune."""
+    """The run ledger: list, stuck, overdue, record (reconcile), erase, prune."""
 
 
 @runs.command("list")
@@ -121,6 +122,45 @@ def stuck(obj: CliContext, older_than: str | None, limit: int, as_json: bool) ->
     print_table(title, [*RUN_COLUMNS, "why", "note"], table)
 
 
+@runs.command("overdue")
+@click.option("--limit", default=100, show_default=True, type=click.IntRange(1, 10_000))
+@json_option
+@click.pass_obj
+@handle_errors
+def overdue(obj: CliContext, limit: int, as_json: bool) -> None:
+    """Overdue fires (system-wide): routines with "expect" whose fire has not ended successfully
+    within "expect" of its instant (at most one per routine, until a run succeeds).
+
+    A fire with no run was never claimed (the routine's cursor is late: is the clock ticking?).
+    "alert" says whether its ALMA_ALERT_WEBHOOK post was answered 2xx.
+
+    \b
+    Example:
+      alma-schedule runs overdue --json
+    """
+    found = obj.store().overdue(obj.settings.now(), limit)
+    if as_json:
+        emit_json([{**f.to_dict(), "key": f.key} for f in found])
+        return
+    title = "overdue fires (expect)"
+    if not found:
+        click.echo(f"{title}: none")
+        return
+    table = [
+        [
+            f"{f.org}/{f.uid}/{f.routine_id}",
+            f.fire_at.isoformat(),
+            f.overdue_since.isoformat(),
+            f.run_id or "(never claimed)",
+            f.state or "",
+            f.reason or "",
+            "delivered" if f.delivered_at is not None else "",
+        ]
+        for f in found
+    ]
+    print_table(title, ["routine", "fire (UTC)", "overdue since", "run", "state", "reason", "alert"], table)
+
+
 @runs.command("record")
 @click.argument("scope")
 @click.argument("routine_id")
@@ -141,6 +181,7 @@ def stuck(obj: CliContext, older_than: str | None, limit: int, as_json: bool) ->
     help="What the run really cost, in USD (e.g. 0.0126: what the provider billed). "
     "[default: the run's stored cost; an uncertain run stored its whole bound]",
 )
+@actor_option
 @json_option
 @click.pass_obj
 @handle_errors
@@ -152,6 +193,7 @@ def record(
     outcome: str,
     reason: str,
     cost_usd: str | None,
+    actor: str | None,
     as_json: bool,
 ) -> None:
     """The operator's final word on a non-terminal run (never resends). The run's reservation
@@ -168,7 +210,8 @@ def record(
     """
     sc = Scope.parse(scope)
     cost = None if cost_usd is None else cost_usd_micros(cost_usd)
-    result = build_schedule(obj).record(sc, routine_id, run_id, outcome, reason, cost_micros=cost)
+    who = cli_actor(actor)
+    result = build_schedule(obj).record(sc, routine_id, run_id, outcome, reason, cost_micros=cost, actor=who)
     if as_json:
         emit_json(result.to_dict())  # printed either way; nothing recorded still exits 1 (below)
     if result.won:
@@ -190,7 +233,8 @@ def record(
 @click.pass_obj
 @handle_errors
 def erase(obj: CliContext, scope: str, yes: bool) -> None:
-    """Erase the result texts of a scope's runs (an erasure wins over a pending delivery).
+    """Erase the result texts of a scope's runs and the payloads (reason, diff) of its routines' audit
+    events, keeping who and when (an erasure wins over a pending delivery).
 
     \b
     Example:

@@ -13,7 +13,7 @@ from alma_schedule.errors import InvalidSchedule
 
 @click.group("schedule")
 def schedule_group() -> None:
-    """Scheduler calculations (pure: no store needed)."""
+    """Scheduler calculations (pure: no store needed, but for a schedule's business calendar)."""
 
 
 @schedule_group.command("next")
@@ -40,6 +40,10 @@ def schedule_next(obj: object, schedule: str, count: int, after: str | None, as_
     except RecursionError:  # the decoder recurses per level
         raise InvalidSchedule("schedule is nested too deeply to parse") from None
     parsed = validate_schedule(value)
+    if getattr(parsed, "calendar", None) is not None:  # a business calendar: read from the store
+        from alma_schedule.engine.calendars import check_calendar_of
+
+        check_calendar_of(parsed, obj.store())  # type: ignore[attr-defined]  # the CliContext
     start = _instant(after) if after else system_time().replace(microsecond=0)
     rows = preview_fires(parsed, start, start, count, policy=parse_policy(value))
     if as_json:

@@ -28,7 +28,7 @@ def default_text(value: Any) -> str:
 
 
 def documented_settings() -> list[dict[str, str]]:
-    """Every setting an ``ALMA_*`` variable can set (code-only fields such as ``clock`` excluded)."""
+    """Every setting an ``ALMA_*`` variable can set (code-only fields such as ``time_source`` excluded)."""
     return [
         {
             "setting": name,

@@ -1,10 +1,6 @@
 """The terminal medium's one escape: every text the CLI prints from the store goes through here.
 
-:func:`terminal_text` shows control, format (bidi) and separator characters as ``\\uXXXX``
-(:mod:`alma_schedule.model.printable`); :func:`terminal_cell` wraps the result in a rich
-:class:`~rich.text.Text`, which rich never parses as markup or emoji codes, so a stored ``[/]``,
-``[link=...]`` or ``:smile:`` is printed as those characters. Tables (``print_table``: titles,
-headers and cells) and the lines that echo stored text use these two and nothing else.
+docs/architecture.md, section "The modules, in detail" (cli/terminal.py).
 """
 
 from __future__ import annotations

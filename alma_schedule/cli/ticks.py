@@ -11,6 +11,7 @@ from alma_schedule.cli.context import CliContext, emit_json, fail, handle_errors
 from alma_schedule.cli.terminal import terminal_text
 from alma_schedule.cli.wiring import build_schedule, is_embedded, parse_instant
 from alma_schedule.policies import missed
+from alma_schedule.run_queue_watch import unconsumed
 
 
 @click.command("plan")
@@ -28,9 +29,11 @@ def plan(obj: CliContext, at: str | None, as_json: bool) -> None:
     Example:
       alma-schedule plan --at 2026-12-01T08:00:00Z
     """
-    p = build_schedule(obj).plan(now=parse_instant(at) if at else None)
+    schedule = build_schedule(obj)
+    p = schedule.plan(now=parse_instant(at) if at else None)
+    idle = unconsumed(schedule.store, p.at, obj.settings)
     if as_json:
-        emit_json(p.to_dict())
+        emit_json({**p.to_dict(), "run_queue": idle})
         return
     click.echo(f"plan at {p.at.isoformat()}")
     _section(
@@ -65,6 +68,8 @@ def plan(obj: CliContext, at: str | None, as_json: bool) -> None:
         [(e.routine, e.error, e.until.isoformat() if e.until else "") for e in p.errors],
     )
     click.echo(f"next wake: {p.next_wake_at.isoformat() if p.next_wake_at else 'nothing is due'}")
+    if idle is not None:
+        click.echo(terminal_text(f"warning: {idle}"))
 
 
 def _section(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
@@ -105,21 +110,26 @@ def tick(obj: CliContext, at: str | None, in_process: bool, as_json: bool) -> No
             click.echo(f"sent tick {task_id}")
         return
     if when is not None and embedded:
-        obj.use_settings(settings.replace(clock=lambda: when))
+        obj.use_settings(settings.replace(time_source=lambda: when))
     # in-process on a production store sends what it claims: the memory:// broker is refused first
-    report = build_schedule(obj, sends=not embedded).tick(now=when)
-    if as_json:
-        emit_json(report.to_dict())
-        return
+    schedule = build_schedule(obj, sends=not embedded)
+    report = schedule.tick(now=when)
     d = report.to_dict()
+    idle = unconsumed(schedule.store, report.at, settings)
+    if as_json:
+        emit_json({**d, "run_queue": idle})
+        return
     click.echo(
         f"tick at {d['at']}: claimed {d['claimed']}, resent {d['resent']}, collect {d['collect']}, "
-        f"skipped {d['skipped']}, missed fires {d['fires_missed']}, blocked {d['blocked']}, errors {d['errors']} "
+        f"skipped {d['skipped']}, missed fires {d['fires_missed']}, blocked {d['blocked']}, "
+        f"runs pruned {d['runs_pruned']}, errors {d['errors']} "
         f"({d['erroring']} routine(s) cannot be planned), next wake {d['next_wake_at'] or 'none'}"
     )
     for e in d["ids"]["errors"]:
         attempt = f" (next attempt {e['until']})" if e.get("until") else ""
         click.echo(terminal_text(f"  error: {e['routine']}: {e['error']}{attempt}"))
+    if idle is not None:
+        click.echo(terminal_text(f"warning: {idle}"))
 
 
 @click.command("reindex")

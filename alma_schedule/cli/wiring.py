@@ -37,7 +37,7 @@ def build_schedule(obj: CliContext, *, dispatcher: Any = None, sends: bool = Fal
     ``sends``: the command will send (``routines trigger``): a production store with the
     ``memory://`` broker is refused before anything is written.
     """
-    from alma_schedule.engine import create_schedule
+    from alma_schedule.engine import create_scheduler
     from alma_schedule.runners.registry import registry_resolver
 
     settings = obj.settings
@@ -48,6 +48,6 @@ def build_schedule(obj: CliContext, *, dispatcher: Any = None, sends: bool = Fal
         dispatcher = CeleryDispatcher(obj.sender_app() or celery_app_for(settings), settings)
         if sends:
             dispatcher.refuse_lost_sends()
-    return create_schedule(
+    return create_scheduler(
         store=obj.store(), runner=registry_resolver(settings), dispatcher=dispatcher, settings=settings
     )

@@ -1,12 +1,7 @@
 """Celery's private parts that we use, each behind one function (``docs/architecture.md``, "Private
 calls into dependencies"; pinned by ``tests/compat/test_compat_celery.py``).
 
-Why any: :class:`alma_schedule.tasks.publisher.Publisher` builds and publishes a dispatch's messages
-as ``app.send_task`` would, with what is the same for every message done once (the tick sends
-hundreds of messages), and groups their ``task-sent`` events; the Celery-beat importer
-(:mod:`alma_schedule.beat.convert`) reads a ``crontab`` as it was written.
-
-Celery is the ``celery`` extra: nothing is imported here at import time.
+docs/architecture.md, section "The modules, in detail" (compat/celery.py).
 """
 
 from __future__ import annotations
@@ -14,7 +9,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-__all__ = ["crontab_as_written", "exec_options", "prepare_event", "publish_events", "task_registry"]
+__all__ = ["crontab_as_written", "exec_options", "prepare_event", "publish_events", "selected_queues", "task_registry"]
 
 
 def task_registry(app: Any) -> Any:
@@ -31,8 +26,8 @@ def exec_options(task: Any) -> dict[str, Any]:
     ``send_task`` merges into a message's options), from its method ``_get_exec_options()`` (cached
     on the task); ``{}`` for None or an object without that method.
 
-    Private: the method of ``celery.app.task.Task`` that ``app.send_task`` calls. A copy: the
-    caller may change it."""
+    docs/architecture.md, "The modules, in detail" (compat/celery.py, exec_options).
+    """
     get_options = getattr(task, "_get_exec_options", None)
     if not inspect.ismethod(get_options):
         return {}
@@ -44,20 +39,17 @@ def prepare_event(dispatcher: Any, type: str, fields: dict[str, Any]) -> Any:
     ``app.events.Dispatcher``) would publish for ``type`` and ``fields`` (type, hostname, pid,
     clock, timestamp, utcoffset and the fields), without publishing it.
 
-    Private: the first half of ``EventDispatcher.publish``. The tick's dispatch keeps each
-    ``task-sent`` event of a publish batch and sends them grouped (``_GroupedEvents`` in
-    :mod:`alma_schedule.tasks.publisher`), so it needs the event without its publish."""
+    docs/architecture.md, "The modules, in detail" (compat/celery.py, prepare_event).
+    """
     return dispatcher._prepare_event(type, fields)
 
 
 def publish_events(dispatcher: Any, events: list[Any], producer: Any, routing_key: str) -> None:
-    """``dispatcher._publish(events, producer, routing_key)``: publish ``events`` (a list of events
-    made by :func:`prepare_event`) as ONE event message with ``routing_key`` (``task.multi``: the
-    grouped form Celery's own worker sends, ``EventDispatcher(buffer_group=[...])``) through
-    ``producer``, to the dispatcher's exchange with its serializer and headers.
+    """``dispatcher._publish(events, producer, routing_key)``: publish ``events`` (made by
+    :func:`prepare_event`) as one grouped event message (``task.multi``), as Celery's own worker does.
 
-    Private: the second half of ``EventDispatcher.publish``, which Celery's ``flush`` calls with
-    grouped events; no public call sends a group."""
+    docs/architecture.md, "The modules, in detail" (compat/celery.py, publish_events).
+    """
     dispatcher._publish(events, producer, routing_key)
 
 
@@ -66,7 +58,13 @@ def crontab_as_written(value: Any, field: str) -> Any:
     ``'mon-fri'``, an int, a set...): its attribute ``_orig_<field>`` for ``field`` one of
     ``minute``, ``hour``, ``day_of_month``, ``month_of_year``, ``day_of_week``.
 
-    Private: ``crontab`` keeps the text it was given only there (its public attributes hold the
-    expanded sets); the beat importer converts the written text to our cron and says when it had to
-    be rewritten (:mod:`alma_schedule.beat.convert`)."""
+    docs/architecture.md, "The modules, in detail" (compat/celery.py, crontab_as_written).
+    """
     return getattr(value, f"_orig_{field}")
+
+
+def selected_queues(queues: Any) -> Any:
+    """``queues._consume_from``: the queues a worker's ``-Q`` (``app.amqp.queues.select``) chose, or
+    None when none was given (the public ``consume_from`` then answers the default queues, so it
+    cannot tell the two apart)."""
+    return queues._consume_from

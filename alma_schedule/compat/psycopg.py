@@ -1,14 +1,7 @@
 """psycopg's undocumented and libpq-level parts that we use, each behind one function
 (``docs/architecture.md``, "Private calls into dependencies"; pinned by
 ``tests/compat/test_compat_psycopg.py``).
-
-psycopg has no underscore name of ours to hide; what is kept here is what lies below its
-connection and cursor API: an undocumented dumper class, and the libpq level (``psycopg.pq``, a
-connection's ``pgconn``, a cursor's ``pgresult``) that the SQL store's hot path reads to send its
-statements in pipeline mode and to read their results without building a cursor description
-(:mod:`alma_schedule.stores.sql.hot`, :mod:`alma_schedule.stores.sql.ahead`).
-
-psycopg is the ``postgres`` extra: each function imports it on its call, never at import time.
+docs/architecture.md, section "The modules, in detail" (compat/psycopg.py).
 """
 
 from __future__ import annotations
@@ -25,7 +18,7 @@ __all__ = [
 def prepare_threshold_of(dbapi_conn: Any) -> int | None:
     """A connection's ``prepare_threshold`` (how many executions before psycopg prepares a statement;
     None: never). A documented attribute, kept here because the SQL store's plan-cache rule
-    (PG_PLAN_CACHE, :mod:`alma_schedule.stores.sql.hot`) depends on its exact semantics."""
+    (PG_PLAN_CACHE, :mod:`alma_schedule.stores.postgres.hot`) depends on its exact semantics."""
     value: int | None = dbapi_conn.prepare_threshold
     return value
 
@@ -38,10 +31,8 @@ def set_prepare_threshold(dbapi_conn: Any, value: int | None) -> None:
 def register_binary_lists(dbapi_conn: Any) -> None:
     """Dump Python lists as binary PostgreSQL arrays on ``dbapi_conn`` (a new psycopg connection).
 
-    Relies on ``psycopg.types.array.ListBinaryDumper``, a class psycopg's documentation does not name
-    (its default list dumper is the TEXT one, which quotes each element through a regex; the binary
-    one is about 4x cheaper and exact). Used by the PostgreSQL engine's ``connect`` listener
-    (:func:`alma_schedule.stores.sql.engine.make_engine`): the batched statements pass arrays."""
+    docs/architecture.md, "The modules, in detail" (compat/psycopg.py, register_binary_lists).
+    """
     from psycopg.types.array import ListBinaryDumper
 
     dbapi_conn.adapters.register_dumper(list, ListBinaryDumper)
@@ -58,9 +49,8 @@ def in_pipeline(driver: Any) -> bool:
     """Whether the psycopg connection ``driver`` is in pipeline mode: libpq's pipeline status of its
     ``pgconn`` is not ``psycopg.pq.PipelineStatus.OFF`` (``ON``, or ``ABORTED`` after an error).
 
-    libpq level: read on the ``pgconn``, not through ``Connection.info``, as the SQL store always
-    did; a connection left in pipeline mode must never go back to the pool
-    (:func:`alma_schedule.stores.sql.ahead.out_of_pipeline`)."""
+    docs/architecture.md, "The modules, in detail" (compat/psycopg.py, in_pipeline).
+    """
     from psycopg.pq import PipelineStatus
 
     return bool(driver.pgconn.pipeline_status != PipelineStatus.OFF)
@@ -71,8 +61,8 @@ def result_has_rows(cur: Any) -> bool | None:
     ``TUPLES_OK`` on ``cur.pgresult``); None when no result is attached (a pipeline that ended
     before its result came back).
 
-    libpq level, chosen over ``cur.description``, which builds a Column object per returned column
-    at each call (14 % of a run-side fire's CPU, whose start CAS returns about 60 columns)."""
+    docs/architecture.md, "The modules, in detail" (compat/psycopg.py, result_has_rows).
+    """
     from psycopg.pq import ExecStatus
 
     res = cur.pgresult
@@ -85,10 +75,8 @@ def result_failed(cur: Any) -> bool:
     """Whether the last result of the psycopg cursor ``cur`` is an error (libpq's status
     ``FATAL_ERROR`` on ``cur.pgresult``): in a failed pipeline, which statement failed.
 
-    psycopg 3.3 raises a failed statement's error BEFORE it attaches that result to its cursor, so
-    after a failed pipeline no cursor answers True here and
-    :func:`alma_schedule.stores.sql.ahead.meanwhile` names the last statement sent; the compat test
-    pins that, so a psycopg that attaches the failed result is noticed."""
+    docs/architecture.md, "The modules, in detail" (compat/psycopg.py, result_failed).
+    """
     from psycopg.pq import ExecStatus
 
     res = cur.pgresult
@@ -99,8 +87,7 @@ def stream(cur: Any, sql: str, args: Any, size: int) -> Generator[tuple[Any, ...
     """``cur.stream(sql, args, size=size)``: the rows of one statement as the server sends them, in
     libpq's chunked rows mode (libpq 17 and later) when ``size`` > 1.
 
-    Relies on ``Cursor.stream`` being a GENERATOR (psycopg types it as an ``Iterator``): its
-    ``close()``, when the caller stops early, makes psycopg cancel the statement and read what came,
-    so the connection is left usable (:func:`alma_schedule.stores.sql.ahead.streamed`)."""
+    docs/architecture.md, "The modules, in detail" (compat/psycopg.py, stream).
+    """
     rows: Generator[tuple[Any, ...], None, None] = cur.stream(sql, args, size=size)
     return rows

@@ -1,13 +1,7 @@
 """SQLAlchemy's private parts that we use, each behind one function (``docs/architecture.md``,
 "Private calls into dependencies"; pinned by ``tests/compat/test_compat_sqlalchemy.py``).
 
-Why any: the hot statements of the SQL store (:mod:`alma_schedule.stores.sql.hot`, :mod:`.ahead`)
-are compiled by SQLAlchemy ONCE and then sent on the checked-out psycopg connection with a raw
-cursor, skipping SQLAlchemy's per-execution work; so they do themselves the two steps of that work
-that must still happen (the schema names written into the text, the engine's cursor listeners told).
-And rows are read by column name through ``Row._mapping``.
-
-SQLAlchemy is a core dependency, but nothing is imported here at import time (annotations only).
+docs/architecture.md, section "The modules, in detail" (compat/sqlalchemy.py).
 """
 
 from __future__ import annotations
@@ -24,10 +18,8 @@ __all__ = ["fire_after_cursor_execute", "fire_before_cursor_execute", "render_sc
 def row_mapping(row: Row[Any]) -> RowMapping:
     """``row._mapping``: the row as a read-only mapping of its columns by name.
 
-    SQLAlchemy documents ``Row._mapping`` (its underscore keeps it clear of column names), so this one
-    is the least private of the four here; it is reached here all the same so that one rule holds
-    (no underscore name of SQLAlchemy outside :mod:`alma_schedule.compat`). Used where the SQL store
-    reads a row by column name (a routine's, a version's, a start's flags)."""
+    docs/architecture.md, "The modules, in detail" (compat/sqlalchemy.py, row_mapping).
+    """
     return row._mapping
 
 
@@ -36,10 +28,8 @@ def render_schema_translates(dialect: Dialect, sql: str, schema_map: Mapping[str
     statement compiled with ``schema_translate_map``, its schema placeholders (``__[SCHEMA_<name>]``)
     replaced by the schemas ``schema_map`` names.
 
-    Private: the method of ``IdentifierPreparer`` that SQLAlchemy's own execution calls on every
-    execution of such a statement (a regex over its text). :func:`alma_schedule.stores.sql.hot.rendered`
-    compiles a hot statement once per (statement, schema) and sends the text itself, so it renders
-    the namespace (``docs/architecture.md``, "The SQL store's namespace") once, with this."""
+    docs/architecture.md, "The modules, in detail" (compat/sqlalchemy.py, render_schema_translates).
+    """
     return dialect.identifier_preparer._render_schema_translates(sql, dict(schema_map))
 
 
@@ -48,12 +38,8 @@ def fire_before_cursor_execute(conn: Connection, cursor: Any, sql: str, args: An
     ``conn``'s driver connection, as SQLAlchemy's execution tells them (``context=None``,
     ``executemany=False``); each may rewrite the text and the parameters: the ``(sql, args)`` to send.
 
-    Relies on ``Connection.dispatch`` (the event system's dispatcher of the connection, joined with
-    its engine's, which SQLAlchemy fires internally: calling it by hand is not a documented use), on
-    each listener being called ``(conn, cursor, statement, parameters, context, executemany)``, and on
-    a listener registered without ``retval=True`` being wrapped to hand back ``(statement,
-    parameters)`` unchanged. Keeps echo, tracing and the tests' statement counters seeing the hot
-    statements (:mod:`alma_schedule.stores.sql.hot`)."""
+    docs/architecture.md, "The modules, in detail" (compat/sqlalchemy.py, fire_before_cursor_execute).
+    """
     for before in conn.dispatch.before_cursor_execute:
         sql, args = before(conn, cursor, sql, args, None, False)
     return sql, args

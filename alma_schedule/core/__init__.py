@@ -11,15 +11,17 @@ from alma_schedule.core.fires import fire_id, latest_fire, next_fire, next_fires
 from alma_schedule.core.parse import parse_schedule, validate_schedule
 from alma_schedule.core.policy import SchedulePolicy, parse_policy, policy_of
 from alma_schedule.core.preview import FirePreview, preview_fires
-from alma_schedule.core.types import At, Cron, Every, ScheduleValue
+from alma_schedule.core.types import After, At, Cron, Every, ScheduleValue, Solar
 
 __all__ = [
+    "After",
     "At",
     "Cron",
     "Every",
     "FirePreview",
     "SchedulePolicy",
     "ScheduleValue",
+    "Solar",
     "bounded_latest_fire",
     "bounded_next_fire",
     "bounded_next_fires",

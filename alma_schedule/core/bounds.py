@@ -1,18 +1,6 @@
 """Fires inside a routine's bounds: ``not_before`` / ``not_after`` (:mod:`.policy`) over the timing.
 
-The bounds are inclusive limits on the NOMINAL fire instant; they never move the anchor (``every``
-stays anchored on ``registered_at``), they only drop the fires outside them. Every reader of "the
-next fire" that must respect a routine's bounds (``decide``, registration's cursor and receipt,
-``resume``/``enable``, ``reindex``, the previews) goes through these three functions, so the
-previews and the ticks agree:
-
-* :func:`bounded_next_fire`: the first fire after ``after`` that is at or after ``not_before`` and
-  at or before ``not_after`` (None past ``not_after``);
-* :func:`bounded_latest_fire`: the latest fire at or before ``now`` inside the bounds;
-* :func:`bounded_next_fires`: the next ``n`` of them.
-
-With the default policy (no bounds) they are :func:`~.fires.next_fire`, :func:`~.fires.latest_fire`
-and :func:`~.fires.next_fires`.
+docs/architecture.md, section "The modules, in detail" (core/bounds.py).
 """
 
 from __future__ import annotations

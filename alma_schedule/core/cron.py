@@ -1,15 +1,6 @@
 """The 5-field cron grammar and a wall-clock matcher.
 
-The grammar (minute hour day-of-month month day-of-week) is the standard one: ``*``, ``N``, ``A-B``,
-``*/S``, ``A-B/S``, ``A/S`` (= ``A-max/S``), comma lists, 3-letter month and day names
-(case-insensitive), day-of-week 0 and 7 = Sunday, and the aliases ``@yearly @annually @monthly
-@weekly @daily @midnight @hourly``. Everything else (``L W # ? H R``, a seconds or year field,
-reversed ranges, step 0) is refused with a message that names the token.
-
-The matcher works on *wall seconds*: a naive wall-clock reading written as seconds since
-1970-01-01 00:00 (no zone). :func:`next_match` and :func:`prev_match` jump by field (month set,
-a 31-bit day mask per month, a sorted table of times of day) and are bounded to
-:data:`SEARCH_YEARS`, so they never hang. Zones and DST live in :mod:`alma_schedule.core.fires`.
+docs/architecture.md, section "The modules, in detail" (core/cron.py).
 """
 
 from __future__ import annotations
@@ -66,6 +57,7 @@ class CronSpec:
         "dows",
         "expr",
         "hours",
+        "last",
         "minutes",
         "month_set",
         "months",
@@ -73,9 +65,11 @@ class CronSpec:
         "wildcard",
     )
 
-    def __init__(self, expr: str, fields: list[str], sets: list[frozenset[int]]) -> None:
+    def __init__(self, expr: str, fields: list[str], sets: list[frozenset[int]], last: bool = False) -> None:
         minutes, hours, doms, months, dows = sets
         self.expr = expr
+        #: ``L`` in the day-of-month field: the month's last day matches too
+        self.last = last
         self.minutes = tuple(sorted(minutes))
         self.hours = tuple(sorted(hours))
         self.doms = tuple(sorted(doms))
@@ -90,7 +84,10 @@ class CronSpec:
         self.dow_masks = tuple(
             sum(1 << d for d in range(1, 32) if (first + d - 1) % 7 in self.dows) for first in range(7)
         )
-        parts = [self.minutes, self.hours, self.doms, self.months, tuple(sorted(self.dows))]
+        dow_list = tuple(sorted(self.dows))
+        parts: list[tuple[int | str, ...]] = [self.minutes, self.hours, self.doms, self.months, dow_list]
+        if last:
+            parts[2] = (*self.doms, "L")
         self.canonical = " ".join(
             "*" if text == "*" else ",".join(map(str, vals)) for text, vals in zip(fields, parts, strict=True)
         )
@@ -107,6 +104,8 @@ def _value(token: str, field: tuple[str, int, int, dict[str, int]], text: str) -
     if low in names:
         return names[low]
     up = token.upper()
+    if up == "L":
+        raise InvalidSchedule(f"'L' (the month's last day) is only allowed in the day-of-month field, not {name}")
     if up[:1] in ("L", "W", "H", "R") or re.fullmatch(r"[0-9]+[LW]", up):
         tok = up[:1] if up[:1] in ("L", "W", "H", "R") else up[-1]
         raise InvalidSchedule(f"unsupported token {tok!r} in {name} field {_show(text)} (only standard 5-field cron)")
@@ -115,8 +114,22 @@ def _value(token: str, field: tuple[str, int, int, dict[str, int]], text: str) -
     raise InvalidSchedule(f"{name} field: invalid value {_show(token)} in {_show(text)}")
 
 
+def _last_day(text: str) -> tuple[str, bool]:
+    """The day-of-month field without its ``L`` item (the month's last day), and whether it had one."""
+    items = text.split(",")
+    last = [i for i in items if i.upper() == "L"]
+    if not last:
+        return text, False
+    if len(last) > 1:
+        raise InvalidSchedule(f"day-of-month field {_show(text)} has 'L' more than once")
+    rest = [i for i in items if i.upper() != "L"]
+    return ",".join(rest), True
+
+
 def _field_set(text: str, field: tuple[str, int, int, dict[str, int]]) -> frozenset[int]:
     name, lo, hi, _ = field
+    if not text and name == "day-of-month":  # only 'L': no numbered day
+        return frozenset()
     for tok in ("#", "?"):
         if tok in text:
             raise InvalidSchedule(
@@ -172,8 +185,9 @@ def compile_expr(expr: str) -> CronSpec:
     for f in fields:
         if not f.isascii() or not f.isprintable():
             raise InvalidSchedule(f"cron {_show(expr)} contains a character outside the cron grammar")
-    sets = [_field_set(t, f) for t, f in zip(fields, _FIELDS, strict=True)]
-    spec = CronSpec(expr, fields, sets)
+    dom_text, last = _last_day(fields[2])
+    sets = [_field_set(dom_text if f[0] == "day-of-month" else t, f) for t, f in zip(fields, _FIELDS, strict=True)]
+    spec = CronSpec(expr, fields, sets, last)
     if next_date(spec, 2000, 1, 1) is None:
         raise InvalidSchedule(f"cron {_show(expr)} never fires")
     return spec
@@ -185,7 +199,8 @@ def _day_mask(spec: CronSpec, y: int, m: int) -> int:
     if m == 2 and y % 4 == 0 and (y % 100 != 0 or y % 400 == 0):
         n = 29
     dm = spec.dow_masks[first]
-    mask = (spec.dom_mask | dm) if spec.day_or else (spec.dom_mask & dm)
+    dom = spec.dom_mask | (1 << n) if spec.last else spec.dom_mask
+    mask = (dom | dm) if spec.day_or else (dom & dm)
     return mask & _LEN_MASK[n]
 
 

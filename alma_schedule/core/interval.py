@@ -48,32 +48,34 @@ def _from_seconds(seconds: int) -> timedelta:
     return timedelta(seconds=seconds)
 
 
-def parse_interval(value: object) -> timedelta:
-    """``every`` value -> timedelta; raises :class:`InvalidSchedule` naming the reason."""
+def parse_interval(value: object, *, name: str = "every") -> timedelta:
+    """``every`` value (or the interval of the field ``name``: a refusal names the field the user
+    wrote) -> timedelta; raises :class:`InvalidSchedule` naming the reason."""
+    field = repr(name)
     if isinstance(value, bool):
-        raise InvalidSchedule("'every' must be an interval like '15m' or a number of seconds, got a boolean")
+        raise InvalidSchedule(f"{field} must be an interval like '15m' or a number of seconds, got a boolean")
     if isinstance(value, timedelta):
         return check_interval(value)
     if isinstance(value, int):
         return _from_seconds(value)
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise InvalidSchedule(f"'every' {_show(value)} is not a finite number of seconds")
+            raise InvalidSchedule(f"{field} {_show(value)} is not a finite number of seconds")
         if value < 1:
             raise InvalidSchedule("interval must be at least 1 second")
         if not value.is_integer():
-            raise InvalidSchedule(f"'every' {_show(value)} is not a whole number of seconds")
+            raise InvalidSchedule(f"{field} {_show(value)} is not a whole number of seconds")
         if value > MAX_INTERVAL.total_seconds():
             raise InvalidSchedule("interval must be at most 100 years")
         return _from_seconds(int(value))
     if not isinstance(value, str):
-        raise InvalidSchedule(f"'every' must be a string or a number of seconds, got {type(value).__name__}")
+        raise InvalidSchedule(f"{field} must be a string or a number of seconds, got {type(value).__name__}")
     text = value.strip()
     if text.upper().startswith("P"):
         m = _ISO.fullmatch(text)
         if m is None or text.upper() in ("P", "PT") or text.upper().endswith("T"):
             raise InvalidSchedule(
-                f"'every' {_show(value)} is not a supported ISO 8601 duration (use weeks, days, "
+                f"{field} {_show(value)} is not a supported ISO 8601 duration (use weeks, days, "
                 "hours, minutes and seconds, e.g. 'PT15M')"
             )
         weeks, days, hours, minutes, seconds, frac = m.groups()
@@ -85,12 +87,12 @@ def parse_interval(value: object) -> timedelta:
             + int(seconds or 0)
         )
         if total >= 1 and frac is not None and frac.strip("0"):
-            raise InvalidSchedule(f"'every' {_show(value)} is not a whole number of seconds")
+            raise InvalidSchedule(f"{field} {_show(value)} is not a whole number of seconds")
         return _from_seconds(total)
     m = _UNITS.fullmatch(text.lower())
     if m is None or not text or not any(m.groups()):
         raise InvalidSchedule(
-            f"'every' {_show(value)} is not an interval (use e.g. '15m', '1h30m', '2s', '1d', 'PT15M' "
+            f"{field} {_show(value)} is not an interval (use e.g. '15m', '1h30m', '2s', '1d', 'PT15M' "
             "or a number of seconds)"
         )
     days, hours, minutes, seconds = (int(g or 0) for g in m.groups())

@@ -1,11 +1,6 @@
 """Reading schedules from their JSON shapes.
 
-Shapes: ``{"cron": "0 8 * * 1-5", "tz": "Europe/Lisbon"}`` (``tz`` optional, null = UTC),
-``{"every": "15m"}`` (also ``"PT15M"``, ``"1h30m"``, ``"2s"``, ``"1d"`` or whole seconds as a
-number) and ``{"at": "2026-12-24T18:00:00+00:00"}``; or a JSON string holding one of those. The
-same object may carry the routine's policies (:mod:`.policy`); they are validated here and are not
-part of the timing value.
-Every refusal is an :class:`~alma_schedule.errors.InvalidSchedule` whose message names the field.
+docs/architecture.md, section "The modules, in detail" (core/parse.py).
 """
 
 from __future__ import annotations
@@ -16,11 +11,22 @@ from datetime import datetime
 
 from alma_schedule.core.interval import parse_interval
 from alma_schedule.core.policy import POLICY_KEYS, policy_of
-from alma_schedule.core.types import At, Cron, Every, ScheduleValue, to_epoch
+from alma_schedule.core.solar import SEARCH_DAYS, solar_next
+from alma_schedule.core.types import After, At, Cron, Every, ScheduleValue, Solar, to_epoch
 from alma_schedule.errors import InvalidSchedule
 
-_KINDS = ("cron", "every", "at")
-_ALLOWED = {"cron": ("cron", "tz"), "every": ("every",), "at": ("at",)}
+_KINDS = ("cron", "every", "at", "solar", "after")
+_ALLOWED = {
+    "cron": ("cron", "tz", "calendar", "roll"),
+    "every": ("every",),
+    "at": ("at",),
+    "solar": ("solar", "lat", "lon", "tz"),
+    "after": ("after",),
+}
+_EXPECTED = "'cron', 'every', 'at', 'solar' or 'after'"
+#: The policies a fixed delay refuses: there are no nominal past instants to catch up, and a next
+#: fire is due only after the previous run ended (no overlap).
+_NOT_AFTER_KEYS = ("catch_up", "overlap")
 
 
 def _show(value: object) -> str:
@@ -42,13 +48,36 @@ def _parse_at(value: object) -> At:
     return At(when)
 
 
+def _parse_solar(obj: Mapping[object, object]) -> Solar:
+    for key in ("lat", "lon"):
+        if key not in obj:
+            raise InvalidSchedule(f"'solar' schedule needs {key!r} (degrees, north and east positive)")
+    event, lat, lon, tz = obj["solar"], obj["lat"], obj["lon"], obj.get("tz")
+    if tz is not None and not isinstance(tz, str):
+        raise InvalidSchedule(f"'tz' must be a string or null, got {type(tz).__name__}")
+    return Solar(event, lat, lon, tz)  # type: ignore[arg-type]  # Solar checks each field's type
+
+
+def _parse_after(obj: Mapping[object, object]) -> After:
+    for key in _NOT_AFTER_KEYS:
+        if key in obj:
+            raise InvalidSchedule(
+                f"{key!r} does not apply to an 'after' schedule (a fixed delay has no past instants to "
+                "catch up, and its next fire is due only after the previous run ended)"
+            )
+    try:
+        return After(parse_interval(obj["after"], name="after"))
+    except InvalidSchedule as exc:  # every refusal names the field
+        raise exc if "'after'" in str(exc) else InvalidSchedule(f"'after': {exc}") from exc
+
+
 def _from_mapping(obj: Mapping[object, object]) -> ScheduleValue:
     kinds = [k for k in _KINDS if k in obj]
     if not kinds:
-        unknown = [k for k in obj if k != "tz" and k not in POLICY_KEYS]
+        unknown = [k for k in obj if k not in ("tz", "lat", "lon") and k not in POLICY_KEYS]
         if unknown:
-            raise InvalidSchedule(f"unknown key {_show(unknown[0])} in schedule (expected 'cron', 'every' or 'at')")
-        raise InvalidSchedule("schedule needs one of 'cron', 'every' or 'at'")
+            raise InvalidSchedule(f"unknown key {_show(unknown[0])} in schedule (expected {_EXPECTED})")
+        raise InvalidSchedule(f"schedule needs one of {_EXPECTED}")
     if len(kinds) > 1:
         raise InvalidSchedule(f"schedule has more than one of {', '.join(repr(k) for k in kinds)}")
     kind = kinds[0]
@@ -62,15 +91,20 @@ def _from_mapping(obj: Mapping[object, object]) -> ScheduleValue:
             raise InvalidSchedule(f"'cron' must be a string, got {type(expr).__name__}")
         if tz is not None and not isinstance(tz, str):
             raise InvalidSchedule(f"'tz' must be a string or null, got {type(tz).__name__}")
-        return Cron(expr, tz)
+        return Cron(expr, tz, obj.get("calendar"), obj.get("roll"))  # type: ignore[arg-type]  # Cron checks them
     if kind == "every":
         return Every(parse_interval(obj["every"]))
+    if kind == "solar":
+        return _parse_solar(obj)
+    if kind == "after":
+        return _parse_after(obj)
     return _parse_at(obj["at"])
 
 
 def parse_schedule(value: object) -> ScheduleValue:
-    """A :class:`Cron`, :class:`Every` or :class:`At` from a JSON object, JSON text or a schedule."""
-    if isinstance(value, Cron | Every | At):
+    """A :class:`Cron`, :class:`Every`, :class:`At`, :class:`Solar` or :class:`After` from a JSON
+    object, JSON text or a schedule."""
+    if isinstance(value, Cron | Every | At | Solar | After):
         return value
     if isinstance(value, bytes | bytearray):
         try:
@@ -83,14 +117,13 @@ def parse_schedule(value: object) -> ScheduleValue:
         except (ValueError, RecursionError) as exc:
             raise InvalidSchedule(f"schedule is not valid JSON: {_show(str(exc))}") from exc
     if not isinstance(value, Mapping):
-        raise InvalidSchedule(
-            f"schedule must be a JSON object with 'cron', 'every' or 'at', got {type(value).__name__}"
-        )
+        raise InvalidSchedule(f"schedule must be a JSON object with {_EXPECTED}, got {type(value).__name__}")
     return _from_mapping(value)
 
 
 def validate_schedule(value: object, *, now: datetime | None = None) -> ScheduleValue:
-    """:func:`parse_schedule`, and with ``now`` also refuse an ``at`` earlier than ``now``."""
+    """:func:`parse_schedule`, and with ``now`` also refuse an ``at`` earlier than ``now`` and a
+    ``solar`` event that does not occur within 366 days of ``now``."""
     schedule = parse_schedule(value)
     if now is not None:
         n = to_epoch(now, "now")
@@ -98,4 +131,14 @@ def validate_schedule(value: object, *, now: datetime | None = None) -> Schedule
             raise InvalidSchedule(
                 f"'at' {schedule.when.isoformat()} is earlier than now ({now.isoformat()}); it would never fire"
             )
+        if isinstance(schedule, Solar):
+            _check_occurs(schedule, n)
     return schedule
+
+
+def _check_occurs(schedule: Solar, n: int) -> None:
+    if solar_next(schedule.event, schedule.lat, schedule.lon, n, days=min(SEARCH_DAYS, 366)) is None:
+        raise InvalidSchedule(
+            f"'solar' {schedule.event!r} does not occur at lat {schedule.lat!r}, lon {schedule.lon!r} within "
+            "366 days (the sun never crosses that altitude there in a daily cycle); it would never fire"
+        )

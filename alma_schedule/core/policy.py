@@ -1,22 +1,6 @@
 """A routine's schedule policies, written in the same JSON object as its schedule.
 
-``{"cron": "*/5 * * * *", "overlap": "latest", "catch_up": "10m", "jitter": "30s",
-"not_before": "2027-01-01T00:00:00+00:00", "not_after": "2027-06-30T23:59:59+00:00", "max_runs": 3}``
-
-* ``overlap``: ``"skip"`` (the default: a fire due during an active run is ``skipped(overlap)``) or
-  ``"latest"`` (it waits as the routine's one ``buffered`` fire; a newer fire replaces it).
-* ``catch_up``: how old a fire may be when a tick first sees it (default: until the next fire).
-* ``not_before`` / ``not_after``: inclusive bounds on the nominal fire instant (ISO 8601 with an
-  offset, normalised to UTC).
-* ``max_runs``: how many schedule fires may be claimed in all (``1`` is a one-off).
-* ``jitter``: the largest delay of a fire past its nominal instant (a stable hash, never ``hash()``).
-
-Durations are written as ``every`` writes them (``30s``, ``10m``, ``1h30m``, ``PT10M``, seconds).
-This module only reads the values and refuses malformed ones (an
-:class:`~alma_schedule.errors.InvalidSchedule` naming the key); checks against settings and the
-schedule itself (``catch_up`` against the tick period, ``jitter`` against the gaps) belong to
-registration. The policies are not part of the timing value (:mod:`.types`): two schedules with the
-same timing fire at the same nominal instants whatever their policies.
+docs/architecture.md, section "The modules, in detail" (core/policy.py).
 """
 
 from __future__ import annotations
@@ -33,7 +17,7 @@ from alma_schedule.errors import InvalidSchedule
 __all__ = ["OVERLAP_MODES", "POLICY_KEYS", "MAX_RUNS_LIMIT", "SchedulePolicy", "parse_policy", "policy_of"]
 
 #: The keys of a schedule object that are policies, not timing.
-POLICY_KEYS = ("overlap", "catch_up", "not_before", "not_after", "max_runs", "jitter")
+POLICY_KEYS = ("overlap", "catch_up", "not_before", "not_after", "max_runs", "jitter", "expect")
 OVERLAP_MODES = ("skip", "latest")
 #: The largest ``max_runs`` (a 32-bit column counts the claims).
 MAX_RUNS_LIMIT = 2**31 - 1
@@ -49,6 +33,9 @@ class SchedulePolicy:
     not_after: datetime | None = None
     max_runs: int | None = None
     jitter: timedelta | None = None
+    #: The "did not run" alarm window: a fire not ended successfully this long after its instant is
+    #: overdue (policies.overdue).
+    expect: timedelta | None = None
 
     @property
     def is_default(self) -> bool:
@@ -69,6 +56,8 @@ class SchedulePolicy:
             out["max_runs"] = self.max_runs
         if self.jitter is not None:
             out["jitter"] = format_interval(self.jitter)
+        if self.expect is not None:
+            out["expect"] = format_interval(self.expect)
         return out
 
 
@@ -126,6 +115,7 @@ def policy_of(obj: Mapping[Any, Any]) -> SchedulePolicy:
         not_after=None if na is None else _instant("not_after", na),
         max_runs=None if obj.get("max_runs") is None else _max_runs(obj["max_runs"]),
         jitter=None if obj.get("jitter") is None else _duration("jitter", obj["jitter"]),
+        expect=None if obj.get("expect") is None else _duration("expect", obj["expect"]),
     )
     if policy.not_before is not None and policy.not_after is not None and policy.not_after < policy.not_before:
         after, before = policy.not_after.isoformat(), policy.not_before.isoformat()

@@ -1,16 +1,11 @@
-"""The three schedule kinds as frozen values, plus the instant rules every function shares.
+"""The five schedule kinds as frozen values, plus the instant rules every function shares.
 
-* :class:`Cron` ``(expr, tz=None)``: a 5-field cron read on the wall clock of ``tz`` (None = UTC).
-* :class:`Every` ``(interval)``: fires at ``registered_at + k * interval``, k >= 1.
-* :class:`At` ``(when)``: fires once at ``when`` (normalised to UTC).
-
-Constructing one validates it (:class:`~alma_schedule.errors.InvalidSchedule` otherwise), so a value
-of these types is always usable. ``to_json()`` returns the JSON object
-:func:`~alma_schedule.core.parse.parse_schedule` reads back to an equal value.
+docs/architecture.md, section "The modules, in detail" (core/types.py).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
@@ -18,6 +13,7 @@ from typing import Any
 
 from alma_schedule.core.cron import CronSpec, compile_expr
 from alma_schedule.core.interval import check_interval, format_interval
+from alma_schedule.core.solar import check_solar
 from alma_schedule.core.zones import check_zone
 from alma_schedule.errors import InvalidSchedule
 
@@ -69,10 +65,13 @@ def compile_cron(expr: str, tz: str | None) -> tuple[CronSpec, str]:
 
 @dataclass(frozen=True, slots=True)
 class Cron:
-    """A 5-field cron expression read on the wall clock of IANA zone ``tz`` (None means UTC)."""
+    """A 5-field cron expression read on the wall clock of IANA zone ``tz`` (None means UTC); with a
+    business ``calendar`` (a name, :mod:`.calendar`), its fires on closed days are rolled by ``roll``."""
 
     expr: str
     tz: str | None = None
+    calendar: str | None = None
+    roll: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.expr, str):
@@ -80,6 +79,8 @@ class Cron:
         if self.tz is not None and not isinstance(self.tz, str):
             raise InvalidSchedule(f"'tz' must be a string or null, got {type(self.tz).__name__}")
         compile_cron(self.expr, self.tz)
+        if self.calendar is not None or self.roll is not None:
+            _check_calendar(self)
 
     @property
     def zone(self) -> str:
@@ -92,7 +93,34 @@ class Cron:
         return compile_cron(self.expr, self.tz)[0].wildcard
 
     def to_json(self) -> dict[str, Any]:
-        return {"cron": self.expr} if self.tz is None else {"cron": self.expr, "tz": self.tz}
+        out: dict[str, Any] = {"cron": self.expr} if self.tz is None else {"cron": self.expr, "tz": self.tz}
+        if self.calendar is not None:
+            out.update(calendar=self.calendar, roll=self.roll)
+        return out
+
+
+def _check_calendar(cron: Cron) -> None:
+    """``calendar`` is a calendar name (:func:`check_calendar_name`); ``roll`` one of the three, only
+    with a calendar, ``skip`` when not given."""
+    from alma_schedule.core.calendar import check_roll
+
+    if cron.calendar is None:
+        raise InvalidSchedule("'roll' needs a 'calendar' (the business calendar whose closed days it rolls off)")
+    check_calendar_name(cron.calendar, "calendar")
+    object.__setattr__(cron, "roll", "skip" if cron.roll is None else check_roll(cron.roll))
+
+
+CALENDAR_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
+
+
+def check_calendar_name(value: object, field_name: str = "name") -> str:
+    """A calendar name: lower-case letters, digits, ``_ . -``, up to 63 characters."""
+    if not isinstance(value, str) or not CALENDAR_NAME.fullmatch(value):
+        shown = repr(value[:60]) if isinstance(value, str) else f"a {type(value).__name__}"
+        raise InvalidSchedule(
+            f"{field_name!r} must be a calendar name (lower-case letters, digits, '_', '.', '-'; up to 63), got {shown}"
+        )
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,4 +155,53 @@ class At:
         return {"at": self.when.isoformat()}
 
 
-ScheduleValue = Cron | Every | At
+@dataclass(frozen=True, slots=True)
+class Solar:
+    """Fires at solar ``event`` seen from (``lat``, ``lon``) on each day it occurs, at its UTC instant;
+    ``tz`` (None: UTC) only changes how the fires are shown."""
+
+    event: str
+    lat: float
+    lon: float
+    tz: str | None = None
+
+    def __post_init__(self) -> None:
+        check_solar(self.event, self.lat, self.lon)
+        if self.tz is not None:
+            check_zone(self.tz)
+
+    @property
+    def zone(self) -> str:
+        """The zone the fires are shown in (``UTC`` when ``tz`` is None)."""
+        return self.tz or "UTC"
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"solar": self.event, "lat": self.lat, "lon": self.lon}
+        return out if self.tz is None else {**out, "tz": self.tz}
+
+
+#: The longest ``after`` (fixed delay): a year.
+MAX_AFTER = timedelta(days=365)
+
+
+@dataclass(frozen=True, slots=True)
+class After:
+    """A fixed delay: the first fire at registration (or ``not_before``), each later one ``delay``
+    past the END of the previous run (docs/architecture.md, "Fixed-delay routines"). The core reads
+    it as one fire at the routine's anchor; the store sets the next one when a run ends."""
+
+    delay: timedelta
+
+    def __post_init__(self) -> None:
+        try:
+            check_interval(self.delay)
+        except InvalidSchedule as exc:
+            raise InvalidSchedule(f"'after': {exc}") from exc
+        if self.delay > MAX_AFTER:
+            raise InvalidSchedule(f"'after' must be at most a year (365d), got {format_interval(self.delay)}")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"after": format_interval(self.delay)}
+
+
+ScheduleValue = Cron | Every | At | Solar | After

@@ -1,25 +1,6 @@
 """Time zones: which zone data is read, validation with suggestions, and constant-offset segments.
 
-Zone data: the rules come from the ``tzdata`` package (a dependency, pinned by pip like any other:
-``pip install 'tzdata==2026.6'``), NOT from the system's ``/usr/share/zoneinfo``, which
-``zoneinfo.ZoneInfo`` would read first: two hosts of one fleet with different OS images would
-otherwise compute different fire instants. Only when the package is missing (or lacks a zone) does
-:func:`get_zone` fall back to the system's copy. :func:`zone_data` names what is read
-(``"tzdata 2026f"`` or ``"system"``); the store records it, and the first tick of a worker that
-reads other zone data re-derives every routine's next fire (``Scheduler.reconcile_zone_data``).
-
-A *segment* is a half-open UTC interval ``[start, end)`` (epoch seconds) over which a zone's UTC
-offset is constant. Segment boundaries are the zone's transitions plus every 1 January 00:00 UTC
-(a pseudo-boundary with no offset change), so each year's table is small and built once
-(``lru_cache``). Transitions are found by sampling the offset once a day and bisecting to the
-second; two transitions less than a day apart that cancel out would be missed (no zone in tzdata
-does that after 1970).
-
-A process reads one zone data for its life (the loaded zones and year tables are cached, and
-``zone_data`` is read once), so what is computed from them may be cached too: the cron fires of
-:mod:`.fires` (``cron_latest`` / ``cron_next``) and the tick's answers
-(:mod:`alma_schedule.engine.decide`). Other zone data is another process, which re-derives the
-stored fires itself (``Scheduler.reconcile_zone_data``).
+docs/architecture.md, section "The modules, in detail" (core/zones.py).
 """
 
 from __future__ import annotations

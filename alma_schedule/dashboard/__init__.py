@@ -1,4 +1,4 @@
-"""The operators' dashboard of ``serve-http`` (issue 17): server-rendered pages over the store, the
+"""The operators' dashboard of ``serve-http``: server-rendered pages over the store, the
 engine's levers behind confirmations, HTTP Basic auth with its own user, CSRF on every write."""
 
 from __future__ import annotations

@@ -8,8 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from alma_schedule.dashboard.html import esc, form, link, table
-from alma_schedule.dashboard.views import routine_path
+from alma_schedule.dashboard.html import esc, form, link, routine_path, table
 from alma_schedule.dashboard.views_runs import record_advice
 from alma_schedule.errors import AlmaScheduleError, InvalidInput
 from alma_schedule.model import REASONS, TERMINAL, RunKey, Scope
@@ -34,7 +33,7 @@ _WHAT = {
 
 def make_schedule(settings: Settings, store: Store) -> Scheduler:
     """The engine over ``store`` as the CLI builds it (in-process when embedded, Celery otherwise)."""
-    from alma_schedule.engine import create_schedule
+    from alma_schedule.engine import create_scheduler
     from alma_schedule.runners.registry import registry_resolver
     from alma_schedule.settings import is_embedded_store
 
@@ -44,7 +43,7 @@ def make_schedule(settings: Settings, store: Store) -> Scheduler:
         from alma_schedule.tasks.dispatcher import CeleryDispatcher
 
         dispatcher = CeleryDispatcher(celery_app_for(settings), settings)
-    return create_schedule(store=store, runner=registry_resolver(settings), dispatcher=dispatcher, settings=settings)
+    return create_scheduler(store=store, runner=registry_resolver(settings), dispatcher=dispatcher, settings=settings)
 
 
 def _record_fields() -> str:
@@ -70,24 +69,33 @@ def confirm_page(action: str, key_text: str, path: str, csrf: str, advice: str =
 
 
 def perform(
-    schedule: Scheduler, action: str, sc: Scope, routine_id: str, run_id: str | None, data: Mapping[str, str]
+    schedule: Scheduler,
+    action: str,
+    sc: Scope,
+    routine_id: str,
+    run_id: str | None,
+    data: Mapping[str, str],
+    *,
+    actor: str | None = None,
 ) -> str:
-    """Do ``action`` through the engine; the result (or the engine's refusal) as markup."""
+    """Do ``action`` through the engine, by ``actor`` (the signed-in user: who the audit trail
+    names); the result (or the engine's refusal) as markup."""
     back = link(routine_path(sc.org, sc.uid, routine_id), "back to the routine")
     try:
         if action == "pause":
             reason = (data.get("reason") or "manual").strip() or "manual"
-            result: Any = schedule.pause(sc, routine_id, reason)
+            result: Any = schedule.pause(sc, routine_id, reason, actor=actor)
         elif action == "record":
             if run_id is None:
                 raise InvalidInput("record needs a run")
-            res = schedule.record(sc, routine_id, run_id, data.get("outcome", ""), data.get("reason", ""))
+            outcome, why = data.get("outcome", ""), data.get("reason", "")
+            res = schedule.record(sc, routine_id, run_id, outcome, why, actor=actor)
             if res.record is None or not res.won:
                 state = res.record.state if res.record is not None else "unknown"
                 return f'<p class="err">nothing recorded: the run is {esc(state)} ({esc(res.reason)})</p>{back}'
             result = res.record
         else:
-            result = getattr(schedule, action)(sc, routine_id)
+            result = getattr(schedule, action)(sc, routine_id, actor=actor)
     except AlmaScheduleError as exc:
         return f'<p class="err">refused: {esc(exc)}</p>{back}'
     shown = result.to_dict() if hasattr(result, "to_dict") else {}

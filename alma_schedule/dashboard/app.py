@@ -1,9 +1,6 @@
 """The dashboard's routes, mounted by ``serve-http`` under ``/dashboard``.
 
-Every route needs the dashboard's HTTP Basic credentials (401 with ``WWW-Authenticate``
-otherwise; the tick secret never opens it); every POST also needs the form's CSRF token and a
-dashboard that is not read-only (403 otherwise). A scope outside ``ALMA_DASHBOARD_SCOPES`` is
-"not found". Store reads and engine calls run in the thread pool.
+docs/architecture.md, section "The modules, in detail" (dashboard/app.py).
 """
 
 from __future__ import annotations
@@ -12,10 +9,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl
 
-from alma_schedule.dashboard import actions, views, views_runs
-from alma_schedule.dashboard.auth import Access, Credentials
-from alma_schedule.dashboard.html import esc, layout
-from alma_schedule.errors import InvalidInput
+from alma_schedule.dashboard import actions, views, views_fleet, views_runs
+from alma_schedule.dashboard.auth import Access
+from alma_schedule.dashboard.guard import cross_site, own_origin, store_down
+from alma_schedule.dashboard.html import STYLE, STYLE_PATH, esc, layout
+from alma_schedule.dashboard.login import Login
+from alma_schedule.errors import InvalidInput, StoreError
 from alma_schedule.model import Scope
 
 if TYPE_CHECKING:
@@ -27,9 +26,6 @@ if TYPE_CHECKING:
     from alma_schedule.stores.base import Store
 
 __all__ = ["dashboard_routes"]
-
-REALM = 'Basic realm="alma-schedule dashboard", charset="UTF-8"'
-
 
 #: The largest form an action accepts, bytes (a reason and a token).
 FORM_CAP = 4096
@@ -53,11 +49,14 @@ async def _form(request: Request, cap: int) -> dict[str, str] | None:
     return dict(pairs)
 
 
-def dashboard_routes(settings: Settings, get_store: Callable[[], Store], credentials: Credentials) -> list[Route]:
-    """The routes of the dashboard (settings checked: it is on)."""
+def dashboard_routes(settings: Settings, get_store: Callable[[], Store], login: Login) -> list[Route]:
+    """The routes of the dashboard (settings checked: it is on; ``login.credentials`` set)."""
     from starlette.concurrency import run_in_threadpool
-    from starlette.responses import HTMLResponse, RedirectResponse
+    from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
     from starlette.routing import Route
+
+    credentials = login.credentials
+    assert credentials is not None
 
     access = Access.from_settings(settings)
     schedule_box: dict[str, Any] = {}
@@ -78,11 +77,14 @@ def dashboard_routes(settings: Settings, get_store: Callable[[], Store], credent
 
     def page(title: str, render: Callable[[Request, str], str], *, refresh: int | None = None) -> Callable[..., Any]:
         async def handler(request: Request) -> Response:
-            user = await run_in_threadpool(credentials.check, request.headers.get("authorization"))
-            if user is None:
-                return HTMLResponse("authentication required", status_code=401, headers={"WWW-Authenticate": REALM})
+            verdict = await login.check(request)
+            if verdict.user is None:
+                return login.refusal(verdict)
+            user = verdict.user
             try:
                 body = await run_in_threadpool(render, request, user)
+            except StoreError as exc:
+                return store_down(request, exc)
             except _NotFound:
                 return HTMLResponse(
                     layout(
@@ -102,7 +104,10 @@ def dashboard_routes(settings: Settings, get_store: Callable[[], Store], credent
         return views.overview(get_store(), settings, access, settings.now(), scope_arg(request))
 
     def routines(request: Request, user: str) -> str:
-        return views.routines_page(get_store(), access, scope_arg(request), request.query_params)
+        return views_fleet.routines_page(get_store(), access, scope_arg(request), request.query_params)
+
+    def scopes(request: Request, user: str) -> str:
+        return views_fleet.scopes_page(get_store(), settings, access, settings.now(), request.query_params)
 
     def routine(request: Request, user: str) -> str:
         sc = scope_arg(request)
@@ -113,7 +118,7 @@ def dashboard_routes(settings: Settings, get_store: Callable[[], Store], credent
         return views_runs.routine_page(get_store(), settings, access, r, settings.now())
 
     def ledger(request: Request, user: str) -> str:
-        return views_runs.ledger_page(get_store(), access, scope_arg(request), request.query_params)
+        return views_fleet.ledger_page(get_store(), access, scope_arg(request), request.query_params)
 
     def stuck(request: Request, user: str) -> str:
         return views_runs.stuck_page(get_store(), settings, access, settings.now())
@@ -140,9 +145,14 @@ def dashboard_routes(settings: Settings, get_store: Callable[[], Store], credent
         )
 
     async def act(request: Request) -> Response:
-        user = await run_in_threadpool(credentials.check, request.headers.get("authorization"))
-        if user is None:
-            return HTMLResponse("authentication required", status_code=401, headers={"WWW-Authenticate": REALM})
+        own = own_origin(settings.dashboard_origin, request.url.scheme, request.headers.get("host"))
+        foreign = cross_site(request.headers, own)
+        if foreign is not None:
+            return PlainTextResponse(foreign, status_code=403)
+        verdict = await login.check(request)
+        if verdict.user is None:
+            return login.refusal(verdict)
+        user = verdict.user
         data = await _form(request, FORM_CAP)
         if data is None:
             return HTMLResponse("the form is too large or not url-encoded", status_code=413)
@@ -151,9 +161,9 @@ def dashboard_routes(settings: Settings, get_store: Callable[[], Store], credent
         if not credentials.csrf_ok(user, data.get("csrf")):
             return HTMLResponse("missing or wrong CSRF token", status_code=403)
 
-        def run_action(req: Request, _user: str) -> str:
+        def run_action(req: Request, who: str) -> str:
             action, sc, rid, run = target(req)
-            return actions.perform(schedule(), action, sc, rid, run, data)
+            return actions.perform(schedule(), action, sc, rid, run, data, actor=who)
 
         done: Response = await page("action", run_action)(request)
         return done
@@ -161,9 +171,14 @@ def dashboard_routes(settings: Settings, get_store: Callable[[], Store], credent
     async def root(request: Request) -> Response:
         return RedirectResponse("/dashboard/", status_code=307)
 
+    async def style(request: Request) -> Response:
+        return Response(STYLE, media_type="text/css")
+
     return [
         Route("/dashboard", root, methods=["GET"]),
+        Route(STYLE_PATH, style, methods=["GET"]),
         Route("/dashboard/", page("Overview", overview, refresh=30), methods=["GET"]),
+        Route("/dashboard/scopes", page("Scopes", scopes), methods=["GET"]),
         Route("/dashboard/routines", page("Routines", routines), methods=["GET"]),
         Route("/dashboard/routine", page("Routine", routine), methods=["GET"]),
         Route("/dashboard/ledger", page("Ledger", ledger), methods=["GET"]),

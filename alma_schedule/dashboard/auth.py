@@ -1,10 +1,7 @@
 """Who may see the dashboard: the scrypt password hash, HTTP Basic credentials, the CSRF token and
 the scopes of ``ALMA_DASHBOARD_SCOPES``.
 
-The hash format is ``scrypt$<n>$<r>$<p>$<salt b64>$<hash b64>`` (``alma-schedule hash-password``
-prints one). Every comparison of a secret is constant-time (:func:`hmac.compare_digest`). The CSRF
-token is an HMAC of the user name under a key drawn when the app is built: a form of this process
-carries it, a forged cross-site POST cannot know it. Plain functions: no Starlette here.
+docs/architecture.md, section "The modules, in detail" (dashboard/auth.py).
 """
 
 from __future__ import annotations
@@ -16,6 +13,7 @@ import hmac
 import secrets
 from dataclasses import dataclass
 
+from alma_schedule.dashboard.throttle import Remembered
 from alma_schedule.errors import ConfigurationError
 from alma_schedule.model import Scope
 from alma_schedule.setting_values import ScopeGrant, dashboard_scope_grants
@@ -24,6 +22,8 @@ from alma_schedule.settings import Settings
 __all__ = ["Access", "Credentials", "hash_password", "verify_password"]
 
 _N, _R, _P = 2**14, 8, 1
+#: The least scrypt cost a password hash may have (below it the dashboard refuses to start).
+MIN_N, MIN_R = 2**14, 8
 _DKLEN = 32
 _MAXMEM = 64 * 1024 * 1024
 
@@ -66,6 +66,17 @@ def _parse_hash(text: str) -> _Parsed:
     return _Parsed(n, r, p, salt, digest)
 
 
+def _strong_hash(text: str) -> _Parsed:
+    """The parsed hash, refused below n=2^14, r=8 (one line naming the setting)."""
+    h = _parse_hash(text)
+    if h.n < MIN_N or h.r < MIN_R:
+        raise ConfigurationError(
+            f"ALMA_DASHBOARD_PASSWORD_HASH is scrypt n={h.n}, r={h.r}: the dashboard needs at least "
+            f"n={MIN_N}, r={MIN_R} (`alma-schedule hash-password` prints one)"
+        )
+    return h
+
+
 def verify_password(password: str, stored: str) -> bool:
     """Does ``password`` match the stored hash? Constant-time over the digest."""
     h = _parse_hash(stored)
@@ -92,28 +103,32 @@ class Credentials:
     """The dashboard's one user: checks Basic credentials and issues / checks CSRF tokens."""
 
     def __init__(self, user: str, password_hash: str) -> None:
-        _parse_hash(password_hash)  # a malformed hash refuses the app, naming the setting
+        _strong_hash(password_hash)  # a malformed or weak hash refuses the app, naming the setting
         self._user = user
         self._hash = password_hash
         self._csrf_key = secrets.token_bytes(32)
-        self._known: set[str] = set()  # headers already verified (scrypt is slow on purpose)
+        self._remembered = Remembered()  # headers already verified (scrypt is slow on purpose)
 
-    def check(self, header: str | None) -> str | None:
-        """The user name when ``header`` carries valid credentials, else None."""
+    def remembered(self, header: str | None) -> str | None:
+        """The user of a header verified lately (no scrypt), else None."""
+        return None if not header else self._remembered.get(header)
+
+    def verify(self, header: str | None) -> str | None:
+        """The user name when ``header`` carries valid credentials (scrypt), else None; remembered."""
         creds = basic_credentials(header)
         if creds is None or header is None:
             return None
         user, password = creds
-        seen = hashlib.sha256(header.encode()).hexdigest()
-        if seen in self._known:
-            return user
         user_ok = hmac.compare_digest(user.encode(), self._user.encode())
         password_ok = verify_password(password, self._hash)
         if user_ok and password_ok:
-            if len(self._known) < 64:
-                self._known.add(seen)
+            self._remembered.put(header, user)
             return user
         return None
+
+    def check(self, header: str | None) -> str | None:
+        """:meth:`remembered`, else :meth:`verify` (in the caller's thread)."""
+        return self.remembered(header) or self.verify(header)
 
     def csrf_token(self, user: str) -> str:
         return hmac.new(self._csrf_key, user.encode(), hashlib.sha256).hexdigest()

@@ -1,9 +1,6 @@
 """``serve-http``'s ``GET /metrics``: gauges read from the store, in the Prometheus text format.
 
-Only gauges (no counter is derived from store rows: ``prune`` would make it go backwards; the
-counters come from each worker host's exporter, :mod:`alma_schedule.tasks.metrics`). The reads
-are cached for :data:`CACHE_SECONDS` whatever the scrape rate. Opened by the dashboard's
-credentials or ``Authorization: Bearer <ALMA_METRICS_TOKEN>`` (constant-time).
+docs/architecture.md, section "The modules, in detail" (dashboard/metrics.py).
 """
 
 from __future__ import annotations
@@ -14,11 +11,12 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from alma_schedule.dashboard.html import CAP
-from alma_schedule.errors import AlmaScheduleError
+from alma_schedule.errors import AlmaScheduleError, StoreError
 
 if TYPE_CHECKING:
     from prometheus_client.core import Metric
 
+    from alma_schedule.dashboard.login import Login
     from alma_schedule.settings import Settings
     from alma_schedule.stores.base import Store
 
@@ -37,7 +35,8 @@ def bearer_ok(settings: Settings, header: str | None) -> bool:
 
 
 class StoreGauges:
-    """A prometheus_client collector over the store, its values cached for ``CACHE_SECONDS``."""
+    """A prometheus_client collector over the store, its values cached for ``CACHE_SECONDS``;
+    ``fleet`` False: the clock's gauges only (a scoped dashboard user)."""
 
     def __init__(
         self,
@@ -46,7 +45,9 @@ class StoreGauges:
         queue_depth: Callable[[], int | None],
         *,
         monotonic: Callable[[], float] = time.monotonic,
+        fleet: bool = True,
     ) -> None:
+        self.fleet = fleet
         self._settings = settings
         self._get_store = get_store
         self._queue_depth = queue_depth
@@ -66,15 +67,21 @@ class StoreGauges:
         store, s = self._get_store(), self._settings
         at = s.now()
         last, wake = store.last_tick(), store.next_wake_at()
+        clock = {
+            "last_tick": None if last is None else last.timestamp(),
+            "next_wake": None if wake is None else wake.timestamp(),
+        }
+        if not self.fleet:
+            return clock
         counts = store.count_routines(CAP)
         try:
             depth = self._queue_depth()
         except AlmaScheduleError:
             depth = None
         return {
-            "last_tick": None if last is None else last.timestamp(),
-            "next_wake": None if wake is None else wake.timestamp(),
+            **clock,
             "blocked": len(store.blocked(at, s.run_time_limit, CAP + 1)),
+            "overdue": len(store.overdue(at, CAP + 1)),
             "routines": {**counts, "erroring": store.erroring(limit=1).count},
             "queue_depth": depth,
         }
@@ -94,7 +101,12 @@ class StoreGauges:
             yield GaugeMetricFamily(
                 "alma_next_wake_timestamp_seconds", "The wake-up hint the last tick stored.", value=v["next_wake"]
             )
+        if not self.fleet:
+            return
         yield GaugeMetricFamily("alma_runs_blocked", f"Blocked runs (capped at {CAP + 1}).", value=v["blocked"])
+        yield GaugeMetricFamily(
+            "alma_routines_overdue", f"Routines with an overdue fire: expect (capped at {CAP + 1}).", value=v["overdue"]
+        )
         routines = GaugeMetricFamily("alma_routines", f"Routines by state (capped at {CAP + 1}).", labels=["state"])
         for state, n in sorted(v["routines"].items()):
             routines.add_metric([state], n)
@@ -111,17 +123,21 @@ def metrics_text(registry: Any) -> tuple[bytes, str]:
     return generate_latest(registry), CONTENT_TYPE_LATEST
 
 
-def metrics_route(settings: Settings, get_store: Callable[[], Store], credentials: Any) -> Any:
-    """``GET /metrics`` (401 without the dashboard's credentials or the bearer token)."""
+def metrics_route(settings: Settings, get_store: Callable[[], Store], login: Login) -> Any:
+    """``GET /metrics`` (401 without the dashboard's credentials or the bearer token, 429 for a
+    client the throttle refuses, 503 when the store cannot answer)."""
     from prometheus_client import CollectorRegistry
     from starlette.concurrency import run_in_threadpool
     from starlette.requests import Request
-    from starlette.responses import PlainTextResponse, Response
+    from starlette.responses import Response
     from starlette.routing import Route
 
     from alma_schedule.dashboard.actions import make_schedule
+    from alma_schedule.dashboard.auth import Access
+    from alma_schedule.dashboard.guard import store_down
 
     box: dict[str, Any] = {}
+    fleet_user = settings.dashboard_scopes is not None and Access.from_settings(settings).fleet
 
     def queue_depth() -> int | None:
         if "engine" not in box:
@@ -129,21 +145,20 @@ def metrics_route(settings: Settings, get_store: Callable[[], Store], credential
         depth: int | None = box["engine"].dispatcher.run_queue_depth()
         return depth
 
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(StoreGauges(settings, get_store, queue_depth))
+    everything = CollectorRegistry(auto_describe=False)
+    everything.register(StoreGauges(settings, get_store, queue_depth))
+    clock_only = CollectorRegistry(auto_describe=False)
+    clock_only.register(StoreGauges(settings, get_store, queue_depth, fleet=False))
 
     async def metrics(request: Request) -> Response:
-        header = request.headers.get("authorization")
-        allowed = bearer_ok(settings, header)
-        if not allowed and credentials is not None:
-            allowed = await run_in_threadpool(credentials.check, header) is not None
-        if not allowed:
-            return PlainTextResponse(
-                "authentication required",
-                status_code=401,
-                headers={"WWW-Authenticate": 'Basic realm="alma-schedule dashboard"'},
-            )
-        body, content_type = await run_in_threadpool(metrics_text, registry)
+        verdict = await login.check(request, lambda header: bearer_ok(settings, header))
+        if not verdict.ok:
+            return login.refusal(verdict)
+        registry = everything if verdict.bearer or fleet_user else clock_only
+        try:
+            body, content_type = await run_in_threadpool(metrics_text, registry)
+        except StoreError as exc:
+            return store_down(request, exc)
         return Response(body, media_type=content_type)
 
     return Route("/metrics", metrics, methods=["GET"])

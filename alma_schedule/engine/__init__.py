@@ -16,7 +16,7 @@ from .handle import StoreRunHandle
 from .register import RegistrationReceipt
 from .revision import config_revision
 from .runtime import UnknownKind
-from .scheduler import Scheduler, create_schedule
+from .scheduler import Scheduler, create_schedule, create_scheduler
 
 __all__ = [
     "InProcessDispatcher",
@@ -26,6 +26,7 @@ __all__ = [
     "UnknownKind",
     "config_revision",
     "create_schedule",
+    "create_scheduler",
     "decide",
 ]
 

@@ -1,20 +1,6 @@
 """``backfill``: an operator's range of past fires, run one per tick, one run row per fire.
 
-Missed fires are never replayed AUTOMATICALLY (guarantee 3); a backfill is the operator asking.
-:func:`backfill` checks the range and stores it (``Store.put_backfill``); each tick then claims at
-most one fire of it per routine (``Store.claim_backfills``, after the live claims), planned by
-:class:`BackfillPlanner`. The bounds, for a fire ``f`` of the routine's current schedule:
-
-    max(registered_at, pruned_through) < f <= last_fire,  and  from <= f <= to
-
-so a fire before this incarnation, a fire whose row ``prune`` deleted, or a fire the cursor has
-not reached is never run; a fire that has a run row (whatever its state) is never run again. A
-range that crosses a bound, ends in the future, holds more than ``max_fires`` fires (default
-1,000) or targets a paused or disabled routine is refused with :class:`BackfillRefused`, naming
-the bound and the count. A backfill run is ``claimed`` with origin ``backfill``, blocks like a
-manual run, expires at claim time + ``one_shot_window`` (``catch_up`` and ``max_catch_up`` do not
-apply) and counts for the streak like a manual run. A pause halts the range and keeps it pending;
-``cancel_backfill`` cancels it and records its ``claimed`` run ``skipped(operator)``.
+docs/architecture.md, section "The modules, in detail" (engine/backfill.py).
 """
 
 from __future__ import annotations
@@ -23,9 +9,11 @@ import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from alma_schedule.core import ScheduleValue, fire_id, next_fire
+from alma_schedule.core import After, ScheduleValue, next_fire
+from alma_schedule.core.fires import run_id_of
 from alma_schedule.errors import BackfillRefused, InvalidInput, NotFound
 from alma_schedule.model import Backfill, BackfillStep, Data, Routine, RunRecord, Scope, check_scope
+from alma_schedule.policies.audit import check_actor
 
 from .decide import schedule_of
 from .runtime import Runtime
@@ -99,6 +87,12 @@ def _check_range(
     if inactive is not None:
         raise BackfillRefused(f"routine {name} is {inactive}: resume it before a backfill", reason=inactive)
     schedule = schedule_of(routine)
+    if isinstance(schedule, After):
+        raise BackfillRefused(
+            f"routine {name} has an 'after' schedule (a fixed delay): it has no nominal past instants to "
+            "backfill; trigger a run instead",
+            reason="after",
+        )
     if end > at:
         n, text = _count(schedule, routine, start, min(at, routine.last_fire or at))
         raise BackfillRefused(
@@ -149,11 +143,11 @@ def _check_range(
 def _with_rows(rt: Runtime, routine: Routine, start: datetime, end: datetime) -> set[str]:
     """Run ids of the routine's rows with ``start <= fire_at <= end`` (the ledger, paged)."""
     ids: set[str] = set()
-    before: tuple[datetime, str] | None = (end + SECOND, "")
+    before: tuple[datetime, str] | tuple[datetime, str, str] | None = (end + SECOND, "")
     while before is not None:
         page = rt.store.list_runs(routine.scope, routine_id=routine.routine_id, since=start, limit=1000, before=before)
         ids.update(r.run_id for r in page)
-        before = (page[-1].fire_at, page[-1].run_id) if len(page) == 1000 else None
+        before = (page[-1].fire_at, page[-1].run_id, page[-1].routine_id) if len(page) == 1000 else None
     return ids
 
 
@@ -173,8 +167,10 @@ def backfill(
     *,
     max_fires: int = DEFAULT_MAX_FIRES,
     now: datetime | None = None,
+    actor: str | None = None,
 ) -> BackfillReceipt:
     """Check the range and store it for the ticks (see the module docstring). Tenant."""
+    actor = check_actor(actor)
     at = rt.now(now)
     if isinstance(max_fires, bool) or not isinstance(max_fires, int) or max_fires < 1:
         raise InvalidInput(f"--max must be a positive integer, got {max_fires!r}")
@@ -184,21 +180,23 @@ def backfill(
     routine = _live(rt, scope, routine_id)
     fires = _check_range(rt, routine, start, end, max_fires, at)
     taken = _with_rows(rt, routine, start, end)
-    todo = [f for f in fires if fire_id(f) not in taken]
+    schedule = schedule_of(routine)
+    todo = [f for f in fires if run_id_of(schedule, f) not in taken]  # a rolled fire's id: its nominal instant
     if not todo:
         raise BackfillRefused(f"every fire of the range ({len(fires)}) already has a run row", reason="empty", count=0)
     row = Backfill(routine.org, routine.uid, routine.routine_id, start, end, todo[0], max_fires)
-    stored = rt.store.put_backfill(row, now=at)
+    stored = rt.store.put_backfill(row, now=at, actor=actor)
     return BackfillReceipt(stored, len(todo), len(fires) - len(todo), todo[0], todo[-1])
 
 
 def cancel_backfill(
-    rt: Runtime, scope: Scope, routine_id: str, *, now: datetime | None = None
+    rt: Runtime, scope: Scope, routine_id: str, *, now: datetime | None = None, actor: str | None = None
 ) -> tuple[Backfill, RunRecord | None]:
     """Cancel the routine's backfill; its ``claimed`` run becomes ``skipped(operator)``. Tenant."""
+    actor = check_actor(actor)
     at = rt.now(now)
     _live(rt, scope, routine_id)
-    row, skipped = rt.store.cancel_backfill(scope, routine_id, now=at)
+    row, skipped = rt.store.cancel_backfill(scope, routine_id, now=at, actor=actor)
     if row is None:
         raise NotFound.of("backfill", f"{scope}/{routine_id}")
     return row, skipped
@@ -226,7 +224,7 @@ class BackfillPlanner:
             return None
         s = self.runtime.settings
         return BackfillStep(
-            tuple((fire_id(f), f) for f in fires[:STEP]),
+            tuple((run_id_of(schedule, f), f) for f in fires[:STEP]),
             expires_at=self.now + s.one_shot_window,
             resend_at=self.now + s.resend_first,
             exhausted=len(fires) <= STEP,

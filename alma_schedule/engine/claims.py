@@ -1,49 +1,23 @@
-"""Step 1 of the tick (:mod:`.tick`): the live claims, ``claim_due`` in batches of ``claim_limit``,
-each batch's claimed fires sent right after its commit.
-
-The first batch runs alone. When it comes back full (more may be due) and the store can claim
-concurrently (``store.claim_concurrency`` above 1: PostgreSQL, whose ``FOR UPDATE SKIP LOCKED`` hands
-concurrent batches disjoint routines), the remaining batches run on up to ``tick_claim_workers``
-threads at once, each batch still ONE store transaction on its own pooled connection: while one
-batch's statements execute in the database, the next batch's rows are decided in Python. Nothing
-of the protocol moves: a batch is the same transaction as when batches run one after another, a
-fire is sent only after the commit of the batch that claimed it, every due fire is claimed by one
-batch (the row locks decide, exactly as between two tick workers), and the whole step stops at
-the first short batch (or the first batch after which the store saw nothing else due:
-``ClaimScan.exhaust``, PostgreSQL's full first batch asks in its INSERT) or after
-``tick_max_batches`` batches in all. The batches of one tick share
-one :class:`~alma_schedule.model.ClaimScan`: on PostgreSQL a batch starts past the rows the
-batches before it locked (never walking them again) and a short batch's check for held rows leaves
-the rows the tick's other open batches hold to them. The one difference is order:
-two batches' messages may leave in either order (nothing downstream relies on the order of fires
-of different routines; one routine's fires are never in two batches of one tick at once, as its
-row is locked by one of them). SQLite and the memory store have one writer: their batches run one
-after another (``claim_concurrency`` 1), as with ``tick_claim_workers = 1``.
-
-Sends are serialized (one lock: a broker connection is not thread-safe). The claims of a LAST batch
-(short, or exhausted) are held in the tick's outbox instead: they leave once the end of the tick has
-started (:mod:`.outbox`), still after their commit and before any other store step. A failing send is one
-``<dispatcher>`` entry in the tick's errors (the claimed rows stay claimed; re-sends recover
-them). An exception from the store (it is down) stops the other batches after their current one
-and is raised by :func:`claim_live`, as from the loop it replaces. Python's cyclic garbage
-collector is paused for the whole step (:mod:`.collector`: the batches' objects die by reference
-counting before any collection walks them).
+"""Step 1 of the tick: the live claims, ``claim_due`` in batches of ``claim_limit`` until a short batch or
+``tick_max_batches``; each batch is ONE store transaction whose claims are sent after its commit.
+A store error stops the batches and is raised.
+docs/architecture.md, section "The modules, in detail" (engine/claims.py).
 """
 
 from __future__ import annotations
 
-import inspect
 import logging
 import threading
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
 
 from alma_schedule.model import ClaimBatch, ClaimScan, Decision, Routine, RunKey, RunRecord, TickError
+from alma_schedule.stores.fast import fast_claims, takes_staging
 
 from . import collector
+from .dispatch import SpreadsContext, Staged, StagesRuns
 from .outbox import Outbox, send_logged
 from .runtime import Runtime
 
@@ -77,7 +51,7 @@ class Tally:
             tuple(r.key for r in batch.buffered),
             bool(batch.deferred),
             short,
-            getattr(batch, "fires_missed", ()),  # a fleet's own store may answer an older ClaimBatch
+            batch.fires_missed,
         )
 
 
@@ -114,15 +88,21 @@ def claim_live(
 def _claim_live(rt: Runtime, at: datetime, decide: Callable[[Routine], Decision], outbox: Outbox | None) -> Claims:
     store, s = rt.store, rt.settings
     out = Claims()
+    # sends are serialized (a broker connection is not thread-safe); two concurrent batches' messages
+    # may leave in either order (one routine's fires are never in two open batches: its row lock)
     sending = threading.Lock()
     scan = ClaimScan()  # this tick's batches: one scan of the due routines (the store may use it)
 
     def last(short: bool) -> bool:  # short, or the store saw nothing else due
         return short or scan.exhausted
 
+    fast = fast_claims(store)  # the store's speed capability, if it declares it (stores/fast.py)
+    dispatcher = rt.dispatcher
     # builds a batch's messages during its INSERT, where the store takes a ``staging`` (a fleet's own
     # store written before it existed does not: its batches are sent after their commits, as before)
-    stage = getattr(rt.dispatcher, "stage_runs", None) if _takes_staging(store) else None
+    stage: Callable[[Sequence[RunRecord]], Staged | None] | None = None
+    if fast is not None and isinstance(dispatcher, StagesRuns) and takes_staging(fast):
+        stage = dispatcher.stage_runs
     tick_thread = threading.current_thread()  # the one that flushes the outbox
     refused: list[BaseException] = []  # a staging the broker refused: no other in this tick
 
@@ -130,10 +110,12 @@ def _claim_live(rt: Runtime, at: datetime, decide: Callable[[Routine], Decision]
         staged: list[Staged] = []
         staging = _staging(stage, sending, staged, refused) if stage is not None and not refused else None
         try:
-            if staging is None:
-                batch = store.claim_due(at, s.claim_limit, decide, rt.timers, scan)
+            if fast is None:
+                batch = store.claim_due(at, s.claim_limit, decide, rt.timers)
+            elif staging is None:
+                batch = fast.claim_due(at, s.claim_limit, decide, rt.timers, scan)
             else:
-                batch = store.claim_due(at, s.claim_limit, decide, rt.timers, scan, staging=staging)
+                batch = fast.claim_due(at, s.claim_limit, decide, rt.timers, scan, staging=staging)
         except BaseException:
             for made in staged:
                 made.discard()
@@ -152,7 +134,7 @@ def _claim_live(rt: Runtime, at: datetime, decide: Callable[[Routine], Decision]
     first = one()
     out.batches.append(first)
     left = s.tick_max_batches - 1
-    workers = min(s.tick_claim_workers, store.claim_concurrency, left)
+    workers = min(s.tick_claim_workers, fast.claim_concurrency if fast is not None else 1, left)
     if left <= 0 or last(first.short):
         return out
     if workers <= 1:
@@ -162,28 +144,10 @@ def _claim_live(rt: Runtime, at: datetime, decide: Callable[[Routine], Decision]
             if last(batch.short):
                 break
         return out
-    capture = getattr(rt.dispatcher, "caller_context", None)  # the tick's sends' context, into the threads
-    context = capture() if capture is not None else nullcontext
+    # the tick's sends' context, into the threads
+    context = dispatcher.caller_context() if isinstance(dispatcher, SpreadsContext) else nullcontext
     out.batches.extend(_concurrently(one, left, workers, lambda t: last(t.short), context))
     return out
-
-
-def _takes_staging(store: object) -> bool:
-    """``store.claim_due`` accepts ``staging`` (the :class:`~alma_schedule.stores.base.Store` protocol's
-    since it was added; a store written before it keeps working without)."""
-    try:
-        params = inspect.signature(store.claim_due).parameters  # type: ignore[attr-defined]
-    except (AttributeError, TypeError, ValueError):
-        return False
-    return "staging" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-
-
-class Staged(Protocol):
-    """What a dispatcher's ``stage_runs`` returns (:class:`~alma_schedule.tasks.staged.StagedSend`)."""
-
-    def matches(self, runs: Sequence[RunRecord]) -> bool: ...
-    def send(self, runs: Sequence[RunRecord]) -> None: ...
-    def discard(self) -> None: ...
 
 
 def _staging(

@@ -1,11 +1,6 @@
 """``describe``: one routine in one view, as plain data (the CLI prints it; a dashboard reuses it).
 
-:func:`describe` reads (never writes): the schedule and its policies, the reading of the routine
-(enabled / paused with its reason / disabled / finished, erroring, the failure streak against its
-threshold), the next fires as due instants (jitter applied) with their local reading, DST and
-jitter notes (:func:`~alma_schedule.engine.upcoming.upcoming_fires`), the
-last runs with outcomes and durations, the run that blocks a new fire (its one non-terminal run)
-and the buffered one if the store has that state, and the routine's backfill range.
+docs/architecture.md, section "The modules, in detail" (engine/describe.py).
 """
 
 from __future__ import annotations
@@ -20,6 +15,7 @@ from alma_schedule.core.interval import format_interval
 from alma_schedule.errors import AlmaScheduleError, NotFound
 from alma_schedule.model import Data, Routine, RunRecord, RunState, Scope, check_scope
 
+from .calendars import install_from
 from .runtime import Runtime
 from .upcoming import upcoming_fires
 
@@ -99,6 +95,10 @@ class RoutineView(Data):
     #: reached its cap (a lower bound: shown ``10,000+``).
     fires_missed: int = 0
     fires_missed_capped: bool = False
+    #: Provenance (``model.provenance``) and why a disabled routine is disabled.
+    source: str | None = None
+    source_entry: str | None = None
+    disabled_reason: str | None = None
 
 
 def _policies(routine: Routine) -> tuple[dict[str, Any], list[str]]:
@@ -118,7 +118,22 @@ def _policies(routine: Routine) -> tuple[dict[str, Any], list[str]]:
     return shown, notes
 
 
+def _fixed_delay(routine: Routine, at: datetime) -> tuple[list[UpcomingFire], list[str]]:
+    """A fixed delay's one pending fire (:func:`upcoming_fires` reads it from ``next_due_at``), or
+    what it waits for."""
+    delay = str(routine.schedule.get("after"))
+    if routine.inactive_reason is not None:
+        return [], [f"{routine.inactive_reason}: its next fire is due {delay} after it is switched back on"]
+    rows = upcoming_fires(routine, at, 1)
+    if not rows:
+        return [], [f"fixed delay: the next fire is due {delay} after its run ends (a run that never ends delays it)"]
+    note = f"fixed delay: due {delay} after the previous run's end; the one after it, {delay} after this run ends"
+    return [UpcomingFire(f.utc, f.local, f.zone, None, f.fire or f.utc) for f in rows], [note]
+
+
 def _fires(routine: Routine, at: datetime, n: int) -> tuple[list[UpcomingFire], list[str]]:
+    if "after" in routine.schedule:
+        return _fixed_delay(routine, at)
     notes: list[str] = []
     if routine.inactive_reason is not None:
         notes.append(f"{routine.inactive_reason}: no fire runs until it is switched back on")
@@ -158,6 +173,8 @@ def describe(
     if routine is None or routine.deleted_at is not None:
         raise NotFound.of("routine", f"{scope}/{routine_id}")
     policies, notes = _policies(routine)
+    if "calendar" in routine.schedule:  # its business calendar, as the tick installs it
+        install_from(rt.store)
     upcoming, fire_notes = _fires(routine, at, fires)
     recent = rt.store.list_runs(routine.scope, routine_id=routine.routine_id, limit=runs)
     blocking, buffered = _blocking(rt, routine)
@@ -188,4 +205,7 @@ def describe(
         backfill=None if backfill is None else {**backfill.to_dict(), "pending": backfill.pending},
         fires_missed=routine.fires_missed,
         fires_missed_capped=routine.fires_missed_capped,
+        source=routine.source,
+        source_entry=routine.source_entry,
+        disabled_reason=routine.disabled_reason,
     )

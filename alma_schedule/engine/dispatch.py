@@ -1,9 +1,7 @@
-"""``InProcessDispatcher``: the embedded mode's dispatcher (the demo, tests, ``tick --in-process``).
-
-It runs each claimed fire (``execute``) and each poll (``collect``) in the calling thread, right
-after the tick's commit, at the settings clock (as a worker would). One message's failure is logged
-and kept in :attr:`InProcessDispatcher.failures`; the others still run. Nothing waits in a queue, so
-``run_queue_depth`` is 0.
+"""``InProcessDispatcher``: the embedded mode's dispatcher (the demo, tests, ``tick --in-process``);
+and the optional abilities a dispatcher may declare (:class:`StagesRuns`, :class:`SpreadsContext`,
+:class:`SendsOnly`), which the tick checks with ``isinstance`` (docs/architecture.md, the dispatch).
+docs/architecture.md, section "The modules, in detail" (engine/dispatch.py).
 """
 
 from __future__ import annotations
@@ -11,14 +9,44 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from alma_schedule.model import RunKey, RunRecord
 
 log = logging.getLogger("alma_schedule.engine")
 
-__all__ = ["Executor", "InProcessDispatcher"]
+__all__ = ["Executor", "InProcessDispatcher", "SendsOnly", "SpreadsContext", "Staged", "StagesRuns"]
+
+
+class Staged(Protocol):
+    """A batch's messages built ahead of its commit (:class:`~alma_schedule.tasks.staged.StagedSend`)."""
+
+    def matches(self, runs: Sequence[RunRecord]) -> bool: ...
+    def send(self, runs: Sequence[RunRecord]) -> None: ...
+    def discard(self) -> None: ...
+
+
+@runtime_checkable
+class StagesRuns(Protocol):
+    """Builds a claim batch's messages while its INSERT runs, published only when sent."""
+
+    def stage_runs(self, runs: Sequence[RunRecord]) -> Staged | None: ...
+
+
+@runtime_checkable
+class SpreadsContext(Protocol):
+    """Sends from the tick's claim threads in the calling thread's context (its Celery task)."""
+
+    def caller_context(self) -> Callable[[], AbstractContextManager[None]]: ...
+
+
+@runtime_checkable
+class SendsOnly(Protocol):
+    """``sends_only`` true: it only publishes (nothing it is sent runs before it returns)."""
+
+    sends_only: bool
 
 
 class Executor(Protocol):

@@ -1,42 +1,6 @@
 """What a run message, a collect message and an operator's reconciliation do.
 
-* :func:`execute`: ``start`` first, with no read before it (the ``claimed -> running`` CAS inside
-  the run's window, joined to the routine row, returning it: a loser gets the current record and
-  does nothing; a message that arrives after the run's window (``expires_at``) starts nothing, the
-  tick's expiry sweep records it ``skipped(missed)``: nothing runs late; a paused / disabled /
-  deleted routine ends ``skipped``), then the runner, then
-  ``finish`` (terminal state, streak and money in one store transaction). A runner that raises
-  ends ``failed(runner_error)`` with its exception class in ``error_class`` and its message only
-  in the log; a kind no runner serves ends ``failed(unknown_kind)``. A runner that raises
-  :class:`~alma_schedule.errors.OutcomeUncertain` (the provider may have billed: an uncertain call,
-  or an accepted one whose recording failed) is NOT finished: the run stays ``running`` (or what the
-  store last recorded) with its reservation held and its cost at least that bound, MARKED blocked
-  at once (``uncertain_outcome``), for the operator's ``record``; nothing retries it (the start CAS
-  already lost for every resend).
-* :func:`collect`: only while ``submitted`` (a collect never claims and never submits). Past its
-  deadline plus ``clock_tolerance`` (never before: :mod:`alma_schedule.policies.deadline`) ->
-  ``timed_out(deadline_passed)``, logging what a runner with ``late_result`` says of the target
-  (a tracked task that still finished late: its result is logged, the run stays ``timed_out``);
-  otherwise ``runner.collect``; ``RunResult.submitted()``
-  means "still pending" (or "I lost the collecting CAS") and writes nothing, as does
-  ``OutcomeUncertain`` (a later tick polls again). A run whose routine changed revision can never
-  end ``completed``: the engine records ``failed(config_revision_changed)``.
-* Every finish is narrowed to the state the caller OWNS (``from_states``): execute finishes from
-  ``running`` (or ``submitted`` when its runner's submit won), collect from ``submitted`` unless its
-  handle won ``submitted -> collecting``, then only from ``collecting``. A collector that lost the
-  collecting CAS therefore never ends a run the winner is delivering.
-* :func:`record`: the operator's CAS from any non-terminal state to a terminal one; never resends.
-* Overlap ``latest``: the store transaction that ends the routine's open run (a finish, a ``record``,
-  a ``start`` that finds the routine paused) releases its buffered fire (``ClaimResult.released``);
-  this process sends it right after that commit (:func:`send_released`). A failed send is logged:
-  the released row is ``claimed`` with a ``resend_at``, so a tick re-sends it.
-* The owner (issue 14): ``execute(..., owner=)`` writes who runs the fire with the start CAS (the
-  Celery request id: :mod:`alma_schedule.policies.ownership`), so Celery's loss report finds it
-  (:mod:`.lost`); with a ``sleep`` the owner retries its finish while the store is unreachable,
-  until the soft time limit (:mod:`.retry`), and settles a start whose commit outcome is unknown by
-  reading the row (its own owner there: it won). A collector's collecting CAS writes ITS request id
-  as the owner; the collector that won ``collecting`` retries its finish alike (nobody else may ever
-  finish a ``collecting`` run); a collector's finish from ``submitted`` is a plain CAS, not retried.
+docs/architecture.md, section "The modules, in detail" (engine/execute.py).
 """
 
 from __future__ import annotations
@@ -50,6 +14,7 @@ from alma_schedule.model import (
     TERMINAL,
     BlockedWhy,
     ClaimResult,
+    Collects,
     Reason,
     Routine,
     RunKey,
@@ -57,8 +22,10 @@ from alma_schedule.model import (
     RunResult,
     RunState,
     Scope,
+    TellsLate,
     check_scope,
 )
+from alma_schedule.policies.audit import check_actor
 from alma_schedule.policies.deadline import timed_out
 
 from .handle import StoreRunHandle
@@ -255,14 +222,13 @@ def collect(
     except UnknownKind as exc:
         log.error("collect %s: %s", key, exc, exc_info=exc.__cause__)
         return _finish(rt, key, RunResult.failed(Reason.UNKNOWN_KIND, error_class=exc.cause), at, None)
-    collector = getattr(runner, "collect", None)
-    if collector is None:
+    if not isinstance(runner, Collects):
         log.error("collect %s: the runner of kind %r cannot collect", key, routine.kind)
         return _finish(rt, key, RunResult.failed(Reason.RUNNER_ERROR, error_class="NoCollect"), at, None)
     handle = StoreRunHandle(rt, record, routine, at, owner=owner, sleep=sleep)
     try:
         allowed = _RUNNER_OUTCOMES - {RunState.REFUSED} | {RunState.TIMED_OUT}
-        result = _checked(collector(routine, handle), allowed=allowed)
+        result = _checked(runner.collect(routine, handle), allowed=allowed)
     except OutcomeUncertain as exc:
         return _uncertain(rt, handle, exc, "collect", _later(rt, at, now), (at, sleep))
     except Exception as exc:
@@ -282,14 +248,15 @@ def collect(
 
 def _log_late(rt: Runtime, record: RunRecord, routine: Routine | None) -> None:
     """Log the target's state at the timeout, when the runner can tell (``late_result``)."""
-    late = None
+    teller: TellsLate | None = None
     if routine is not None:
         try:
-            late = getattr(rt.resolve(routine), "late_result", None)
+            runner = rt.resolve(routine)
         except UnknownKind:
-            late = None
+            runner = None
+        teller = runner if isinstance(runner, TellsLate) else None
     try:
-        state = late(record) if late is not None else None
+        state = teller.late_result(record) if teller is not None else None
     except Exception as exc:  # a log line only: the timeout stands
         state = f"unknown ({type(exc).__name__})"
     log.warning(
@@ -310,6 +277,7 @@ def record(
     now: datetime | None = None,
     *,
     cost_micros: int | None = None,
+    actor: str | None = None,
 ) -> ClaimResult:
     """The operator's reconciliation: CAS any non-terminal run to ``outcome(reason)``, settled at the
     recorded cost (``cost_micros``, else the run's stored cost). Never resends the recorded run; the
@@ -319,6 +287,7 @@ def record(
         raise InvalidInput(f"outcome {outcome!r} is not a terminal state ({', '.join(sorted(TERMINAL))})")
     if not isinstance(reason, str) or reason not in REASONS:
         raise InvalidInput(f"reason {reason!r} is not a known reason code (one of: {', '.join(sorted(REASONS))})")
-    res = rt.store.record(key, outcome, reason, now=rt.now(now), cost_micros=cost_micros)
+    actor = check_actor(actor)
+    res = rt.store.record(key, outcome, reason, now=rt.now(now), cost_micros=cost_micros, actor=actor)
     send_released(rt, res)
     return res

@@ -1,8 +1,5 @@
 """``StoreRunHandle``: a runner's only door to its run row (the :class:`RunHandle` protocol).
-
-The engine builds one per ``execute`` / ``collect`` call, after it has won ``claimed -> running``
-(execute) or found the run ``submitted`` (collect). Every method is one store call, so each is
-atomic on its own; none writes a terminal state (the engine does, through ``finish``).
+docs/architecture.md, section "The modules, in detail" (engine/handle.py).
 """
 
 from __future__ import annotations
@@ -31,14 +28,7 @@ def money_day(now: datetime, tz: str) -> str:
 class StoreRunHandle:
     """The :class:`~alma_schedule.model.RunHandle` of one run, over the store.
 
-    ``config_changed`` is True when the run was claimed under another ``config_revision`` than the
-    routine's current one (or the routine is gone): a collecting runner then repairs cost and
-    returns ``failed(config_revision_changed)`` without delivering.
-
-    ``owned_state`` is the state THIS handle's caller owns: ``owned`` at construction (``running``
-    for execute, which won ``start``; None for a collect, which only read ``submitted``), then the
-    target of every CAS this handle won (``submit``, ``begin_collecting``). The engine finishes only
-    from it, so a caller that lost a CAS can never end a run another one owns.
+    docs/architecture.md, "The modules, in detail" (engine/handle.py, StoreRunHandle).
     """
 
     __slots__ = ("_key", "_now", "_owned", "_owner", "_record", "_routine", "_rt", "_sleep")

@@ -1,20 +1,7 @@
-"""The size limits of what registration accepts (issue 14, defect 7), and the reading that flags a
+"""The size limits of what registration accepts, and the reading that flags a
 stored row over one.
 
-Four settings, each checked at registration BEFORE anything costly (parsing the schedule, hashing,
-the runner's ``validate``) and refused with one line naming the setting:
-
-* ``max_definition_bytes`` (64 KiB): the definition's canonical JSON, in UTF-8 bytes;
-* ``max_schedule_bytes`` (4 KiB): the schedule's canonical JSON (or the JSON text given);
-* ``max_nesting_depth`` (32): containers inside containers, in the definition and the schedule
-  (measured with an explicit stack: a hostile value never recurses);
-* ``max_cap_usd`` (1,000,000): every money cap a ``budget`` names (``per_turn_usd``,
-  ``per_run_usd``, ``daily_usd``, bare or as ``{"usd": ...}``), read by
-  :func:`alma_schedule.model.usd_micros`, which bounds the text (24 characters, 6 decimals, plain
-  ASCII decimal) and the amount before converting anything.
-
-Limits apply at registration only: a row stored before a limit was lowered (or by 0.1.0) keeps
-running; :func:`over_limits` names the limits it exceeds, and ``routines list`` shows them.
+docs/architecture.md, section "The modules, in detail" (engine/limits.py).
 """
 
 from __future__ import annotations
@@ -108,7 +95,7 @@ def check_registration(spec: RoutineSpec, settings: Settings) -> None:
 
 
 def over_limits(routine: Routine, settings: Settings) -> tuple[str, ...]:
-    """The names of the limits a STORED routine exceeds (it keeps running; ``routines list`` flags it)."""
+    """The names of the limits a stored routine exceeds (it keeps running; ``routines list`` flags it)."""
     names: list[str] = []
     for name, _ in breaches(routine.schedule, routine.definition, Limits.from_settings(settings)):
         if name not in names:

@@ -1,19 +1,6 @@
-"""Celery's report that the owner of runs was lost: what it does to each of them (issue 14).
+"""Celery's report that the owner of runs was lost: what it does to each of them.
 
-Age proves nothing (guarantee 5): only Celery's own report counts. The worker parent reports a
-lost request (a SIGKILLed pool child: ``WorkerLostError``; the hard time limit:
-``TimeLimitExceeded``) by its request id; :func:`report_lost` takes the ``running`` runs that
-request owns (ONE store read, ``Store.running_of``), then, per run
-(:func:`alma_schedule.policies.ownership.lost_effect`):
-
-* an UNTRACKED ``task`` run: ``finish`` as ``failed(worker_lost)`` from ``running`` (a CAS: a run
-  that moved meanwhile is left alone), which never counts for the streak, so the routine's next
-  fire runs; the fire itself is never re-run;
-* any other run: ``mark_blocked(why)`` at once; it stays ``running`` for the operator's ``record``.
-
-A run whose routine is gone is marked (nothing to tell it apart). Never raises for one run: a store
-error on one run is counted in ``errors`` and the others are still handled; the read itself may
-raise (the caller, the Celery signal handler, logs and counts it).
+docs/architecture.md, section "The modules, in detail" (engine/lost.py).
 """
 
 from __future__ import annotations

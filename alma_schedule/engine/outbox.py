@@ -1,15 +1,7 @@
 """The tick's sends: each one logged and reported, never raised (:func:`send_logged`), held for a
 moment (:class:`Outbox`), and the end of the tick started before the last of them (:func:`end_of_tick`).
 
-Every send of a tick still happens after the commit that made its records and before the tick's
-next store step (:meth:`Outbox.flush` runs first in each step), as when each send followed its
-commit at once. One thing moves: the tick's LAST sends (usually the claims of its last batch) wait
-until the end of the tick has started. When the dispatcher only publishes (``sends_only``, the
-Celery dispatcher) and the store can start work early (``Store.begin_tick_end``: PostgreSQL,
-pipelined), the heartbeat, the tick log's minute and the reports of erroring routines and blocked
-runs run in the database while the messages are built and published, instead of after them. A
-dispatcher that executes what it is sent (the in-process one) gets the old order: its sends, then
-the end of the tick.
+docs/architecture.md, section "The modules, in detail" (engine/outbox.py).
 """
 
 from __future__ import annotations
@@ -20,9 +12,10 @@ from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 
 from alma_schedule.model import Dispatcher, RunRecord, TickEndAsk, TickEndParts, TickError
-from alma_schedule.stores.base import Store
+from alma_schedule.stores.fast import FastClaims
 
 from . import collector
+from .dispatch import SendsOnly
 
 log = logging.getLogger("alma_schedule.engine")
 
@@ -98,16 +91,17 @@ class Outbox:
 
 
 def end_of_tick(
-    store: Store, dispatcher: Dispatcher, ask: TickEndAsk, outbox: Outbox
+    store: FastClaims | None, dispatcher: Dispatcher, ask: TickEndAsk, outbox: Outbox
 ) -> tuple[TickEndParts, list[TickError]]:
     """Flush ``outbox``; when something is held and ``dispatcher`` only publishes, start the end of
-    the tick (``store.begin_tick_end(ask)``) first, so that it runs meanwhile. The parts obtained
+    the tick (``store.begin_tick_end(ask)``, a :class:`FastClaims` store; None: never) first, so that
+    it runs meanwhile. The parts obtained
     (none when nothing started early; the tick asks for the others itself) and the send errors.
     Never raises for the early start: a store that refuses it leaves every part to the tick."""
-    early = outbox.pending and bool(getattr(dispatcher, "sends_only", False))
+    early = store is not None and outbox.pending and isinstance(dispatcher, SendsOnly) and dispatcher.sends_only
     with ExitStack() as stack:
         finish: Callable[[], TickEndParts] | None = None
-        if early:
+        if early and store is not None:
             try:
                 finish = stack.enter_context(store.begin_tick_end(ask))
             except Exception as exc:

@@ -1,28 +1,6 @@
-"""The owner's store calls, retried while the store is unreachable (issue 14).
+"""The owner's store calls, retried while the store is unreachable.
 
-The process that won ``claimed -> running`` is the only one that may finish its run from
-``running`` (the operator's ``record`` aside), so it may retry its own finish CAS with back-off while
-the store raises :class:`~alma_schedule.errors.StoreUnavailable`: no duplicate is possible. It
-retries until the run's soft time limit (``run_time_limit`` after its start, by the time source),
-waiting :func:`~alma_schedule.policies.finish_retry.retry_delay` between attempts through the
-injected ``sleep`` (the Celery task passes :func:`time.sleep`; without one there is no retry). The
-engine takes no time decision of its own: the instants come from the time source, the waits from
-the pure schedule.
-
-A commit whose outcome was unknown (the connection dropped after the statement was sent) is settled
-by the row the next attempt reads: a lost CAS whose row already shows this result (state and
-reason) is the earlier commit: done. Any other loser is the operator's ``record``, as without retry.
-
-The START is settled the same way (:func:`start_as_owner`): a ``claimed -> running`` CAS that raised
-``StoreUnavailable`` may have committed, and a run nobody knows it owns would stay ``running`` with
-no process to finish it and no Celery report to block it. So the would-be owner reads the row
-(retried like a finish, from the message's instant): still ``claimed`` -> the CAS is taken again
-(it is a CAS: a second taker cannot win twice); ``running`` with THIS owner -> the earlier commit
-won: the run proceeds; anything else -> lost, as a loser. The reads the owner makes before its
-runner (the routine row) are retried alike (:func:`as_owner`), so a won start never strands its run.
-A collector is settled the same way (:func:`collect_as_owner`: its collecting CAS writes its request
-id as the owner), and the collector that won ``collecting`` retries its finish like a run's owner:
-nobody else may ever finish a ``collecting`` run.
+docs/architecture.md, section "The modules, in detail" (engine/retry.py).
 """
 
 from __future__ import annotations
@@ -68,7 +46,7 @@ def as_owner(rt: Runtime, what: str, call: Callable[[], T], *, started: datetime
 
 
 def _own(res: ClaimResult, state: str, owner: str) -> ClaimResult:
-    """A CAS retried after an unknown outcome that lost to a row in ``state`` with THIS owner lost to
+    """A CAS retried after an unknown outcome that lost to a row in ``state`` with this owner lost to
     its own first attempt (committed meanwhile): that is a win."""
     rec = res.record
     if not res.won and rec is not None and rec.state == state and owned_by(rec.owner, owner):
@@ -88,7 +66,7 @@ def _take_as_owner(
     sleep: Sleep | None,
 ) -> ClaimResult:
     """``cas()`` (the edge ``edge = (from, to)`` writing ``owner``); one whose outcome is unknown is
-    settled by the row: ``to`` with THIS owner -> won; still ``from`` -> the CAS again; else lost.
+    settled by the row: ``to`` with this owner -> won; still ``from`` -> the CAS again; else lost.
     Without ``owner`` or ``sleep`` it raises as the store does."""
     waiting, taken = edge
     try:

@@ -1,12 +1,6 @@
 """``config_revision``: the content hash of a routine's configuration.
 
-The hash covers (kind, schedule, definition, runner inputs): re-registering an unchanged routine
-produces the same revision (a no-op), and any change to what a run would do produces a new one.
-The schedule is hashed in its canonical form (``parse_schedule(...).to_json()``) so ``{"every":
-"900"}`` and ``{"every": "15m"}`` are the same routine. JSON is canonical: sorted keys, no
-whitespace, UTF-8. Values that are not JSON (a datetime, a set) are refused, never stringified;
-so is a value nested deeper than :data:`MAX_CANONICAL_DEPTH` (measured without recursion, before
-the encoder would recurse).
+docs/architecture.md, section "The modules, in detail" (engine/revision.py).
 """
 
 from __future__ import annotations

@@ -1,16 +1,6 @@
 """What every engine operation shares: the store, the settings, the runners, the dispatcher, the time.
 
-:class:`Runtime` is built once by :func:`alma_schedule.engine.create_schedule`. It owns the two rules
-every entry point applies before anything else:
-
-* ``now``: a caller's instant, defaulting to the time source (``settings.clock()``) and clamped by
-  :func:`~alma_schedule.model.time.trusted_now` to ``min(now, time + clock_tolerance)`` for every
-  call that writes (a caller a year ahead claims nothing early, advances no cursor and moves no
-  anchor). ``plan`` uses :meth:`Runtime.peek_now`
-  (no clamp: it writes nothing).
-* runner resolution: ``runner`` is a :class:`~alma_schedule.model.RoutineRunner` (it has
-  ``run``) or a resolver ``(routine) -> RoutineRunner``. :meth:`Runtime.resolve` raises
-  :class:`UnknownKind` when a resolver raises or returns something that cannot run.
+docs/architecture.md, section "The modules, in detail" (engine/runtime.py).
 """
 
 from __future__ import annotations
@@ -24,6 +14,7 @@ from typing import Any, cast
 
 from alma_schedule.errors import AlmaScheduleError, InvalidInput, RunnerError
 from alma_schedule.model import Dispatcher, Reason, Routine, RoutineRunner
+from alma_schedule.model.protocols import Runs
 from alma_schedule.model.time import aware_utc, trusted_now
 from alma_schedule.settings import Settings, Timers
 from alma_schedule.stores.base import Store
@@ -36,6 +27,17 @@ class ZoneCheck:
     """Whether this process has seen the store record its zone data (then it never asks again)."""
 
     done: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+
+@dataclass
+class RetentionCheck:
+    """When this process's ticks last pruned runs, and whether that batch was full (the one mutable
+    part of :class:`Runtime` besides the zone check; engine/retention.py reads it). Per process: each
+    process of a fleet prunes on its own cadence; the store's skip-locked batches never collide."""
+
+    last_at: datetime | None = None
+    full: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
 
@@ -56,7 +58,7 @@ class UnknownKind(RunnerError):
 
 def as_resolver(runner: object) -> Resolver:
     """A resolver for ``runner``: itself when it is a resolver, a constant function when it runs."""
-    if hasattr(runner, "run"):
+    if isinstance(runner, Runs):
         fixed = cast(RoutineRunner, runner)
         return lambda _routine: fixed
     if callable(runner):
@@ -75,15 +77,17 @@ class Runtime:
     dispatcher: Dispatcher
     #: This process's zone data check (the one mutable part: a flag set once; engine/zones.py).
     zones: ZoneCheck = field(default_factory=lambda: ZoneCheck(), compare=False)
+    #: This process's cadence of the run retention (engine/retention.py).
+    retention: RetentionCheck = field(default_factory=lambda: RetentionCheck(), compare=False)
 
     def now(self, now: datetime | None) -> datetime:
-        """The instant a WRITING call acts at: :func:`trusted_now` with ``clock_tolerance``."""
-        return trusted_now(now, self.settings.clock, self.settings.clock_tolerance)
+        """The instant a writing call acts at: :func:`trusted_now` with ``clock_tolerance``."""
+        return trusted_now(now, self.settings.time_source, self.settings.clock_tolerance)
 
     def peek_now(self, now: datetime | None) -> datetime:
-        """The instant a READ-ONLY call looks at (any instant, unclamped; the time source's by default)."""
+        """The instant a read-only call looks at (any instant, unclamped; the time source's by default)."""
         if now is None:
-            return aware_utc("the time source's instant", self.settings.clock())
+            return aware_utc("the time source's instant", self.settings.time_source())
         return aware_utc("now", now)
 
     def resolve(self, routine: Routine) -> RoutineRunner:
@@ -95,6 +99,6 @@ class Runtime:
             # anything else shows only its class
             why = str(exc) if isinstance(exc, AlmaScheduleError) else type(exc).__name__
             raise UnknownKind(f"no runner for kind {routine.kind!r}: {why}", cause=type(exc).__name__) from exc
-        if runner is None or not hasattr(runner, "run"):
+        if not isinstance(runner, Runs):
             raise UnknownKind(f"no runner for kind {routine.kind!r}")
         return cast(RoutineRunner, runner)

@@ -1,21 +1,6 @@
 """``Scheduler``: the engine's one public object, and the levers.
 
-Everything between the clock and the runners, as plain Python over the store protocol and the
-scheduling core (no Celery, no SQL). Tenant calls take a :class:`Scope` and reach nothing outside
-it; ``plan`` / ``tick`` are system calls that cross every scope. Every call that writes takes
-``now`` (default: the settings clock) and clamps it to ``clock() + clock_tolerance``.
-
-The levers (each ONE store write):
-
-* ``disable`` / ``enable``: the owner's switch. Disable sets ``next_due_at`` NULL; enable restarts
-  the cursor at now (``last_fire = now``) and resets the streak: nothing missed fires.
-* ``pause(reason)`` / ``resume``: the latch the failure streak also sets (the first reason is
-  kept). Resume restarts the cursor at now and resets the streak.
-* ``delete``: tombstone; the rows are purged by a later tick once none is non-terminal.
-* ``trigger``: claims a ``manual:<ULID>`` run and dispatches it. Never moves the cursor; refused
-  with :class:`Overlap` (carrying the blocking run) while one is active, and with
-  :class:`Refused` (``paused`` / ``disabled`` / ``deleted``) on an inactive routine.
-* ``backfill`` / ``cancel_backfill``: an operator's range of past fires (:mod:`.backfill`).
+docs/architecture.md, section "The modules, in detail" (engine/scheduler.py).
 """
 
 from __future__ import annotations
@@ -46,7 +31,9 @@ from alma_schedule.model import (
     check_scope,
     manual_run_id,
 )
+from alma_schedule.model.events import RoutineEvent
 from alma_schedule.policies import finished
+from alma_schedule.policies.audit import check_actor
 from alma_schedule.settings import Settings, Timers
 from alma_schedule.stores.base import Store
 
@@ -58,15 +45,15 @@ from . import tick as _tick
 from .decide import decide as _decide
 from .dispatch import InProcessDispatcher
 from .lost import LostReport
-from .register import RegisterMode, RegistrationReceipt, rederived_due, register, restart_due
+from .register import Prepared, RegisterMode, RegistrationReceipt, prepare, rederived_due, register, restart_due
 from .runtime import RunnerSource, Runtime, as_resolver
 
 log = logging.getLogger("alma_schedule.engine")
 
-__all__ = ["Scheduler", "create_schedule"]
+__all__ = ["Scheduler", "create_schedule", "create_scheduler"]
 
 
-def create_schedule(
+def create_scheduler(
     *,
     store: Store,
     runner: RunnerSource,
@@ -75,10 +62,7 @@ def create_schedule(
 ) -> Scheduler:
     """Build the engine over ``store``.
 
-    ``runner`` is a :class:`~alma_schedule.model.RoutineRunner` or a resolver
-    ``(routine) -> RoutineRunner`` (one runner per tenant or per kind). ``dispatcher`` is how claimed
-    fires and polls leave the tick; the default :class:`InProcessDispatcher` runs them in-process
-    right after the tick's commit (embedded mode, tests). ``settings`` default ``Settings()``.
+    docs/architecture.md, "The modules, in detail" (engine/scheduler.py, create_scheduler).
     """
     s = settings if settings is not None else Settings()
     disp: Dispatcher = dispatcher if dispatcher is not None else InProcessDispatcher()
@@ -96,8 +80,12 @@ def create_schedule(
     return schedule
 
 
+#: The name since 0.1.0, kept: the same function as :func:`create_scheduler`.
+create_schedule = create_scheduler
+
+
 class Scheduler:
-    """The engine. Build with :func:`create_schedule`. Thread-safe (it keeps no state of its own)."""
+    """The engine. Build with :func:`create_scheduler`. Thread-safe (it keeps no state of its own)."""
 
     def __init__(self, runtime: Runtime) -> None:
         self._rt = runtime
@@ -125,11 +113,22 @@ class Scheduler:
     # ------------------------------------------------------------------ registration
 
     def register(
-        self, spec: RoutineSpec, *, now: datetime | None = None, mode: RegisterMode = "upsert"
+        self,
+        spec: RoutineSpec,
+        *,
+        now: datetime | None = None,
+        mode: RegisterMode = "upsert",
+        actor: str | None = None,
     ) -> RegistrationReceipt:
         """Register or re-register a routine (an upsert; ``mode`` ``"create"`` / ``"update"`` narrows
-        it: see :mod:`alma_schedule.engine.register`)."""
-        return register(self._rt, spec, now, mode=mode)
+        it: see :mod:`alma_schedule.engine.register`). Every writing call takes ``actor``: who its
+        audit event names (:meth:`history`; None: unrecorded)."""
+        return register(self._rt, spec, now, mode=mode, actor=actor)
+
+    def prepare(self, spec: RoutineSpec, *, now: datetime | None = None, mode: RegisterMode = "upsert") -> Prepared:
+        """``register``'s checks and the row it would write, nothing written (an importer writes many
+        such rows in one transaction with ``store.put_routines``)."""
+        return prepare(self._rt, spec, now, mode=mode)
 
     # ------------------------------------------------------------------ levers (tenant)
 
@@ -139,34 +138,61 @@ class Scheduler:
             raise NotFound.of("routine", f"{scope}/{routine_id}")
         return routine
 
-    def disable(self, scope: Scope, routine_id: str, *, now: datetime | None = None) -> Routine:
+    def disable(
+        self, scope: Scope, routine_id: str, *, now: datetime | None = None, actor: str | None = None
+    ) -> Routine:
         """The owner's off switch: ``enabled = False``, ``next_due_at`` NULL."""
+        actor = check_actor(actor)
         self._live(scope, routine_id)
-        return self._rt.store.set_enabled(scope, routine_id, False, now=self._rt.now(now), next_due_at=None)
+        store = self._rt.store
+        return store.set_enabled(scope, routine_id, False, now=self._rt.now(now), next_due_at=None, actor=actor)
 
-    def enable(self, scope: Scope, routine_id: str, *, now: datetime | None = None) -> Routine:
+    def enable(
+        self, scope: Scope, routine_id: str, *, now: datetime | None = None, actor: str | None = None
+    ) -> Routine:
         """Switch back on: the cursor restarts at now and the streak resets (nothing missed fires)."""
+        actor = check_actor(actor)
         at = self._rt.now(now)
         routine = self._live(scope, routine_id)
-        return self._rt.store.set_enabled(scope, routine_id, True, now=at, next_due_at=restart_due(routine, at))
+        due = restart_due(routine, at)
+        return self._rt.store.set_enabled(scope, routine_id, True, now=at, next_due_at=due, actor=actor)
 
-    def pause(self, scope: Scope, routine_id: str, reason: str = "manual", *, now: datetime | None = None) -> Routine:
+    def pause(
+        self,
+        scope: Scope,
+        routine_id: str,
+        reason: str = "manual",
+        *,
+        now: datetime | None = None,
+        actor: str | None = None,
+    ) -> Routine:
         """Latch a pause (the first reason is kept); ``next_due_at`` NULL."""
+        actor = check_actor(actor)
         self._live(scope, routine_id)
-        return self._rt.store.set_paused(scope, routine_id, reason, now=self._rt.now(now), next_due_at=None)
+        store = self._rt.store
+        return store.set_paused(scope, routine_id, reason, now=self._rt.now(now), next_due_at=None, actor=actor)
 
-    def resume(self, scope: Scope, routine_id: str, *, now: datetime | None = None) -> Routine:
+    def resume(
+        self, scope: Scope, routine_id: str, *, now: datetime | None = None, actor: str | None = None
+    ) -> Routine:
         """Clear the pause: the cursor restarts at now and the streak resets (nothing missed fires)."""
+        actor = check_actor(actor)
         at = self._rt.now(now)
         routine = self._live(scope, routine_id)
-        return self._rt.store.set_paused(scope, routine_id, None, now=at, next_due_at=restart_due(routine, at))
+        due = restart_due(routine, at)
+        return self._rt.store.set_paused(scope, routine_id, None, now=at, next_due_at=due, actor=actor)
 
-    def delete(self, scope: Scope, routine_id: str, *, now: datetime | None = None) -> Routine:
+    def delete(
+        self, scope: Scope, routine_id: str, *, now: datetime | None = None, actor: str | None = None
+    ) -> Routine:
         """Tombstone the routine (idempotent); its runs stay in the ledger until purged."""
-        return self._rt.store.delete_routine(scope, routine_id, now=self._rt.now(now))
+        return self._rt.store.delete_routine(scope, routine_id, now=self._rt.now(now), actor=check_actor(actor))
 
-    def trigger(self, scope: Scope, routine_id: str, *, now: datetime | None = None) -> RunRecord:
+    def trigger(
+        self, scope: Scope, routine_id: str, *, now: datetime | None = None, actor: str | None = None
+    ) -> RunRecord:
         """Claim a ``manual:<ULID>`` run and dispatch it. Never moves the cursor, never silently dropped."""
+        actor = check_actor(actor)
         at = self._rt.now(now)
         s = self._rt.settings
         key = RunKey.of(check_scope(scope), routine_id, manual_run_id(int(at.timestamp() * 1000)))
@@ -176,6 +202,7 @@ class Scheduler:
             now=at,
             expires_at=at + s.one_shot_window,
             resend_at=at + s.resend_first,
+            actor=actor,
         )
         if not res.won:
             self._refuse(scope, routine_id, res)
@@ -215,16 +242,17 @@ class Scheduler:
         *,
         max_fires: int = _backfill.DEFAULT_MAX_FIRES,
         now: datetime | None = None,
+        actor: str | None = None,
     ) -> _backfill.BackfillReceipt:
         """Run the past fires ``start <= f <= end`` that have no run row, one per tick (see
         :mod:`.backfill`: the bounds, the refusals, how the runs behave). Tenant."""
-        return _backfill.backfill(self._rt, scope, routine_id, start, end, max_fires=max_fires, now=now)
+        return _backfill.backfill(self._rt, scope, routine_id, start, end, max_fires=max_fires, now=now, actor=actor)
 
     def cancel_backfill(
-        self, scope: Scope, routine_id: str, *, now: datetime | None = None
+        self, scope: Scope, routine_id: str, *, now: datetime | None = None, actor: str | None = None
     ) -> tuple[Backfill, RunRecord | None]:
         """Cancel the routine's backfill; its ``claimed`` run becomes ``skipped(operator)``. Tenant."""
-        return _backfill.cancel_backfill(self._rt, scope, routine_id, now=now)
+        return _backfill.cancel_backfill(self._rt, scope, routine_id, now=now, actor=actor)
 
     # ------------------------------------------------------------------ reads (tenant)
 
@@ -259,6 +287,11 @@ class Scheduler:
         """A routine's immutable version history, oldest first."""
         return self._rt.store.routine_versions(scope, routine_id)
 
+    def history(self, scope: Scope, routine_id: str, *, limit: int = 100) -> builtins.list[RoutineEvent]:
+        """A routine's audit trail, newest first: who changed it, when, how (a deleted, even purged,
+        routine's too). Reads only."""
+        return self._rt.store.routine_events(check_scope(scope), routine_id, limit=limit)
+
     def runs(
         self,
         scope: Scope,
@@ -267,9 +300,10 @@ class Scheduler:
         state: str | None = None,
         since: datetime | None = None,
         limit: int = 100,
-        before: tuple[datetime, str] | None = None,
+        before: tuple[datetime, str] | tuple[datetime, str, str] | None = None,
     ) -> builtins.list[RunRecord]:
-        """The scope's ledger, newest first."""
+        """The scope's ledger, newest first by ``(fire_at, run_id, routine_id)``; ``before``: the
+        last row's three (see ``Store.list_runs``)."""
         return self._rt.store.list_runs(
             scope, routine_id=routine_id, state=state, since=since, limit=limit, before=before
         )
@@ -337,11 +371,14 @@ class Scheduler:
         *,
         now: datetime | None = None,
         cost_micros: int | None = None,
+        actor: str | None = None,
     ) -> ClaimResult:
-        """The operator's reconciliation: any non-terminal run to ``outcome(reason)``, SETTLED AT THE
-        RECORDED COST: ``cost_micros`` (integer micro-USD, what the provider really billed) when
+        """The operator's reconciliation: any non-terminal run to ``outcome(reason)``, settled AT the
+        recorded cost: ``cost_micros`` (integer micro-USD, what the provider really billed) when
         given, else the run's stored cost (an uncertain run stored its whole bound); never resends."""
-        return _execute.record(self._rt, scope, routine_id, run_id, outcome, reason, now, cost_micros=cost_micros)
+        return _execute.record(
+            self._rt, scope, routine_id, run_id, outcome, reason, now, cost_micros=cost_micros, actor=actor
+        )
 
     # ------------------------------------------------------------------ maintenance (system)
 

@@ -1,43 +1,7 @@
-"""The tick (writes) and the plan (reads): the flow of docs/architecture.md, in order.
-
-:func:`tick`, at one clamped ``now``:
-
-0. once per process until the store records this process's zone data: one page of the zone data
-   reconciliation (:mod:`.zones`); then ONE read, ``probe_tick``: per step below, whether it has
-   anything to do (whether any row satisfies the step's own predicate). A step whose flag is false is
-   skipped: its statement would have found nothing. The semantics are unchanged: a row that
-   becomes eligible a moment after the probe is caught by the next tick, exactly as if the step
-   had run a moment earlier. What the tick itself makes eligible is not missed: a routine it
-   deferred is listed in ``errors`` (``erroring`` is read after a batch deferred one), and a purge
-   follows an expiry (an expired run may have been a tombstoned routine's last open one);
-1. ``claim_due`` in batches of ``claim_limit`` (each batch ONE store transaction, with the pure
-   ``decide``), the claimed fires sent after each batch's commit, until a batch comes back short
-   (at most ``tick_max_batches``; past a full first batch up to ``tick_claim_workers`` batches at
-   once where the store claims concurrently: :mod:`.claims`); then ``claim_backfills`` (its own transaction: at most one
-   backfill fire per idle routine, live fires first), sent after its commit;
-2. ``take_resends`` (when a re-send or an expiry is due): its expiry sweep always runs; its sends
-   pause while the dispatcher reports a run queue deeper than ``resend_pause_depth`` (asked only
-   then: ``sends_paused`` is false on a tick with nothing to re-send or expire);
-3. ``take_polls`` -> one collect message per submitted run (key = ``collect_run_id``);
-4. maintenance: expired result text erased, a few tombstoned routines purged, then
-   ``record_tick``: the heartbeat (with the wake-up hint ``next_wake_at``) and the tick's minute
-   in the tick log (its claims and their lag p50/p95; minutes older than 7 days pruned, at most
-   1,000 a tick): the dashboard's clock, ONE statement on PostgreSQL (both or neither: a failure is one
-   ``heartbeat`` entry in ``errors``). An idle tick is the probe and that statement: two
-   autocommit statements on PostgreSQL, nothing sent to the broker;
-5. ``blocked`` and the routines that cannot be planned (``errors``: at most ``ERRORING_LIMIT`` of
-   them, each with its error and next attempt, plus ``erroring_count``), EVERY tick while they
-   last, so neither a stuck run nor a failing routine is ever silent.
-
-Each step's sends wait in an :class:`~.outbox.Outbox` until the tick's next store step, which sends
-them first; the LAST ones (usually the last claim batch's) leave after ``store.begin_tick_end``
-started the end of the tick (the heartbeat with the tick log, the erroring and blocked reads of step
-5): on PostgreSQL, with a dispatcher that only publishes, the database runs it while the messages
-are built and published (:mod:`.outbox`); elsewhere the order above is unchanged.
-
-The tick never raises for one routine (a planning error is one entry in ``errors``, deferred with
-back-off) nor for a dispatcher or a maintenance step that fails (logged, reported in ``errors``;
-claimed rows stay claimed and later re-sends recover them). A store that is down does raise.
+"""The tick (writes) and the plan (reads), step by step as docs/architecture.md tells the flow.
+The tick never raises for one routine, a dispatcher or a maintenance step (``errors``); a store
+that is down does.
+docs/architecture.md, section "The modules, in detail" (engine/tick.py).
 """
 
 from __future__ import annotations
@@ -71,11 +35,16 @@ from alma_schedule.model import (
 from alma_schedule.model.tick import merge_kinds
 from alma_schedule.policies import supersession
 from alma_schedule.policies.blocked import blocked_why
+from alma_schedule.stores.fast import fast_claims
 
+from . import event_retention, retention
 from .backfill import BackfillPlanner
+from .calendars import tick_calendars
 from .claims import Claims, claim_live
-from .decide import Planner
+from .decide import Plan
+from .decide import planner as make_plan
 from .outbox import Outbox, end_of_tick
+from .overdue import overdue_step
 from .runtime import Runtime
 from .zones import reconcile_zones
 
@@ -141,7 +110,7 @@ def tick(rt: Runtime, now: datetime | None = None) -> TickReport:
     """One tick at ``now`` (clamped to the clock). See the module docstring for the order."""
     at = rt.now(now)
     store, s, timers, dispatcher = rt.store, rt.settings, rt.timers, rt.dispatcher
-    planner = Planner(rt, at)
+    planner = make_plan(rt, at)
     kinds: dict[tuple[str, str, str], str] = {}  # routine key -> kind of the routines decided (the claims' label)
 
     def deciding(routine: Routine) -> Decision:
@@ -157,6 +126,8 @@ def tick(rt: Runtime, now: datetime | None = None) -> TickReport:
     # once per process, then no-op; the tick's first store step: a store down or not migrated raises here
     _maintain("reconcile_zone_data", lambda: reconcile_zones(rt), errors, (StoreUnavailable, SchemaMismatch))
     todo = store.probe_tick(at, s.run_time_limit)  # ONE read: which steps have anything to do
+    # the business calendars, for the routines decided below: ONE small read per tick that claims
+    warnings = tick_calendars(store, at) if todo.due else ()
     try:
         live = claim_live(rt, at, deciding, outbox) if todo.due else Claims()
     except BaseException:  # a last batch that committed before another raised is still sent now
@@ -196,6 +167,11 @@ def tick(rt: Runtime, now: datetime | None = None) -> TickReport:
         _maintain("erase_expired_results", lambda: store.erase_expired_results(at, ERASE_LIMIT), errors)
     if purge:
         _maintain("purge_deleted", lambda: store.purge_deleted(PURGE_LIMIT), errors)
+    if retention.wanted(rt, at):  # run_retention on and its cadence due (engine/retention.py)
+        errors.extend(outbox.flush())
+    pruned = retention.prune_runs(rt, at, lambda step: _maintain("prune_runs", step, errors))
+    if event_retention.wanted(rt):  # the audit trail's retention (engine/event_retention.py)
+        _maintain("prune_events", lambda: event_retention.prune_events(rt, at), errors)
 
     # the end: the held sends, and (started before them where it can: .outbox) the heartbeat with the
     # tick's minute, the routines that cannot be planned (a routine this tick deferred carries its
@@ -206,7 +182,7 @@ def tick(rt: Runtime, now: datetime | None = None) -> TickReport:
         erroring_limit=ERRORING_LIMIT if todo.erroring or deferred else None,
         run_time_limit=s.run_time_limit if todo.blocked else None,
     )  # fmt: skip
-    parts, send_errors = end_of_tick(store, dispatcher, ask, outbox)
+    parts, send_errors = end_of_tick(fast_claims(store), dispatcher, ask, outbox)
     errors.extend(send_errors)
     next_wake_at: datetime | None = None
     if parts.heartbeat is not None:
@@ -223,6 +199,7 @@ def tick(rt: Runtime, now: datetime | None = None) -> TickReport:
         blocked = list(parts.blocked)
     else:
         blocked = store.blocked(at, s.run_time_limit) if todo.blocked else []
+    overdue = overdue_step(rt, at, errors)  # the "did not run" alarm, after the end (engine/overdue.py)
     report = TickReport(
         at=at,
         claimed=tuple(claimed),
@@ -241,6 +218,9 @@ def tick(rt: Runtime, now: datetime | None = None) -> TickReport:
             sorted(Counter(kinds.get((k.org, k.uid, k.routine_id), "unknown") for k in claimed).items())
         ),
         missed_kinds=missed_kinds,
+        warnings=warnings,
+        runs_pruned=pruned,
+        overdue=overdue,
     )
     if report.fires_missed:
         log.info("tick %s: %d fire(s) collapsed, counted on their routines", at.isoformat(), report.fires_missed)
@@ -269,7 +249,7 @@ def _blocking_run(rt: Runtime, routine: Routine) -> RunRecord | None:
 Planned = tuple[PlannedFire | None, PlannedRoutine | None, tuple[datetime | None, ...]]
 
 
-def _plan_one(rt: Runtime, planner: Planner, routine: Routine) -> Planned:
+def _plan_one(rt: Runtime, planner: Plan, routine: Routine) -> Planned:
     """What the tick would do with one due routine, and the instants it would leave for the
     wake-up hint (the routine's next fire; a claimed fire's re-send and expiry)."""
     decision = planner(routine)
@@ -313,9 +293,10 @@ def plan(rt: Runtime, now: datetime | None = None) -> TickPlan:
     """What a tick at ``now`` would claim, re-send, expire, poll and skip, and why. Writes nothing."""
     at = rt.peek_now(now)
     s = rt.settings
-    planner = Planner(rt, at)
+    planner = make_plan(rt, at)
     due: list[PlannedFire] = []
     skipped: list[PlannedRoutine] = []
+    tick_calendars(rt.store, at)  # the business calendars, as the tick installs them
     wakes: list[datetime | None] = [rt.store.peek_wake(at)]
     for routine in rt.store.peek_due(at, s.claim_limit):
         fire, skip, woken = _plan_one(rt, planner, routine)

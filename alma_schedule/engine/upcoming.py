@@ -1,17 +1,13 @@
 """A routine's upcoming fires as the tick will see them: the due instants, jitter applied.
 
-``routines next``, ``routines describe`` (and any other preview of a stored routine) read this, so
-what they show is what :func:`~alma_schedule.engine.decide.decide` then claims: the fires inside the
-routine's ``not_before`` / ``not_after`` bounds (on the nominal instant), no more than ``max_runs``
-still allows, as due instants (:func:`~alma_schedule.engine.decide.due_of`), including a fire whose
-nominal instant has passed but whose jittered instant has not.
+docs/architecture.md, section "The modules, in detail" (engine/upcoming.py).
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from alma_schedule.core import FirePreview, bounded_latest_fire, preview_fires
+from alma_schedule.core import After, FirePreview, bounded_latest_fire, preview_fires
 from alma_schedule.model import Routine
 
 from .decide import claims_left, due_of, policy_for, schedule_of
@@ -25,6 +21,10 @@ def upcoming_fires(routine: Routine, now: datetime, n: int) -> list[FirePreview]
     """The next ``n`` fires of ``routine`` after ``now`` and after its cursor, as due instants
     (fewer past ``not_after`` or when ``max_runs`` allows fewer); each with ``fire`` set."""
     schedule = schedule_of(routine)
+    if isinstance(schedule, After):  # a fixed delay knows one fire ahead: its pending one, if any
+        due_next = routine.next_due_at
+        note = f"{schedule.to_json()['after']} after the previous run's end"
+        return [] if due_next is None or n < 1 else [FirePreview(due_next, due_next, "UTC", note, due_next)]
     policy = policy_for(routine)
     left = claims_left(routine, policy)
     count = n if left is None else min(n, left)

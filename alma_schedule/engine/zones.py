@@ -1,14 +1,6 @@
 """Seed 000's reconciliation pass for zone data, one page per tick.
 
-The store records the zone data every routine's next fire was derived under
-(``Store.reconcile_zone_data``; :func:`alma_schedule.core.zones.zone_data` names what this process
-reads, e.g. ``"tzdata 2026f"``). The first tick of a process asks it; when the store records other
-zone data (a new ``tzdata`` release, a host that reads the system's copy), that tick and the ones
-after it re-derive ``next_due_at`` of the routines, ``claim_limit`` of them per tick in key order,
-before claiming, until the walk is done; then the store records the new zone data and this process
-never asks again. So no routine keeps a fire computed under old rules for longer than the walk,
-and a tick's work stays bounded. A fleet whose workers read different zone data (a rolling upgrade)
-walks once per worker start: run one ``tzdata`` across the fleet.
+docs/architecture.md, section "The modules, in detail" (engine/zones.py).
 """
 
 from __future__ import annotations

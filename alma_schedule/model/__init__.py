@@ -12,7 +12,7 @@ from alma_schedule.model.ids import MANUAL_PREFIX, MAX_ID_LENGTH, check_id, chec
 from alma_schedule.model.keys import RoutineKey, RunKey, Scope, check_scope, governed_key
 from alma_schedule.model.money import Ceiling, ReserveResult
 from alma_schedule.model.names import COLLECT_TASK, OUR_TASKS, RUN_MANY_TASK, RUN_TASK, TICK_TASK
-from alma_schedule.model.protocols import Dispatcher, RoutineRunner, RunHandle
+from alma_schedule.model.protocols import Collects, Dispatcher, HasRevisionInputs, RoutineRunner, RunHandle, TellsLate
 from alma_schedule.model.reasons import REASONS, Reason
 from alma_schedule.model.results import ClaimResult, RunResult
 from alma_schedule.model.routine import ROUTINE_STATES, Routine, RoutineSpec, RoutineVersion
@@ -76,6 +76,7 @@ __all__ = [
     "ClaimBatch",
     "ClaimResult",
     "ClaimScan",
+    "Collects",
     "Data",
     "Decision",
     "Defer",
@@ -84,6 +85,7 @@ __all__ = [
     "DueKey",
     "Erroring",
     "Fire",
+    "HasRevisionInputs",
     "NotDue",
     "PlannedFire",
     "PlannedRoutine",
@@ -102,6 +104,7 @@ __all__ = [
     "RunState",
     "Scope",
     "SettableTime",
+    "TellsLate",
     "TickEndAsk",
     "TickEndParts",
     "TickError",

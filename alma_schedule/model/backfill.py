@@ -1,10 +1,6 @@
 """A backfill: an operator's range of past fires to run, one run row (origin ``backfill``) per fire.
 
-The range lives in the ``backfills`` table, one row per routine: ``from_at``/``to_at`` (inclusive
-bounds on the nominal fire instant), ``next_at`` (the earliest instant still to be looked at; NULL
-once the range is done), ``max_fires`` (the operator's ``--max``) and ``cancelled_at``. A tick
-claims at most one fire of it per routine (:class:`BackfillStep` is what the engine hands the store
-for that: the next candidate fires, in order); the store picks the first that has no run row.
+docs/architecture.md, section "The modules, in detail" (model/backfill.py).
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
 """Identifiers: the one validation of an id, and ULIDs for manual runs.
 
-Ids (org, uid, routine id) are 1-200 characters of valid UTF-8 text without control characters
-(NUL included); ``org`` and ``uid`` may not contain ``/`` (the CLI's ``ORG/UID`` form). Quotes,
-SQL metacharacters and rich markup (``[/]``) are stored verbatim: every statement is
-parameterised and every terminal cell is text (:mod:`alma_schedule.cli.terminal`).
-
-A *new* id (a registration's org, uid, routine id and kind, a pause reason) also refuses every
-Unicode control and format character (:func:`check_new_id`: categories Cc and Cf, so C1 such as
-U+009B and the bidi overrides such as U+202E too). Lookups and stored rows keep the older rule
-(ASCII controls only), so a row written before 0.3 with such a character still reads, ticks and
-can be paused or deleted; every medium shows it escaped.
+docs/architecture.md, section "The modules, in detail" (model/ids.py).
 """
 
 from __future__ import annotations

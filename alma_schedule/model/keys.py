@@ -1,8 +1,5 @@
 """Keys: a tenant scope, a routine's key and a fire's key. Each validates when it is built.
-
-A key that exists is a valid one: every id is checked by :func:`alma_schedule.model.ids.check_id`
-in ``__post_init__`` (so the layers below never check again), and the error is an
-:class:`~alma_schedule.errors.InvalidInput` naming the field.
+docs/architecture.md, section "The modules, in detail" (model/keys.py).
 """
 
 from __future__ import annotations

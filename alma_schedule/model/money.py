@@ -26,14 +26,7 @@ _PLAIN_DECIMAL = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+", re.ASCII)
 def usd_micros(name: str, value: object, *, max_usd: int, setting: str = "", plain: bool = True) -> int:
     """``value`` (USD: an int, a float or a plain decimal text such as ``"0.25"``) in micro-USD.
 
-    Every bound is checked BEFORE any conversion, so a hostile value costs nothing: a text is at
-    most :data:`MAX_MONEY_CHARS` ASCII characters; with ``plain`` (registration) it is digits with
-    one optional ``.`` (no sign, no exponent, no spaces) and at most :data:`MAX_MONEY_DECIMALS`
-    decimals; without (reading a row stored by 0.1.0, which took any decimal literal) an exponent
-    form such as ``"5e-1"`` is read too, its magnitude compared before anything is multiplied. A
-    number is finite, >= 0, and no finer than a micro-USD; any amount is at most ``max_usd``
-    (``setting`` names where that bound comes from). Raises
-    :class:`~alma_schedule.errors.RegistrationRefused` naming ``budget.<name>``.
+    docs/architecture.md, "The modules, in detail" (model/money.py, usd_micros).
     """
     where = f"budget.{name}"
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
@@ -90,14 +83,7 @@ def _named(setting: str) -> str:
 class Ceiling(Data):
     """A daily money ceiling a run reserves against, by ``key`` (the ``spend`` row's ceiling key).
 
-    Keys are FIXED-LENGTH whatever the ids (an id may be 200 characters, more than a store accepts
-    for a whole key once three are joined), and unambiguous: ids never contain NUL, and the two
-    kinds have distinct prefixes. Build them with :meth:`routine_key` / :meth:`org_key`:
-
-    * per routine: ``routine:`` + sha256 hex of ``org NUL uid NUL routine_id`` (72 characters);
-    * per org: ``org:`` + sha256 hex of ``org`` (68 characters).
-
-    Every store validates a ceiling key as an id (at most 200 characters), identically.
+    docs/architecture.md, "The modules, in detail" (model/money.py, Ceiling).
     """
 
     key: str

@@ -5,7 +5,7 @@ Queue names are settings (``ALMA_TICK_QUEUE``, ``ALMA_RUN_QUEUE``, ``ALMA_COLLEC
 
 from __future__ import annotations
 
-__all__ = ["COLLECT_TASK", "OUR_TASKS", "RUN_MANY_TASK", "RUN_TASK", "TICK_TASK"]
+__all__ = ["ALERT_TASK", "COLLECT_TASK", "OUR_TASKS", "RUN_MANY_TASK", "RUN_TASK", "TICK_TASK"]
 
 TICK_TASK = "alma_schedule.tick"
 RUN_TASK = "alma_schedule.run"
@@ -13,4 +13,7 @@ COLLECT_TASK = "alma_schedule.collect"
 #: Several claimed fires in one message (each started on its own just before it runs).
 RUN_MANY_TASK = "alma_schedule.run_many"
 
-OUR_TASKS: frozenset[str] = frozenset({TICK_TASK, RUN_TASK, RUN_MANY_TASK, COLLECT_TASK})
+#: One overdue fire's "did not run" alert (posted to ``ALMA_ALERT_WEBHOOK``; routed to the collect queue).
+ALERT_TASK = "alma_schedule.alert"
+
+OUR_TASKS: frozenset[str] = frozenset({TICK_TASK, RUN_TASK, RUN_MANY_TASK, COLLECT_TASK, ALERT_TASK})

@@ -1,11 +1,6 @@
 """The one rule of which characters never reach a terminal (or a log line) raw.
 
-A character is *unprintable* when its Unicode category is a control (Cc: C0, DEL, C1 such as the
-8-bit CSI U+009B and OSC U+009D), a format character (Cf: the bidi overrides and isolates such as
-U+202E, zero-width joiners, tags, the BOM), a surrogate (Cs) or a line / paragraph separator (Zl,
-Zp). Ids refuse them (:func:`alma_schedule.model.ids.check_id`); text that is shown anyway (a row
-stored before that check, an error message) shows each as a visible ``\\uXXXX`` escape
-(``\\UXXXXXXXX`` beyond the BMP), the way Python writes it.
+docs/architecture.md, section "The modules, in detail" (model/printable.py).
 """
 
 from __future__ import annotations

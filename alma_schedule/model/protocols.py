@@ -1,4 +1,6 @@
-"""The three doors: a runner's handle on its run, a runner, and a dispatcher."""
+"""The three doors: a runner's handle on its run, a runner, and a dispatcher; and a runner's
+optional abilities (:class:`Collects`, :class:`TellsLate`, :class:`HasRevisionInputs`), which the
+engine checks with ``isinstance``."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from alma_schedule.model.results import ClaimResult, RunResult
 from alma_schedule.model.routine import Routine
 from alma_schedule.model.run import RunRecord
 
-__all__ = ["Dispatcher", "RoutineRunner", "RunHandle"]
+__all__ = ["Collects", "Dispatcher", "HasRevisionInputs", "RoutineRunner", "RunHandle", "Runs", "TellsLate"]
 
 
 @runtime_checkable
@@ -66,6 +68,13 @@ class RunHandle(Protocol):
 
 
 @runtime_checkable
+class Runs(Protocol):
+    """What makes an object a runner rather than a resolver: a ``run`` method."""
+
+    def run(self, routine: Routine, handle: RunHandle) -> RunResult: ...
+
+
+@runtime_checkable
 class RoutineRunner(Protocol):
     """Runs routines of the kinds it serves. ``collect`` only for kinds that submit background work."""
 
@@ -74,6 +83,27 @@ class RoutineRunner(Protocol):
         ...
 
     def run(self, routine: Routine, handle: RunHandle) -> RunResult: ...
+
+
+@runtime_checkable
+class Collects(Protocol):
+    """A runner whose kinds submit background work: polls it (``submitted`` until it ends)."""
+
+    def collect(self, routine: Routine, handle: RunHandle) -> RunResult: ...
+
+
+@runtime_checkable
+class TellsLate(Protocol):
+    """A runner that can say, for the log line, what its target's state is as a run times out."""
+
+    def late_result(self, record: RunRecord) -> str: ...
+
+
+@runtime_checkable
+class HasRevisionInputs(Protocol):
+    """A runner whose runs depend on more than the definition: those inputs enter ``config_revision``."""
+
+    def config_revision_inputs(self, routine: Routine) -> Any: ...
 
 
 @runtime_checkable

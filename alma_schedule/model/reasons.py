@@ -22,6 +22,11 @@ class Reason(enum.StrEnum):
     PAUSED = "paused"
     DISABLED = "disabled"
     DELETED = "deleted"
+    #: a schedule fire whose start would pass its routine's ``max_runs`` (the start CAS ends it)
+    FINISHED = "finished"
+    #: a fire of a cron on a business calendar that does not run: its day is closed (roll ``skip``), or
+    #: it rolled onto a day another fire of the routine runs (core/calendar.py); never overdue
+    CALENDAR = "calendar"
     # failed
     RUNNER_ERROR = "runner_error"
     PROVIDER_ERROR = "provider_error"

@@ -16,10 +16,7 @@ __all__ = ["ClaimResult", "RunResult"]
 class RunResult(Data):
     """What a runner returns. Only the engine writes the terminal state it implies.
 
-    ``outcome`` is ``completed``, ``failed``, ``refused`` or ``submitted`` (``submitted`` only
-    acknowledges what the handle already wrote). The engine may also finish ``timed_out`` and
-    ``skipped`` itself. ``cost_micros`` is integer micro-USD; ``error_class`` is the exception
-    class name of a failure, kept apart from the closed ``reason``.
+    docs/architecture.md, "The modules, in detail" (model/results.py, RunResult).
     """
 
     outcome: str
@@ -52,13 +49,7 @@ class RunResult(Data):
 class ClaimResult(Data):
     """The answer of every guarded transition: a loser gets the winner's record, never an exception.
 
-    ``reason`` is one of ``won``, ``duplicate`` (the edge was already taken), ``overlap``,
-    ``superseded``, ``deleted``, ``disabled``, ``paused``, ``not_found``, ``expired`` (a ``start``
-    at or past the run's ``expires_at``: nothing written).
-    ``released``: the routine's buffered fire that this write's transaction moved to ``claimed``
-    (it ended the active run); the caller sends it after the commit (a tick re-sends it otherwise).
-    ``routine``: set by a WON ``start`` only: the routine row its CAS joined (what the runner needs,
-    with no read of its own); never in :meth:`to_dict`.
+    docs/architecture.md, "The modules, in detail" (model/results.py, ClaimResult).
     """
 
     won: bool

@@ -27,6 +27,10 @@ class RoutineSpec(Data):
     kind: str
     schedule: Mapping[str, Any]
     definition: Mapping[str, Any] = field(default_factory=dict)
+    #: Provenance (:mod:`alma_schedule.model.provenance`): who creates the routine (None: ``api``),
+    #: and the ``beat_schedule`` (or imported) entry it came from.
+    source: str | None = None
+    source_entry: str | None = None
 
     @property
     def key(self) -> RoutineKey:
@@ -62,7 +66,8 @@ class Routine(Data):
     created_at: datetime | None = None
     updated_at: datetime | None = None
     #: schedule fires claimed while the routine has ``max_runs`` (the claim transaction counts them;
-    #: manual runs, skipped fires and re-registration never change it).
+    #: manual runs, skipped fires and re-registration never change it). Information only since
+    #: ``max_runs`` counts starts (:attr:`schedule_starts`); revision 0008 seeded those from it.
     schedule_claims: int = 0
     #: The latest fire instant whose run row ``prune`` deleted (raised in the prune's transaction):
     #: a backfill only reaches fires after it, so a pruned fire that ran is never run again.
@@ -74,6 +79,16 @@ class Routine(Data):
     #: A claim's count reached :data:`alma_schedule.policies.missed.CAP` and stopped there: the
     #: count is a lower bound, shown ``10,000+``.
     fires_missed_capped: bool = False
+    #: ``max_runs``' count: schedule fires STARTED (the ``claimed -> running`` CAS counts them in
+    #: its own statement; :mod:`alma_schedule.policies.limits`). A claim that never starts
+    #: (superseded, expired, skipped) counts nothing; a new incarnation starts at 0.
+    schedule_starts: int = 0
+    #: Provenance: who created this incarnation (kept by re-registration) and the entry it came from
+    #: (:mod:`alma_schedule.model.provenance`); None on rows from before revision 0009.
+    source: str | None = None
+    source_entry: str | None = None
+    #: Why a disabled routine is disabled, when the disabler said (``removed from beat_schedule``).
+    disabled_reason: str | None = None
 
     @property
     def key(self) -> RoutineKey:

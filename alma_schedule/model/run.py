@@ -72,7 +72,7 @@ EDGES: Mapping[str, frozenset[str]] = {
 }
 
 
-# --- the blocked marker (issue 14): a `running` run blocked at once -------------------------------
+# --- the blocked marker: a `running` run blocked at once -------------------------------
 
 
 class BlockedWhy(enum.StrEnum):
@@ -136,11 +136,11 @@ class RunRecord(Data):
     erase_at: datetime | None = None
     blocked_at: datetime | None = None
     blocked_why: str | None = None
-    #: Who took ``claimed -> running`` (issue 14): the Celery request id of the ``run`` message, or
+    #: Who took ``claimed -> running``: the Celery request id of the ``run`` message, or
     #: ``<request id>/<org>/<uid>/<routine_id>/<run_id>`` for a fire packed in ``run_many``
     #: (:func:`alma_schedule.policies.ownership.owner_of`); None when started outside Celery.
     owner: str | None = None
-    # --- jitter (issue 15): when the fire came due (fire_at + its jitter); NULL on 0.1.0 rows ---
+    # --- jitter: when the fire came due (fire_at + its jitter); NULL on 0.1.0 rows ---
     due_at: datetime | None = None
 
     @property

@@ -1,13 +1,5 @@
 """One tick's live claim batches as ONE scan of the due routines: :class:`ClaimScan`.
-
-The tick (``engine/claims.py``) makes one per tick and passes it to each of its ``claim_due``
-batches, which may run on several threads at once. A store may use it to start each batch where the
-batches before it stopped, and to tell the due rows that a batch of the same tick holds from the ones
-another transaction holds (PostgreSQL does both: ``stores/sql/store_tick.py``), and to say that
-nothing else is due (``exhaust``: the tick then starts no further batch after a full one, where it
-would otherwise learn it only from an empty batch); a store that claims one batch at a time over its
-own memory may ignore it. It never changes what is claimed:
-every due fire is still claimed once, by one batch (docs/architecture.md, "the tick").
+docs/architecture.md, section "The modules, in detail" (model/scan.py).
 """
 
 from __future__ import annotations
@@ -23,14 +15,11 @@ DueKey = tuple[datetime, str, str, str]
 
 
 class ClaimScan:
-    """Thread-safe. ``token()`` names one batch's transaction; ``open(token, keys)`` records the rows
-    it locked (in due order); ``others(token)``: the routine keys ``(org, uid, routine_id)`` locked
-    by the OTHER batches still open; ``close(token)`` when its transaction has ended (committed or
-    not). ``after``: the greatest last :data:`DueKey` a batch recorded (None before the first),
-    compared in Python's order: any batch's last key is a safe start for a later one (every due row
-    before it was locked by a batch or passed over while another transaction held it). ``exhausted``:
-    a batch's own transaction, before its commit, found no due routine but those it decided and
-    those the scan's other open batches hold (:meth:`exhaust`): no further batch would find one."""
+    """One tick's claim batches as one scan of the due routines; thread-safe.
+    ``token()`` names a batch, ``open``/``close`` bracket its transaction, ``others`` and ``after`` tell a
+    store where to start and what other batches hold, ``exhausted`` says no further batch would find one.
+    docs/architecture.md, section "The modules, in detail" (model/scan.py).
+    """
 
     __slots__ = ("_after", "_exhausted", "_lock", "_next", "_open")
 

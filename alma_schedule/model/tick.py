@@ -9,6 +9,7 @@ from typing import Any
 
 from alma_schedule.model.data import Data
 from alma_schedule.model.keys import RunKey
+from alma_schedule.model.overdue import OverdueFire
 from alma_schedule.model.run import RunRecord
 
 __all__ = [
@@ -37,16 +38,7 @@ __all__ = [
 class Fire(Data):
     """``decide``'s answer for a due routine: claim this fire and move the index.
 
-    ``missed=True`` records the fire ``skipped(missed)`` instead of claiming it (past
-    ``max_catch_up``). ``resend_at`` is when the first re-send may happen. ``max_runs`` is the
-    routine's limit (issue 15), set when it has one: a claimed fire then counts in
-    ``routines.schedule_claims`` (:mod:`alma_schedule.policies.limits`). ``buffer=True`` (the
-    routine's ``overlap: latest``): a fire the routine's active run blocks waits as its one
-    ``buffered`` row (replacing an older one) instead of ``skipped(overlap)``. ``due_at`` is when
-    the fire came due (``fire_at`` plus its jitter; None: ``fire_at``), stored on the run row.
-    ``fires_missed``: the fires this claim collapses (between the cursor and ``fire_at``: they get no
-    row), added to the routine's count by the statement that advances its cursor
-    (:mod:`alma_schedule.policies.missed`: 0 to ``CAP``).
+    docs/architecture.md, "The modules, in detail" (model/tick.py, Fire).
     """
 
     run_id: str
@@ -210,11 +202,18 @@ class TickReport(Data):
     #: Why each run of ``blocked`` waits (same order): ``policies.blocked.blocked_why``.
     blocked_why: tuple[str, ...] = ()
     buffered: tuple[RunKey, ...] = ()
-    #: How many fires of each routine kind the tick claimed (the worker exporter's label; issue 17).
+    #: How many fires of each routine kind the tick claimed (the worker exporter's label).
     claimed_kinds: tuple[tuple[str, int], ...] = ()
     #: How many fires of each routine kind the tick's claims collapsed (no row; counted on their
     #: routines: ``routines.fires_missed``), the worker exporter's ``alma_fires_missed_total{kind}``.
     missed_kinds: tuple[tuple[str, int], ...] = ()
+    #: The overdue fires (a schedule's ``expect``: policies.overdue), named on every tick while they last.
+    overdue: tuple[OverdueFire, ...] = ()
+    #: Terminal runs the tick's maintenance deleted (``run_retention``; at most ``claim_limit``), the
+    #: worker exporter's ``alma_runs_pruned_total``.
+    runs_pruned: int = 0
+    #: Warnings that are no error: a business calendar that runs out within a year (engine/calendars.py).
+    warnings: tuple[str, ...] = ()
 
     @property
     def fires_missed(self) -> int:
@@ -238,11 +237,15 @@ class TickReport(Data):
             "next_wake_at": None if self.next_wake_at is None else self.next_wake_at.isoformat(),
             "buffered": len(self.buffered),
             "fires_missed": self.fires_missed,
+            "overdue": len(self.overdue),
+            "runs_pruned": self.runs_pruned,
+            "warnings": list(self.warnings),
             "ids": {
                 "claimed": [str(k) for k in self.claimed[:n]],
                 "skipped": [str(k) for k in (self.skipped + self.expired)[:n]],
                 "blocked": [str(k) for k in self.blocked[:n]],
                 "blocked_why": list(self.blocked_why[:n]),
+                "overdue": [f.key for f in self.overdue[:n]],
                 "errors": [e.to_dict() for e in self.errors[:n]],
             },
         }
@@ -293,12 +296,11 @@ class TickEndAsk(Data):
 
 @dataclass(frozen=True, slots=True)
 class TickEndParts(Data):
-    """What ``Store.begin_tick_end`` obtained: each part None when it did not (the caller then asks
-    for it with the part's own method); ``heartbeat`` holds ``record_tick``'s answer (the wake-up
-    hint, itself possibly None), in a 1-tuple. ``heartbeat_failed``: the error (its class name)
-    after which ``record_tick``'s write, sent, may or may not have committed; the caller reports it
-    and never repeats the write (a minute of the tick log counted twice), as a failed
-    ``record_tick`` is reported and not repeated."""
+    """What ``Store.begin_tick_end`` obtained: each part None when it did not (the caller asks for it
+    with the part's own method); ``heartbeat_failed``: a heartbeat write that may have committed.
+
+    docs/architecture.md, "The modules, in detail" (model/tick.py, TickEndParts).
+    """
 
     heartbeat: tuple[datetime | None] | None = None
     erroring: Erroring | None = None
@@ -306,7 +308,7 @@ class TickEndParts(Data):
     heartbeat_failed: str | None = None
 
 
-# --- the tick log (issue 17: the dashboard's clock health) ---
+# --- the tick log (the dashboard's clock health) ---
 #: How long the tick log keeps a minute (older rows are pruned by the tick that logs).
 TICK_LOG_KEEP_DAYS = 7
 #: The most minutes older than that one tick prunes (the oldest first): one a minute in a steady log; a

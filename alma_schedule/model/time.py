@@ -1,8 +1,5 @@
 """Time: the one reading of the system time, the one clamp of a caller's ``now``, and a settable time source.
-
-The words: a *clock* is what sends ticks (cron, a CronJob, ``alma-schedule clock``); the *time
-source* is the callable a process reads the current instant from (``Settings.clock``, by default
-:func:`system_time`). The core never reads the time: every function takes ``now``.
+docs/architecture.md, section "The modules, in detail" (model/time.py).
 """
 
 from __future__ import annotations
@@ -53,10 +50,7 @@ def aware_utc(name: str, value: object) -> datetime:
 def trusted_now(given: datetime | None, time_source: Callable[[], datetime], tolerance: timedelta) -> datetime:
     """The instant a writing call acts at: ``min(given, time_source() + tolerance)``.
 
-    ``given`` None means the time source's instant. A caller ahead of the time source by more than
-    ``tolerance`` is clamped (and logged): it claims nothing early, advances no cursor and moves no
-    anchor. The tick task uses tolerance 0 (a clock's ``now`` never leads the worker); the engine's
-    writing calls use ``Settings.clock_tolerance``; ``plan`` is not clamped (it writes nothing).
+    docs/architecture.md, "The modules, in detail" (model/time.py, trusted_now).
     """
     current = aware_utc("the time source's instant", time_source())
     if given is None:
@@ -70,10 +64,10 @@ def trusted_now(given: datetime | None, time_source: Callable[[], datetime], tol
 
 
 class SettableTime:
-    """A settable time source for tests, demos and simulations: ``Settings(clock=SettableTime(t0))``.
+    """A settable time source for tests, demos and simulations: ``Settings(time_source=SettableTime(t0))``.
 
     Returns ``at`` when called; ``set`` and ``advance`` move it (both return the new instant). The
-    engine reads time only through ``Settings.clock``, so every ``now`` default, clamp and expiry
+    engine reads time only through ``Settings.time_source``, so every ``now`` default, clamp and expiry
     follows it. Thread-safe (tickers and workers read it concurrently).
     """
 
@@ -102,3 +96,16 @@ class SettableTime:
         with self._lock:
             self._at += delta
             return self._at
+
+
+def parse_instant(name: str, value: str) -> datetime:
+    """An ISO-8601 instant with an offset (``Z`` accepted); anything else is :class:`InvalidInput`."""
+    if not isinstance(value, str):
+        raise InvalidInput(f"{name} must be an ISO-8601 string, not {type(value).__name__}")
+    try:
+        given = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidInput(f"{name} {value!r} is not an ISO-8601 instant") from None
+    if given.tzinfo is None:
+        raise InvalidInput(f"{name} {value!r} has no UTC offset")
+    return given

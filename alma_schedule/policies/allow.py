@@ -1,21 +1,6 @@
-"""Which tasks and queues a ``task`` routine may name (issue 14, defect 5).
+"""Which tasks and queues a ``task`` routine may name.
 
-Whoever may register ``task`` routines must not make the workers send any message: not our own
-tasks (a ``run`` of another tenant's claimed fire), not Celery's built-ins (``celery.map``,
-``celery.group``, ...), not onto our queues or Celery's internal ones. The rule, once:
-
-* a task is allowed when the fleet's app registers it (checked by the runner after
-  ``import_default_modules()``), it matches none of :data:`NEVER_TASKS` (``alma_schedule.*``,
-  ``celery.*``), and, when ``task_allow`` is set, it matches one of its globs;
-* a queue is allowed when it matches none of :data:`NEVER_QUEUES` (``alma.*``, ``celeryev.*``,
-  ``*.pidbox``) nor is one of our configured queues (``tick_queue``, ``run_queue``,
-  ``collect_queue``, whatever they are named), and, when ``queue_allow`` is set, it matches one of
-  its globs. Celery's default ``celery`` queue stays allowed by default.
-
-Globs are :func:`fnmatch.fnmatchcase` patterns (``*``, ``?``, ``[seq]``; case matters, as it does
-for task and queue names). The settings only narrow: no pattern allows what the rule never does.
-Registration refuses with :func:`task_refusal` / :func:`queue_refusal`'s line; a run of a routine
-stored before a narrowing ends ``refused(not_allowed)``, nothing sent.
+docs/architecture.md, section "The modules, in detail" (policies/allow.py).
 """
 
 from __future__ import annotations

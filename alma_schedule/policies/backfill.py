@@ -1,16 +1,6 @@
 """A backfill step: which candidate fire a tick claims, and where the range's ``next_at`` moves.
 
-The engine hands the store a :class:`~alma_schedule.model.BackfillStep` (the next candidate fires
-of the range, in order); the store knows which of them already have a run row. The rule:
-
-* the claimed fire is the FIRST candidate with no run row (a fire that has a row, whatever its
-  state, is never run again: one row per fire);
-* ``next_at`` moves to one second after the claimed fire (fires are whole seconds), or to NULL
-  (the range is done) when that fire was the last candidate of an exhausted step;
-* with every candidate taken, ``next_at`` moves past them all (NULL when the step is exhausted).
-
-And ``pruned_through`` after a prune: the latest fire instant of the deleted ``schedule`` and
-``backfill`` rows, never lowered (manual runs occupy no fire of the schedule).
+docs/architecture.md, section "The modules, in detail" (policies/backfill.py).
 """
 
 from __future__ import annotations
@@ -20,7 +10,7 @@ from datetime import datetime, timedelta
 
 from alma_schedule.model import BackfillStep
 
-__all__ = ["FIRE_ORIGINS", "SECOND", "next_at", "pick", "raised_pruned_through"]
+__all__ = ["FIRE_ORIGINS", "SECOND", "next_at", "pick", "raised_pruned_through", "ready_at"]
 
 SECOND = timedelta(seconds=1)
 #: The origins whose rows occupy a fire of the schedule (their run id is the fire id).
@@ -53,3 +43,12 @@ def raised_pruned_through(current: datetime | None, fires: Iterable[datetime]) -
         if out is None or f > out:
             out = f
     return out
+
+
+def ready_at(created_at: datetime | None, last_end: datetime | None) -> datetime | None:
+    """When a pending backfill's next claim became possible: the later of its ``created_at`` and
+    ``last_end``, the ``finished_at`` of its routine's latest backfill run below ``next_at`` (None
+    while that run is open: its own re-send and expiry are in the hint). A tick that ran after this
+    instant claimed what it could, so the hint, always strictly after the last tick, wakes once."""
+    known = [at for at in (created_at, last_end) if at is not None]
+    return max(known, default=None)

@@ -1,12 +1,6 @@
 """The planning back-off of a routine that cannot be planned (``docs/architecture.md``, the cursor).
 
-When ``decide`` raises for a due routine (or answers something that is not a decision), the tick
-defers it to ``now + Timers.backoff(defer_first, defer_max, error_count)``: ``defer_first`` doubled
-per earlier consecutive failure to plan, capped at ``defer_max``. Applying a ``Defer(until, error)``
-sets ``defer_until = until``, ``last_error = error`` and ``error_count + 1``; the deferral is the
-FIRST (worth an alert) when ``error_count`` was 0. A routine is held back (not due, not locked)
-while ``defer_until > now``. A fire that advances the cursor clears the back-off (``defer_until``
-and ``last_error`` NULL, ``error_count`` 0), and so does a fresh registration.
+docs/architecture.md, section "The modules, in detail" (policies/backoff.py).
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
 """Why a run is blocked: the words a tick report and ``runs stuck`` show beside it.
 
-A run waits for an operator (guarantee 5: ``running`` is never expired or retried) when
-
-* it is ``running`` and MARKED blocked at once (``Store.mark_blocked``): the why is the marker's,
-  one of :class:`~alma_schedule.model.BlockedWhy` (an uncertain provider outcome, Celery's loss
-  report for its owner, a time limit);
-* it has been in its state longer than twice ``run_time_limit`` (``runs stuck``: its
-  ``--older-than``): ``long_running``;
-* it is ``submitted`` past its deadline: ``past_deadline``.
-
-The stores list these runs (``Store.blocked``); this module only names why, from the record.
+docs/architecture.md, section "The modules, in detail" (policies/blocked.py).
 """
 
 from __future__ import annotations
@@ -35,7 +26,7 @@ def blocked_why(rec: RunRecord, now: datetime) -> str:
     return LONG_RUNNING
 
 
-# --- killed runs (issue 14): "past its hard limit", information only ---
+# --- killed runs: "past its hard limit", information only ---
 
 #: Between a run task's soft time limit (``run_time_limit``) and its hard one (Celery's ``time_limit``).
 HARD_LIMIT_GRACE = timedelta(seconds=30)
@@ -45,7 +36,7 @@ PAST_HARD_LIMIT = "past its hard limit"
 
 def hard_limit_note(rec: RunRecord, now: datetime, run_time_limit: timedelta) -> str | None:
     """:data:`PAST_HARD_LIMIT` for a ``running`` run started more than ``run_time_limit +``
-    :data:`HARD_LIMIT_GRACE` before ``now``, else None. INFORMATION ONLY: age proves nothing (the
+    :data:`HARD_LIMIT_GRACE` before ``now``, else None. Information only: age proves nothing (the
     owner may be a packed ``run_many`` with a longer limit, or its parent was SIGKILLed and
     reported nothing); it never makes a run stuck, blocked or finished."""
     if rec.state != RunState.RUNNING or rec.started_at is None:

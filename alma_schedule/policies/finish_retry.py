@@ -1,14 +1,6 @@
-"""The owner's back-off while its finish cannot reach the store (issue 14).
+"""The owner's back-off while its finish cannot reach the store.
 
-The owner of a ``running`` run (the process that won ``claimed -> running``) is the only writer of
-its finish: no duplicate is possible, so it may retry its own finish CAS while the store is
-unreachable (``StoreUnavailable``), until its time is up (the run's soft time limit). A retry that
-loses the CAS reads the row it gets back: a row that already shows this result is the earlier
-commit whose outcome was unknown (done); any other state is the operator's ``record`` (the loser's
-usual path).
-
-The schedule, as a pure function of the attempt number and the time left: ``FIRST`` seconds, then
-doubling, at most ``CAP`` seconds, never past the budget. No jitter: one owner retries one row.
+docs/architecture.md, section "The modules, in detail" (policies/finish_retry.py).
 """
 
 from __future__ import annotations

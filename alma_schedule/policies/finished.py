@@ -1,19 +1,6 @@
-"""Whether a routine is finished: the ONE reading of ``finished`` (issue 15).
+"""Whether a routine is finished: the one reading of ``finished``.
 
-A finished routine will never be claimed by its schedule again, whatever the clock does:
-
-* ``not_after``: ``now`` is past its ``not_after`` bound (the bound is inclusive: at
-  ``not_after`` itself the routine is not finished yet), and no fire of the bounds is still to come
-  (a ``jitter`` may put the last fire's due instant after ``not_after``: it still runs);
-* ``max_runs``: its schedule has claimed ``max_runs`` fires (``routines.schedule_claims``);
-* ``exhausted``: no fire of its schedule remains after its cursor inside its bounds (an ``at`` that
-  fired, a ``not_after`` before the next fire).
-
-:func:`finished_reason` answers which (the first in that order), or None. The listings (``routines
-list`` / ``show``, text and ``--json``), the trigger refusal (:class:`~alma_schedule.errors.Finished`,
-only for ``not_after``: a manual run of a routine whose schedule ran out is still the operator's
-call) and the views built later (``describe``, ``list --all``'s state filter) all read it here.
-:func:`routine_state` is the one word a listing shows for a routine.
+docs/architecture.md, section "The modules, in detail" (policies/finished.py).
 """
 
 from __future__ import annotations
@@ -23,6 +10,7 @@ from datetime import datetime, timedelta
 from alma_schedule.core import bounded_next_fire, parse_schedule, policy_of
 from alma_schedule.errors import InvalidInput, InvalidSchedule
 from alma_schedule.model import Routine
+from alma_schedule.policies.fixed_delay import delay_of
 from alma_schedule.policies.jitter import due_at
 
 __all__ = ["EXHAUSTED", "FINISHED", "MAX_RUNS", "NOT_AFTER", "finished_reason", "routine_state"]
@@ -48,9 +36,9 @@ def finished_reason(routine: Routine, now: datetime) -> str | None:
     pending = bounded_next_fire(schedule, routine.registered_at, after, policy)
     if policy.not_after is not None and now > policy.not_after and not _jittered_ahead(routine, pending, now):
         return NOT_AFTER
-    if policy.max_runs is not None and routine.schedule_claims >= policy.max_runs:
+    if policy.max_runs is not None and routine.schedule_starts >= policy.max_runs:
         return MAX_RUNS
-    if pending is None:
+    if pending is None and delay_of(schedule) is None:  # a fixed delay's next fire comes with a run's end
         return EXHAUSTED
     return None
 

@@ -1,28 +1,6 @@
 """Jitter: how long after its nominal instant a routine's fire comes due (the ``jitter`` policy).
 
-The one function for the offset is :func:`jitter_offset`; everything that writes or shows a due
-instant goes through :func:`due_at` (the tick's ``decide``, registration, a restarted cursor,
-``reindex``, the previews and ``plan``), so a preview and the tick that follows agree to the second.
-
-    o(f) = sha256(org, uid, routine_id, fire) mod min(jitter, gap(f) / 2)
-
-* **Hash input**: the UTF-8 bytes of ``org``, ``uid``, ``routine_id`` and the fire's run id
-  (``fire_id(f)``, ``YYYY-MM-DDTHH:MM:SSZ``) joined by one NUL byte each:
-  ``b"acme\\x00alice\\x00briefing\\x002027-01-04T09:00:00Z"``. The 32-byte digest is read as one
-  big-endian unsigned integer. Never Python's ``hash()``: it is salted per process, so two workers
-  would disagree.
-* **Unit**: whole SECONDS. The bound ``min(jitter, gap(f) / 2)`` is floored to whole seconds and
-  the offset is ``digest mod bound`` seconds, so ``0 <= o(f) < bound`` (a bound under one second
-  gives ``0``). Fire instants are whole seconds, so due instants are too.
-* ``gap(f)`` is the time from ``f`` to the schedule's next fire. A fire with no next fire (an
-  ``at``, the last fire of a schedule) has no gap: its bound is ``jitter`` alone.
-
-Because ``o(f) < gap(f) / 2``, due instants keep the order of the fires: ``f + o(f) < next(f) <=
-next(f) + o(next(f))``. A fire's window runs from ``f + o(f)`` to ``next(f) + o(next(f))``; the run
-id stays the nominal instant ``fire_id(f)`` and the run row stores ``due_at = f + o(f)``.
-
-Registration refuses a ``jitter`` at or above the smallest gap among the next
-:data:`GAP_HORIZON` fires (:func:`jitter_refusal`).
+docs/architecture.md, section "The modules, in detail" (policies/jitter.py).
 """
 
 from __future__ import annotations

@@ -1,25 +1,51 @@
-"""``max_runs``: limited actions, counted in the claim transaction (issue 15).
+"""``max_runs``: limited actions, counted when they start.
 
-``routines.schedule_claims`` goes up by :data:`CLAIM_STEP` for each ``claimed`` schedule row the
-claim transaction inserts for a routine that has ``max_runs`` (decide passes the limit on the
-``Fire``). Skipped inserts (``overlap``, ``missed``), manual runs and backfill runs never count,
-and nothing is given back (a claimed fire that then fails, or is superseded, still counted). The
-statement that counts the claim that reaches the limit also clears ``next_due_at``: the routine is
-finished (:func:`alma_schedule.policies.finished.finished_reason`). Re-registration may change
-``max_runs`` and keeps the count.
-
-The memory store calls :func:`count_claim`; the SQL store's batched UPDATE is the same rule,
-set-based (``schedule_claims + CLAIM_STEP >= max_runs``).
+docs/architecture.md, section "The modules, in detail" (policies/limits.py).
 """
 
 from __future__ import annotations
 
-__all__ = ["CLAIM_STEP", "count_claim"]
+import math
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["CLAIM_STEP", "COUNTED_ORIGIN", "START_STEP", "count_claim", "count_start", "limit_of", "starts_left"]
 
 CLAIM_STEP = 1
+START_STEP = 1
+#: The origin whose starts ``max_runs`` counts (manual and backfill runs never do).
+COUNTED_ORIGIN = "schedule"
 
 
-def count_claim(claims: int, max_runs: int) -> tuple[int, bool]:
-    """The count after one more claimed schedule fire, and whether the routine is now finished."""
-    counted = claims + CLAIM_STEP
-    return counted, counted >= max_runs
+def count_claim(claims: int) -> int:
+    """``schedule_claims`` after one more claimed schedule fire (information only)."""
+    return claims + CLAIM_STEP
+
+
+def limit_of(schedule: Mapping[str, Any]) -> int | None:
+    """The ``max_runs`` a stored schedule carries, read as the SQL statement reads the JSON: a JSON
+    number, else no limit (registration stores only whole numbers; a fractional one would compare
+    as its ceiling, since ``starts < x`` is ``starts < ceil(x)`` for a whole ``starts``)."""
+    value = schedule.get("max_runs")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, float):
+        return math.ceil(value) if math.isfinite(value) else None
+    return value
+
+
+def starts_left(starts: int, limit: int | None) -> int | None:
+    """How many schedule fires may still start (None: no limit); the claim side claims while > 0."""
+    return None if limit is None else max(limit - starts, 0)
+
+
+def count_start(starts: int, limit: int | None, origin: str) -> tuple[int, bool] | None:
+    """A start of a run of ``origin`` against the routine's count: ``(count after it, whether it
+    finishes the routine)``, or None when it would pass the limit (the run ends ``skipped(finished)``,
+    nothing counted). Runs of other origins and unlimited routines: ``(starts, False)``, uncounted."""
+    if origin != COUNTED_ORIGIN or limit is None:
+        return starts, False
+    if starts >= limit:
+        return None
+    counted = starts + START_STEP
+    return counted, counted >= limit

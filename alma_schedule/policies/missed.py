@@ -1,31 +1,6 @@
-"""The fires a claim collapses, counted on their routine (issue 44): ``routines.fires_missed``.
+"""The fires a claim collapses, counted on their routine: ``routines.fires_missed``.
 
-A tick claims only a routine's LATEST due fire (guarantee 3): after downtime, a tick that expired
-waiting behind long tasks, a fixed-cadence clock slower than the routine, the fires between the
-cursor and the claimed fire get no run row. They are not silently lost: the claim counts them, in
-the statement that already advances the cursor (``fires_missed = fires_missed + n``, no round trip
-of its own), so ``routines list``, ``routines describe``, ``plan``, the dashboard and the worker's
-``alma_fires_missed_total{kind}`` show them.
-
-Which fires count (:func:`collapsed`): the fires of the schedule strictly between the cursor
-(``last_fire``) and the fire claimed, inside the bounds (``not_before`` / ``not_after``). So nothing
-is counted across a pause, a disable or a schedule change (each restarts the cursor at now: the
-fires before were not due), nor outside the bounds; a routine's first claim counts from its
-registration. The claimed fire itself always has a row (``claimed``, or ``skipped(missed)`` when
-its window, e.g. ``catch_up``, has closed), so it never counts; a superseded or expired run has its
-row too. With ``max_runs`` (:func:`within_runs`) at most the claims left minus the one claimed are
-counted: the fires claimed and the fires counted never exceed the limit, and fires past it were
-not due. A later backfill that runs a counted fire does not uncount it: the count is what the
-schedule collapsed. A re-registration that lifts a finished routine's ``max_runs`` or moves its
-``not_after`` keeps its cursor (the routine is due again from it, and its latest fire is claimed:
-``engine/register.py``), so its first claim counts the fires since that cursor under the new
-policy.
-
-The count is exact up to :data:`CAP` per claim and stops there (a minutely routine down for a
-month costs 10,000 steps of the cron search, about 30 ms, not 43,200): a claim that counted
-:data:`CAP` also latches ``fires_missed_capped``, and the count is then shown with a ``+``
-(:func:`shown`: ``10,000+``), a lower bound. The memory store applies this module; the SQL store's
-batched UPDATE is the same rule, set-based (``fires_missed_capped OR n >= CAP``).
+docs/architecture.md, section "The modules, in detail" (policies/missed.py).
 """
 
 from __future__ import annotations

@@ -1,26 +1,6 @@
 """A run's owner (``runs.owner``) and what Celery's report that the owner was lost does to the run.
 
-The owner is written by the ``claimed -> running`` CAS (``Store.start(key, now=..., owner=...)``):
-
-* a ``run`` message: its Celery request id (``self.request.id``);
-* a fire packed in a ``run_many`` message: ``<request id>/<org>/<uid>/<routine_id>/<run_id>`` (the
-  request id, then the fire's key, :func:`owner_of`): one message owns several runs, each its own.
-
-Celery's parent process reports a lost request (``task_failure`` with ``WorkerLostError`` for a
-killed child, ``TimeLimitExceeded`` for the hard time limit) by its request id alone; the runs it
-owned are those whose owner is that id or starts with ``<id>/`` (:func:`owned_by`).
-
-What such a report does to each of those runs that is still ``running`` (:func:`lost_effect`;
-guarantee 5 and its one exception, in the README):
-
-* an UNTRACKED ``task`` run (its whole effect is one send): ``failed(worker_lost)``, which never
-  counts for the streak (:data:`~alma_schedule.policies.streak.NO_VERDICT`), so the
-  routine's next fire runs; the fire itself is never re-run;
-* every other run (a tracked task not yet submitted, ``turn``, ``job``, any other kind): blocked AT
-  ONCE (the blocked marker, why ``worker_lost`` or ``time_limit``), still ``running`` until the
-  operator's ``record``.
-
-Pure: no store, no clock, no Celery.
+docs/architecture.md, section "The modules, in detail" (policies/ownership.py).
 """
 
 from __future__ import annotations

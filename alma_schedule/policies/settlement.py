@@ -1,23 +1,6 @@
-"""Money: reserving against daily ceilings and settling a run's reservation
-(``docs/architecture.md``, money).
+"""Money: reserving against daily ceilings and settling a run's reservation.
 
-A ``running`` run may hold ONE reservation: ``reserved_micros`` counted on every ceiling of
-``reserve_ceilings`` for ``reserve_day``. It fits a ceiling when the ceiling-day's spend (reserved
-plus settled) plus the amount stays within the limit (equal is allowed); it is all or nothing.
-
-Ending the reservation moves it, on EVERY ceiling, from reserved to a settled cost:
-
-* ``finish`` settles to the result's ``cost_micros``, or the run's recorded ``cost_micros`` when
-  the result carries none;
-* the operator's ``record`` settles AT THE RECORDED COST: the cost the operator gives (the run's
-  ``cost_micros`` becomes it), else the run's stored ``cost_micros`` (an orphan that recorded
-  nothing is thereby released; an uncertain run stored its whole bound, so it settles there);
-* ``release`` settles to 0: the whole reservation is given back.
-
-Per ceiling: reserved ``- reserved_micros``, settled ``+ cost`` (so the ceiling-day's spend moves
-by ``cost - reserved_micros``). The run row then holds ``reserved_micros = 0`` and no ceilings
-(``reserve_day`` is kept). A run that reserved against no ceiling settles nothing. Moves come in
-ceiling-key order: the order a store locks spend rows in.
+docs/architecture.md, section "The modules, in detail" (policies/settlement.py).
 """
 
 from __future__ import annotations

@@ -1,26 +1,6 @@
-"""The failure streak and its auto-pause latch (``docs/architecture.md``, the failure streak).
+"""The failure streak and its auto-pause latch (docs/architecture.md, section "The failure streak").
 
-:func:`streak_effect` is the ONE place the rule lives: what a terminal ``finish(state, reason)``
-does to its routine's ``consecutive_failures`` (the table of ``docs/architecture.md``, as seed
-000 counts it):
-
-* ``+1`` (:attr:`StreakEffect.COUNT`): ``timed_out``; ``failed`` with any reason except those of
-  :data:`NO_VERDICT`; ``refused`` at start (:data:`REFUSED_AT_START`: ``not_admitted``,
-  ``routing_unavailable``: seed 000 counts start failures) while ``streak_counts_refused`` is on
-  (the default);
-* ``reset`` (:attr:`StreakEffect.RESET`, the streak becomes 0): ``completed`` with any reason
-  except ``sent`` (an untracked fleet task: only the send is known, which proves nothing);
-* ``none`` (:attr:`StreakEffect.NONE`): everything else: ``failed(config_revision_changed)`` (the
-  routine changed under the run), ``failed(provider_gone)`` (seed 000's GONE: the tracked target
-  vanished, no verdict), ``failed(worker_lost)`` (Celery lost the owner of an untracked task run:
-  no verdict on the routine), ``completed(sent)``, every other ``refused`` (``ceiling_reached``,
-  ``cap_exceeded``, ``not_allowed``: a routine at its daily ceiling must not pause itself), every
-  ``skipped``, and any non-terminal state.
-
-The operator's ``record`` never moves the streak (it does not call this). A count that brings the
-streak to ``threshold`` or more (``threshold > 0``; 0 = never) latches an automatic pause with the
-reason ``failure_streak:<reason>`` (the state when there is no reason), unless the routine is
-already paused: the first pause reason wins. A latched pause also clears ``next_due_at``.
+docs/architecture.md, section "The modules, in detail" (policies/streak.py).
 """
 
 from __future__ import annotations

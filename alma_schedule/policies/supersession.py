@@ -1,19 +1,7 @@
 """Supersession versus overlap: a newer schedule fire and the routine's open run
 (``docs/architecture.md``, the run and the claim).
 
-A routine has at most one non-terminal run. When ``claim_due`` records a NEW schedule fire:
-
-* a fire decided ``missed`` is recorded ``skipped(missed)`` and touches nothing else;
-* with no non-terminal run, the fire is ``claimed``;
-* when the open run is an OLDER SCHEDULE fire still ``claimed`` (sent, never started), it is
-  SUPERSEDED: moved ``claimed -> skipped(missed)`` by compare-and-set in the same transaction, and
-  the new fire is ``claimed`` (the newer fire carries the work; the old one would only be late);
-* any other open run (``running``, ``submitted``, ``collecting``, or a ``claimed`` MANUAL run)
-  blocks: the new fire is recorded ``skipped(overlap)`` and the open run is untouched; with
-  ``overlap: latest`` (``buffer``) it is recorded ``buffered`` instead (:mod:`.overlap`).
-
-A later ``start`` of a superseded run loses with the reason ``superseded`` (the row is
-``skipped(missed)``); any other lost start is a ``duplicate``.
+docs/architecture.md, section "The modules, in detail" (policies/supersession.py).
 """
 
 from __future__ import annotations

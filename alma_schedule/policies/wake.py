@@ -1,21 +1,6 @@
 """When a clock sends its next tick: the wake-up policy every clock we ship follows (pure).
 
-A clock wakes at the store's wake-up hint (the earliest instant strictly after the last tick's
-instant at which a tick has something to do: a fire, a planning back-off's end, a re-send, an
-expiry, a poll; :meth:`~alma_schedule.stores.system.SystemStore.peek_wake`), re-reads that hint at
-least every ``hint_poll`` while it sleeps (a routine registered, resumed or triggered meanwhile is
-seen at the next poll), and ticks at least once per ``tick_period`` (the heartbeat, never the
-resolution). See docs/architecture.md, "The clock".
-
-* A hint at or before ``now`` makes it tick at once, but never sooner than ``min_wake_interval``
-  after its previous tick: a burst of instants close together costs one tick per interval, and
-  each tick claims everything due by the time it runs.
-* A hint beyond the heartbeat is capped at the heartbeat; no hint (the store could not answer, or
-  nothing is ever due) falls back to the heartbeat.
-* The next probe asks for the hint strictly after the instant the clock last ticked for, so a
-  tick still in flight does not make the clock tick again for the same fires.
-
-Nothing here can make a fire run twice: ticks are advisory, the claims are the only authority.
+docs/architecture.md, section "The modules, in detail" (policies/wake.py).
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
 """The kind -> runner registry: which :class:`RoutineRunner` serves a routine of a given ``kind``.
 
-A *factory* takes :class:`Settings` and returns a runner, or raises :class:`ConfigurationError`
-naming the missing setting. Factories come from three places, later ones winning:
-
-1. the built-in kinds, by import path (:data:`BUILTIN_KINDS`; imported only when a kind is used);
-2. the entry point group ``alma_schedule.runners`` (name = kind, value = ``module:factory``);
-3. :meth:`KindRegistry.register`, programmatically.
-
-Runners are built lazily, once per kind per registry (a registry lives in one process).
-:meth:`KindRegistry.check` is what a worker runs at start: every kind present in the store must be
-servable by this configuration, or the worker refuses to start, naming the missing setting.
+docs/architecture.md, section "The modules, in detail" (runners/registry.py).
 """
 
 from __future__ import annotations
@@ -80,7 +71,7 @@ class UnknownKindRunner:
 class KindRegistry:
     """Kind -> factory, and kind -> runner (built once). Thread-safe.
 
-    ``resolve(routine)`` is the resolver handed to ``create_schedule``: a kind with no factory gets
+    ``resolve(routine)`` is the resolver handed to ``create_scheduler``: a kind with no factory gets
     an :class:`UnknownKindRunner`; a factory that raises :class:`ConfigurationError` propagates it
     (the worker's start-up :meth:`check` normally caught that first).
     """
@@ -157,7 +148,7 @@ class KindRegistry:
     __call__ = resolve
 
     def check(self, kinds: Iterable[str]) -> list[str]:
-        """Build the runner of every kind given; raise ONE :class:`ConfigurationError` listing each
+        """Build the runner of every kind given; raise one :class:`ConfigurationError` listing each
         kind that cannot be served (an unknown kind, or the setting its factory names).
 
         Returns the kinds checked, sorted. Used at worker start with :func:`stored_kinds`.

@@ -1,33 +1,6 @@
 """The ``task`` kind: a routine that sends one of the fleet's own Celery tasks, tracked or not.
 
-Definition (JSON)::
-
-    {"task": "fleet.reports.build", "args": [1], "kwargs": {"full": true},
-     "options": {"queue": "reports", "priority": 5, "expires": 600},
-     "track": true, "deadline": "2h"}
-
-* ``run`` happens after the engine's claim and ``claimed -> running`` CAS, so each fire SENDS the
-  task at most once (Celery itself does not deduplicate task ids; the claim does). The task id is
-  derived from the run key (:func:`task_id_for`), so a fire's fleet task can be found by its key.
-* Untracked (default): the run ends ``completed(sent)``, which never touches the failure streak.
-  "Never in parallel" then covers the send only, not the fleet task's own execution.
-* Tracked: the run goes ``submitted`` (the target task id and the deadline written BEFORE the send,
-  so a crash in between ends ``timed_out`` at the deadline instead of a run stuck in ``running``);
-  ``collect`` reads the result backend: SUCCESS -> ``completed(ok)``, FAILURE ->
-  ``failed(task_failed)`` with the exception class, REVOKED -> ``failed(task_revoked)``; anything
-  else stays ``submitted`` until the engine times it out past the deadline (plus
-  ``clock_tolerance``). The message carries Celery's ``expires`` at the deadline (or at
-  ``options.expires`` when earlier): a worker reaching it late revokes it, so ``timed_out`` means
-  "did not run in time"; one that had started may still finish, its late result only logged.
-
-Registration refuses what a tick could not run: an unknown task name (after importing the app's
-modules), arguments that are not JSON, options other than queue/priority/expires, and tracking
-without a stored result backend or for a task that ignores its results (a PENDING that never ends
-must not hold a routine until every deadline). It refuses what a routine may never send
-(:mod:`alma_schedule.policies.allow`: our tasks, Celery's, our queues and Celery's, or outside
-``task_allow`` / ``queue_allow``); a run of a routine stored before a narrowing ends
-``refused(not_allowed)``, nothing sent. A process without the fleet's app cannot check any of it:
-it cannot register ``task`` routines at all (refused, naming ``ALMA_CELERY_APP``).
+docs/architecture.md, section "The modules, in detail" (runners/task.py).
 """
 
 from __future__ import annotations
@@ -48,7 +21,7 @@ from alma_schedule.model import Reason, Routine, RunHandle, RunKey, RunRecord, R
 from alma_schedule.policies.allow import TaskAllow
 from alma_schedule.runners import task_allow
 from alma_schedule.runners.celery_app import load_celery_app as load_celery_app  # re-exported (0.1.0 home)
-from alma_schedule.runners.task_tracking import backend_problem, late_result, send_expires
+from alma_schedule.runners.task_tracking import backend_problem, ended_link, late_result, send_expires
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -175,9 +148,10 @@ def _deadline(raw: Any) -> timedelta:
     from alma_schedule.core.interval import parse_interval
 
     try:
-        return parse_interval(raw)
-    except InvalidSchedule as exc:
-        raise InvalidInput(f"'deadline': {exc}") from None
+        return parse_interval(raw, name="deadline")
+    except InvalidSchedule as exc:  # named 'deadline', the field the user wrote (never 'every')
+        text = str(exc)
+        raise InvalidInput(text if text.startswith("'deadline'") else f"'deadline': {text}") from None
 
 
 class TaskRunner:
@@ -189,9 +163,10 @@ class TaskRunner:
 
     kind = KIND
 
-    def __init__(self, app: Celery, *, allow: TaskAllow | None = None) -> None:
+    def __init__(self, app: Celery, *, allow: TaskAllow | None = None, collect_queue: str = "alma.collect") -> None:
         self.app = app
         self.allow = TaskAllow() if allow is None else allow
+        self.collect_queue = collect_queue
         self._loaded = False
         self._lock = threading.Lock()
 
@@ -261,10 +236,7 @@ class TaskRunner:
     def run(self, routine: Routine, handle: RunHandle) -> RunResult:
         """Send the task once (the engine has won ``claimed -> running``).
 
-        Tracked: ``submit`` (target id + deadline) first, then send; a lost submit CAS sends nothing.
-        A task or queue the allow-list refuses is ``refused(not_allowed)``, nothing sent.
-        A task no longer registered or trackable (revalidated at fire time), or a send the broker
-        refused, is ``failed(runner_error)`` with a class name (``NotRegistered``, ...).
+        docs/architecture.md, "The modules, in detail" (runners/task.py, TaskRunner.run).
         """
         definition = TaskDefinition.parse(routine.definition)
         refused = self.not_allowed(definition)
@@ -284,7 +256,9 @@ class TaskRunner:
                 return RunResult.submitted()
         try:
             expires = send_expires(definition.options, definition.deadline) if definition.track else None
-            self._send(definition, task_id, expires)
+            # a fixed delay counts from the task's END: its collect is linked to it (no wait for a poll)
+            ended = ended_link(self.app, handle.key, self.collect_queue) if "after" in routine.schedule else None
+            self._send(definition, task_id, expires, ended)
         except Exception as exc:
             log.warning("task routine %s: send of %s failed: %r", handle.key, definition.task, exc)
             return RunResult.failed(Reason.RUNNER_ERROR, error_class=type(exc).__name__)
@@ -292,10 +266,12 @@ class TaskRunner:
             return RunResult.submitted()
         return RunResult.completed(Reason.SENT)
 
-    def _send(self, definition: TaskDefinition, task_id: str, expires: float | None = None) -> None:
+    def _send(self, definition: TaskDefinition, task_id: str, expires: float | None = None, ended: Any = None) -> None:
         opts = dict(definition.options)
         if expires is not None:  # tracked: revoked, never run, past its deadline
             opts["expires"] = expires
+        if ended is not None:  # the collect of the run, sent when the task succeeds or fails
+            opts["link"], opts["link_error"] = ended, ended
         self.app.send_task(
             definition.task,
             args=list(definition.args),
@@ -346,4 +322,5 @@ def from_settings(settings: Settings) -> TaskRunner:
     """The ``task`` runner of the kind registry: the fleet app named by ``ALMA_CELERY_APP``."""
     if not settings.celery_app:
         raise ConfigurationError("ALMA_CELERY_APP is not set: task routines need the fleet's Celery app (MODULE:APP)")
-    return TaskRunner(load_celery_app(settings.celery_app), allow=TaskAllow.from_settings(settings))
+    app = load_celery_app(settings.celery_app)
+    return TaskRunner(app, allow=TaskAllow.from_settings(settings), collect_queue=settings.collect_queue)

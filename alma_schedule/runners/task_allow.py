@@ -1,10 +1,7 @@
 """The ``task`` runner's side of the allow-list (:mod:`alma_schedule.policies.allow`): which queue a
 send would reach, asked of the fleet's app, and the one refusal line for a definition.
 
-A definition's ``options.queue`` is where its message goes; without one, the app's own routing
-(``task_routes``, else ``task_default_queue``) decides, so that queue is the one checked: a fleet
-route onto one of our queues is refused too. A routing that raises is not checked here: the send
-itself raises the same way and the run fails ``runner_error``, nothing sent.
+docs/architecture.md, section "The modules, in detail" (runners/task_allow.py).
 """
 
 from __future__ import annotations

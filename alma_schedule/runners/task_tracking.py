@@ -1,12 +1,7 @@
 """What tracking a ``task`` routine's fleet task needs: a stored result backend, a message that
 expires at the deadline, and a word on a result that came too late.
 
-* :func:`backend_problem`: why a tracked task's result could never be read back by a later collect;
-* :func:`send_expires`: the ``expires`` of a tracked send: the deadline, or the routine's
-  ``options.expires`` when earlier (:func:`alma_schedule.policies.deadline.message_expires`), so a
-  worker that reaches the message late (a backlog) revokes it instead of running it;
-* :func:`late_result`: what the result backend says when the run times out (the collect logs it;
-  the run stays ``timed_out`` whatever the task does later).
+docs/architecture.md, section "The modules, in detail" (runners/task_tracking.py).
 """
 
 from __future__ import annotations
@@ -15,13 +10,18 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from alma_schedule.model import RunRecord
+from alma_schedule.model import RunKey, RunRecord
+from alma_schedule.model.names import COLLECT_TASK
 from alma_schedule.policies.deadline import message_expires
 
 if TYPE_CHECKING:
     from celery import Celery
 
-__all__ = ["backend_problem", "late_result", "send_expires"]
+__all__ = ["ENDED_RETRIES", "backend_problem", "ended_link", "late_result", "send_expires"]
+
+#: How often a linked collect looks again for a result not stored yet (Celery sends a success
+#: callback just BEFORE it stores the result), a second apart.
+ENDED_RETRIES = 10
 
 
 def backend_problem(app: Celery) -> str | None:
@@ -67,3 +67,17 @@ def late_result(app: Celery, record: RunRecord) -> str:
     if state == "REVOKED":
         return f"its task {record.target_task_id} was revoked (an expired message never starts)"
     return f"its task {record.target_task_id} is {state}: a late result will not change the run"
+
+
+def ended_link(app: Celery, key: RunKey, queue: str) -> Any:
+    """The signature the fleet task's ``link`` and ``link_error`` carry: our collect of ``key`` with
+    ``ended=True`` on ``queue``, immutable (the task's return value is never sent along). A fixed-delay
+    routine's run is so recorded when its task ends, not at the next poll."""
+    return app.signature(
+        COLLECT_TASK,
+        args=[key.org, key.uid, key.routine_id, key.run_id],
+        kwargs={"ended": True},
+        immutable=True,
+        queue=queue,
+        serializer="json",
+    )

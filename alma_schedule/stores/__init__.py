@@ -1,13 +1,5 @@
 """Stores: the :class:`Store` protocol and its backends, opened by URL with :func:`open_store`.
-
-* ``memory://``: :class:`~alma_schedule.stores.memory.MemoryStore` (the reference; per instance)
-* ``sqlite:///path``: :class:`~alma_schedule.stores.sql.SqlStore` on an SQLite file (embedded default)
-* ``postgresql+psycopg://user@host/db`` (or ``postgresql://``): :class:`SqlStore` on PostgreSQL
-
-A SQL store keeps its tables in its own namespace, ``schema`` (``ALMA_DATABASE_SCHEMA``, default
-``alma``): a PostgreSQL schema, or a table prefix on SQLite. SQL stores must be migrated first
-(:func:`migrate_store`, ``alma-schedule migrate``). Backends are imported lazily:
-``import alma_schedule.stores`` loads neither SQLAlchemy nor the memory store.
+docs/architecture.md, section "The modules, in detail" (stores/__init__.py).
 """
 
 from __future__ import annotations

@@ -1,11 +1,5 @@
 """The argument checks of each store operation, shared by every backend (memory and SQL).
-
-One function per operation validates everything a call brings, in a fixed order, before the
-backend touches any state, and returns the normalized values (aware datetimes in UTC, canonical
-JSON text, checked money). Every backend calls the same function, so all of them accept and refuse
-exactly the same input with the same :class:`~alma_schedule.errors.InvalidInput` message. The
-single-value checks live in :mod:`alma_schedule.stores.validation`; what a backend checks on top
-(for instance a text that only SQL must bind) stays in that backend.
+docs/architecture.md, section "The modules, in detail" (stores/arguments.py).
 """
 
 from __future__ import annotations
@@ -32,6 +26,7 @@ from alma_schedule.model import (
     check_new_id,
     check_scope,
 )
+from alma_schedule.model.provenance import check_source
 from alma_schedule.model.time import MIN_INSTANT
 from alma_schedule.policies.ownership import check_owner
 from alma_schedule.settings import Timers
@@ -117,6 +112,7 @@ def put_routine_args(routine: Routine, now: datetime) -> PutRoutineArgs:
     schedule = check_json("schedule", routine.schedule)
     definition = check_json("definition", routine.definition)
     now = require_utc("now", now)
+    check_source(routine.source, routine.source_entry)
     fields = {
         "registered_at": require_utc("registered_at", routine.registered_at),
         "last_fire": check_utc("last_fire", routine.last_fire, optional=True),
@@ -364,11 +360,12 @@ def list_runs_args(
     routine_id: str | None,
     state: str | None,
     since: datetime | None,
-    before: tuple[datetime, str] | None,
+    before: tuple[datetime, str] | tuple[datetime, str, str] | None,
     limit: int = 100,
-) -> tuple[datetime | None, tuple[datetime, str] | None, int]:
-    """``list_runs``: ``(since, before, limit)`` with their datetimes in UTC; ``before`` is a
-    ``(fire_at, run_id)`` pair whose run id is any text."""
+) -> tuple[datetime | None, tuple[datetime, str] | tuple[datetime, str, str] | None, int]:
+    """``list_runs``: ``(since, before, limit)`` with their datetimes in UTC; ``before`` is the
+    ledger key ``(fire_at, run_id, routine_id)`` of the last row shown (any text), or a
+    ``(fire_at, run_id)`` pair: every row before that pair, whatever its routine."""
     check_scope(scope)
     if routine_id is not None:
         check_id("routine_id", routine_id)
@@ -377,9 +374,10 @@ def list_runs_args(
     since = check_utc("since", since, optional=True)
     edge = None
     if before is not None:
-        if not isinstance(before, tuple) or len(before) != 2:
-            raise InvalidInput("before must be a (fire_at, run_id) pair")
-        edge = (require_utc("before", before[0]), check_text("before", before[1], optional=False) or "")
+        if not isinstance(before, tuple) or len(before) not in (2, 3):
+            raise InvalidInput("before must be a (fire_at, run_id, routine_id) triple or a (fire_at, run_id) pair")
+        at, run = require_utc("before", before[0]), check_text("before", before[1], optional=False) or ""
+        edge = (at, run) if len(before) == 2 else (at, run, check_text("before", before[2], optional=False) or "")
     return since, edge, check_limit("limit", limit)
 
 

@@ -47,12 +47,11 @@ class SystemStore(Protocol):
         limit: int = 1000,
         after: tuple[str, str, str] | None = None,
     ) -> list[Routine]:
-        """System (crosses every scope; never exposed per tenant): live routines in key order,
-        ``after`` a key for paging, filtered by ``kind`` and by ``state``, one of
-        :data:`~alma_schedule.model.ROUTINE_STATES`: ``enabled`` (enabled, unpaused, with a next
-        fire), ``paused``, ``disabled``, ``finished`` (enabled, unpaused, no next fire: the
-        schedule is exhausted) or ``erroring`` (carries a planning error). ONE query.
-        :class:`InvalidInput` for another state."""
+        """System, ONE query: live routines in key order, ``after`` a key for paging, filtered by ``kind``
+        and ``state`` (one of :data:`~alma_schedule.model.ROUTINE_STATES`). :class:`InvalidInput` for
+        another state.
+        docs/architecture.md, section "The modules, in detail" (stores/system.py).
+        """
         ...
 
     def system_routine_counts(self, *, kind: str | None = None, state: str | None = None) -> list[tuple[str, str, int]]:
@@ -74,31 +73,30 @@ class SystemStore(Protocol):
         """System: non-terminal runs (``claimed`` excluded) whose state was entered before ``now - older_than``."""
         ...
 
+    def unstarted(self, now: datetime, older_than: timedelta, limit: int = 1) -> list[RunRecord]:
+        """System: ``claimed`` runs (sent, no worker started them) claimed and due before
+        ``now - older_than``, oldest first: nothing has consumed the run queue for that long."""
+        ...
+
     def iter_routines(self, batch: int = 1000) -> Iterator[Routine]:
         """System: every routine, streamed in key order (never all loaded at once)."""
         ...
 
     def probe_tick(self, now: datetime, run_time_limit: timedelta) -> TickProbe:
-        """System, read-only, ONE statement: for each step of a tick at ``now``, whether it has
-        anything to do. Each flag is true exactly when its step's own selection is non-empty:
-        ``due`` (``claim_due`` would lock a routine), ``backfills`` (a backfill is pending),
-        ``resends`` / ``expiries`` (``take_resends`` would take / expire a run), ``polls``
-        (``take_polls`` would take a run), ``expired_results`` (``erase_expired_results`` would
-        erase a text), ``purge`` (``purge_deleted`` would remove a routine), ``blocked``
-        (``blocked(now, run_time_limit)`` would list a run), ``erroring`` (``erroring`` would list a
-        routine). One snapshot per flag at most (advisory: a row may become eligible just after)."""
+        """System, read-only, ONE statement: for each step of a tick at ``now``, whether its own selection
+        is non-empty (advisory: a row may become eligible just after).
+        docs/architecture.md, section "The modules, in detail" (stores/system.py).
+        """
         ...
 
     # ------------------------------------------------------------------ maintenance (system)
 
     def heartbeat(self, now: datetime) -> datetime | None:
-        """Record the heartbeat and the wake-up hint in ONE atomic statement, and return the hint.
-
-        ``last_tick`` = ``now`` unless it is already later (it never moves backwards). The hint
-        (``next_wake_at``) is the earliest instant strictly after ``now`` among the routines'
-        ``next_due_at`` (and ``defer_until`` of those that carry a planning error), the claimed
-        runs' ``resend_at`` and ``expires_at`` and the submitted runs' ``next_poll_at``; None when
-        nothing is ever due. Advisory: it misses registrations made after it was computed."""
+        """Record the heartbeat and the wake-up hint in ONE atomic statement, and return the hint:
+        the earliest instant strictly after ``now`` anything is due, None when nothing ever is.
+        ``last_tick`` never moves backwards.
+        docs/architecture.md, section "The modules, in detail" (stores/system.py).
+        """
         ...
 
     def last_tick(self) -> datetime | None:
@@ -119,7 +117,7 @@ class SystemStore(Protocol):
         are in all; one statement, through the partial index of those routines."""
         ...
 
-    # --- the tick log (issue 17) ---
+    # --- the tick log ---
     def log_tick(self, now: datetime, claimed: int, lag_p50: float | None, lag_p95: float | None) -> None:
         """System, ONE transaction (one statement on PostgreSQL): upsert the row of ``now``'s minute
         in the tick log (``ticks`` + 1, ``claimed`` + ``claimed``, each lag the larger of the stored
@@ -135,16 +133,11 @@ class SystemStore(Protocol):
         ...
 
     def begin_tick_end(self, ask: TickEndAsk) -> AbstractContextManager[Callable[[], TickEndParts]]:
-        """System: START the end of a tick (``ask``: :meth:`record_tick`, and :meth:`erroring` and
-        :meth:`blocked` when asked) so that it runs while the caller does other work (the tick's last
-        sends); the context's value, called once inside it, returns the parts obtained (never
-        raises: a part that failed is None and so is every part not started). The caller asks for a
-        missing part with the part's own method, so each part keeps that method's atomicity and
-        errors. A store that cannot start work early obtains nothing (memory, SQLite: every part
-        None, asked after the sends, as before). PostgreSQL: the parts are sent at once, pipelined
-        on one connection, and their answers read when the value is called (ONE round trip; the
-        implicit transaction of the pipeline commits ``record_tick``'s write at that read:
-        :mod:`alma_schedule.stores.sql.store_ticklog`)."""
+        """System: START the end of a tick (the parts in ``ask``) so that it runs while the caller works on;
+        the context's value, called once inside it, returns the parts obtained (never raises: a failed or
+        unstarted part is None, and the caller asks for it with its own atomic method).
+        docs/architecture.md, section "The modules, in detail" (stores/system.py).
+        """
         ...
 
     def tick_log(self, limit: int = 60) -> list[TickMinute]:
@@ -176,14 +169,10 @@ class SystemStore(Protocol):
         ...
 
     def reconcile_zone_data(self, derive: Derive, zone_data: str, *, limit: int = 1000) -> ZoneReconciliation:
-        """System, ONE transaction holding the one ``zone_state`` row (one reconciler at a time).
-
-        When the store already records ``zone_data`` (what every routine's next fire was derived
-        under): nothing (``done``). Otherwise the next page of at most ``limit`` routines after the
-        recorded cursor, in key order: each active one gets ``next_due_at = derive(routine)``, each
-        ``tzdata_version = zone_data``; the cursor moves to the page's last key; the page that ends
-        the walk records ``zone_data`` and clears the cursor (``done``). Bounded work per call, so a
-        tick can take one page and the walk survives restarts."""
+        """System, ONE transaction holding the ``zone_state`` row: re-derive ``next_due_at`` for the next
+        page of at most ``limit`` routines under ``zone_data``; ``done`` once the walk is recorded.
+        docs/architecture.md, section "The modules, in detail" (stores/system.py).
+        """
         ...
 
     def reindex(self, derive: Derive, *, tzdata_version: str | None = None, batch: int = 1000) -> int:

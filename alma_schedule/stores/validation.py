@@ -1,16 +1,5 @@
 """Input checks every store backend applies before it writes anything (shared by memory and SQL).
-
-Each check raises :class:`InvalidInput` naming the argument. Ids use :func:`alma_schedule.model.check_id`;
-the rest lives here so all backends accept exactly the same values:
-
-* JSON bodies (schedule, definition) must be mappings of str keys to JSON values: finite numbers,
-  text that is valid UTF-8 without NUL (PostgreSQL's ``jsonb`` refuses ``\\u0000`` and lone
-  surrogates), at most :data:`MAX_JSON_DEPTH` levels deep. :func:`check_json` returns the canonical
-  JSON text (sorted keys) that the store keeps.
-* Free text (result text, errors, batch ids) must be valid UTF-8 without NUL.
-* Datetimes must be aware and in the supported range (``model.time.MIN_INSTANT`` to
-  ``MAX_INSTANT``); they are normalized to UTC.
-* Money is a non-negative ``int`` (never a bool or float).
+docs/architecture.md, section "The modules, in detail" (stores/validation.py).
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """The Celery face's inside: the ready app, install, the tasks, the dispatcher and the composition root.
 
-Importing this package imports Celery (without the ``celery`` extra: a one-line
-:class:`~alma_schedule.errors.ConfigurationError` naming it); ``import alma_schedule`` alone does not.
-The public face for users is :mod:`alma_schedule.celery`; the kind registry is
-:mod:`alma_schedule.runners.registry`.
+docs/architecture.md, section "The modules, in detail" (tasks/__init__.py).
 """
 
 from __future__ import annotations

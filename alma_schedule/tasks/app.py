@@ -1,10 +1,6 @@
 """The ready app: a new Celery app (never current, never default) with our tasks, routes and queues.
 
-Its configuration: broker and result backend from settings; JSON only (tasks, results, events;
-pickle refused); routes of our tasks to ``alma.tick`` / ``alma.run`` (run, run_many) / ``alma.collect``
-(settings), which are also its declared queues, so a worker with no ``-Q`` serves all three; task
-events per ``ALMA_TASK_EVENTS``; ``worker_prefetch_multiplier=1``; broker connection retried on
-start-up. :mod:`alma_schedule.celery` is the public face over this module.
+docs/architecture.md, section "The modules, in detail" (tasks/app.py).
 """
 
 from __future__ import annotations
@@ -90,5 +86,5 @@ def create_app(
 
 
 def celery_app_for(settings: Settings) -> Celery:
-    """A ready app (not current) for ``settings``, for processes that only SEND (the CLI's tick)."""
+    """A ready app (not current) for ``settings``, for processes that only send (the CLI's tick)."""
     return create_app(settings)

@@ -1,24 +1,6 @@
 """What an ``alma_schedule.run_many`` message does: several claimed fires, each started on its own.
 
-Why: one Celery message costs about a millisecond to publish on Redis (redis-py builds a pipeline
-per publish, twice with ``task-sent`` events), so a tick fanning out thousands of fires spends
-seconds sending. Packing ``run_batch_size`` fires per message divides that cost.
-
-The guarantees of single ``run`` messages are kept:
-
-* each fire goes through ``Scheduler.execute`` on its own, just before it runs: the
-  ``claimed -> running`` CAS happens per fire, never for the whole message. A worker killed
-  mid-message leaves its unstarted fires ``claimed`` (re-sent by a later tick), never stranded in
-  ``running``;
-* a fire whose own ``expires_at`` has passed is not started (the tick's sweep records it
-  ``skipped(missed)``), as Celery discards an expired single message;
-* a slow routine cannot delay the others for long: ``run_batch_budget`` after the message started, a
-  watchdog thread takes every fire not yet started and re-sends each as a single ``run`` message,
-  so they run in parallel elsewhere. No fire waits longer than the budget plus one send.
-
-The task's soft time limit is ``run_time_limit + run_batch_budget``: the fire running when it hits
-started at most one budget in, so it had its full ``run_time_limit``. The watchdog is a thread: in
-gevent/eventlet pools a runner that never yields delays it.
+docs/architecture.md, section "The modules, in detail" (tasks/batch.py).
 """
 
 from __future__ import annotations
@@ -120,7 +102,7 @@ def run_batch(composition: Composition, fires: Sequence[Any], request_id: str | 
     try:
         schedule = composition.schedule()
         while (fire := pending.next()) is not None:
-            now = settings.clock()
+            now = settings.time_source()
             if fire.expires_at <= now:
                 expired += 1  # left claimed: the tick's sweep records skipped(missed)
                 continue

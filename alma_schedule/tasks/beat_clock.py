@@ -1,35 +1,6 @@
 """``install(app, beat_clock=True)``: the fleet's own ``celery beat`` is the clock.
 
-A ``beat_init`` receiver (connected once per installed app) runs when ``celery -A fleet beat``
-starts, and:
-
-* adds exactly ONE entry, ``alma_schedule.tick``, through ``sender.scheduler.update_from_dict``,
-  and checks that beat's schedule holds it (exit 1 if not). Under Celery's own schedulers its
-  schedule is :class:`~alma_schedule.tasks.beat_schedule.HintSchedule`: due at the next due
-  instant (the store's wake-up hint, read at least every ``hint_poll``), at least once per
-  ``tick_period``, and once at start; each message names the instant it was woken for, expires
-  after ``tick_expires`` and asks for no result. Under another scheduler (with
-  ``keep_beat_entries=True``) it is a fixed-period entry, with one warning naming the lag. Beat
-  sends it through the fleet's own app (its broker, its routes: our ``task_routes`` put it on
-  ``alma.tick``). No scheduler class, thread or loop of ours runs in beat;
-* makes beat exit (``SystemExit(1)``, after logging the names: Celery's signal dispatch logs and
-  swallows ordinary exceptions, and beat would then run on) while ``beat_schedule`` still holds an
-  entry that ``alma-schedule import-beat`` would convert (the same pure conversion; routine id =
-  entry name): once imported, it would run twice, from beat and as a routine;
-* keeps the entries it cannot convert (solar, custom schedule classes, crontabs that AND their day
-  fields, unknown tasks...) and lists them in one warning: beat goes on running them;
-* ignores Celery's own ``celery.*`` entries (``celery.backend_cleanup``);
-* refuses (exit 1) a scheduler other than Celery's own (``celery.beat.Scheduler`` and
-  ``PersistentScheduler``): django-celery-beat and RedBeat keep their entries in their own store,
-  which this check cannot read, so it cannot promise that nothing runs twice; with
-  ``keep_beat_entries=True`` beat starts anyway (convertible entries are then only warned about:
-  keeping them in beat is your choice), and the tick entry goes in through that scheduler's own
-  ``update_from_dict``.
-
-A beat_schedule entry that sends ``alma_schedule.tick`` itself is refused too (exit 1): the tick
-entry is ours, exactly one. Several beats at once are harmless (each with its own ``--schedule``
-file): duplicate ticks are harmless by design, the claims decide. ``alma-schedule clock run`` stays
-for fleets without beat. A beat embedded in a worker (``worker -B``) runs the same receiver.
+docs/architecture.md, section "The modules, in detail" (tasks/beat_clock.py).
 """
 
 from __future__ import annotations
@@ -119,21 +90,25 @@ def start_clock(app: Celery, scheduler: Any, settings: Settings, *, keep_beat_en
             f"beat_schedule entries {', '.join(check.ticks)} send {TICK_TASK} themselves: "
             "install(app, beat_clock=True) adds the one tick entry; remove them"
         )
-    if check.convertible:
+    if settings.beat_sync and not keep_beat_entries:
+        from alma_schedule.tasks.beat_sync import start_sync
+
+        start_sync(app, scheduler, settings)  # the entries leave beat; they run as routines
+    elif check.convertible:
         names = ", ".join(check.convertible)
         if not keep_beat_entries:
             raise ConfigurationError(
                 f"beat_schedule still holds entries that import-beat converts: {names}; each would run "
                 "twice (from beat and as a routine): import them (alma-schedule import-beat MODULE:APP "
-                "ORG/UID --apply) and remove them from beat_schedule, or keep them in beat with "
-                "install(app, beat_clock=True, keep_beat_entries=True)"
+                "ORG/UID --apply) and remove them from beat_schedule, keep them in beat with "
+                "install(app, beat_clock=True, keep_beat_entries=True), or sync them (alma_beat_sync = True)"
             )
         log.warning(
             "alma-schedule beat clock: beat keeps running the convertible entries %s "
             "(keep_beat_entries=True): do not import them too, or they run twice",
             names,
         )
-    if check.kept:
+    if check.kept and not (settings.beat_sync and not keep_beat_entries):
         log.warning(
             "alma-schedule beat clock: entries import-beat cannot convert stay in beat: %s",
             "; ".join(f"{n} ({why})" for n, why in check.kept),

@@ -1,27 +1,6 @@
 """Beat's tick entry as a schedule object of ours: beat wakes at the next due instant.
 
-:class:`HintSchedule` subclasses ``celery.schedules.BaseSchedule`` (the extension point Celery's own
-``solar`` uses): no scheduler class, thread or loop of ours runs in beat. Its ``is_due`` answers
-from the wake-up hint (:class:`~alma_schedule.waker.Waker`: the hint read fresh at each check, at
-least every ``hint_poll``; a tick at least once per ``tick_period``, the heartbeat), and never
-answers "not due" with less than :data:`BEAT_FLOOR` (beat subtracts 10 ms from every answer and
-would spin on less). The tick it makes beat send carries the instant it was woken for
-(``woken_for``, through a :class:`celery.beat.BeatLazyFunc` that beat evaluates at send time); beat
-also asks ``is_due`` while it builds its heap without sending, so a tick counts as sent only when
-beat evaluates that argument.
-
-Beat pickles its entries into its schedule file at its first wake-up, every 3 minutes and at
-shutdown, and ``PersistentScheduler`` then READS THEM BACK from that file (its shelve's cache is
-cleared by each sync): a schedule that pickled as a plain ``schedule`` would come back as one after
-the first sync and tick on the period from then on. So the pickle names no class of ours: it is
-``kombu.utils.imports.symbol_by_name("alma_schedule.tasks.beat_schedule:revive", default=
-celery.schedules.schedule)`` called with ``tick_period``: in a beat where this module imports,
-:func:`revive` hands back the live schedule this process installed (its memory kept), else a plain
-``schedule(run_every=tick_period)``; where it does not import (a fleet that uninstalled or
-downgraded us), ``symbol_by_name`` falls back to ``schedule`` itself, so beat still starts on that
-file, holding no connection. ``woken_for`` pickles the same way (an empty string without us).
-``beat_init`` re-installs ours at each start, and beat drops entries its app's ``beat_schedule`` does
-not name before that. See docs/architecture.md, "The clock".
+docs/architecture.md, section "The modules, in detail" (tasks/beat_schedule.py).
 """
 
 from __future__ import annotations
@@ -49,7 +28,7 @@ class HintSchedule(BaseSchedule):
     def __init__(self, settings: Settings, hint: HintReader | None, app: Any = None) -> None:
         super().__init__(app=app)
         self.run_every = settings.tick_period
-        self._clock = settings.clock
+        self._clock = settings.time_source
         self._waker = Waker(rules_of(settings), hint)
         self._after_tick = max(settings.min_wake_interval.total_seconds(), FLOOR_SECONDS)
         self._due: tuple[Wake, datetime] | None = None

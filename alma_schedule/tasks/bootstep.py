@@ -1,22 +1,7 @@
-"""The worker bootstep: what a worker that serves one of our queues checks before it starts.
+"""The worker bootstep: what a worker that serves one of our queues checks before it starts, and the
+queues a plain worker (no ``-Q``) of a fleet's app adds at its start.
 
-A worker whose queues (``-Q``) include none of ours (``tick_queue``, ``run_queue``,
-``collect_queue``, read WITHOUT validation) runs none of our code and checks nothing: a fleet's own
-workers never fail because of our settings. A worker that serves any of them, before it starts:
-
-1. reads our settings, fully validated (an unknown ``alma_*`` key or ``ALMA_*`` variable, with a
-   did-you-mean; a malformed value);
-2. refuses an app whose ``accept_content`` holds anything but JSON (our queues must never
-   unpickle), naming the setting and the fix;
-3. refuses a production store with the ``memory://`` broker (every run or collect a tick sends
-   would stay inside this process), naming both settings;
-4. sets our task objects' time limits from settings (a fleet's app does not read them at import);
-5. when it serves the run queue: connects the receiver of Celery's loss reports
-   (:mod:`alma_schedule.tasks.loss_reports`: a child killed mid-run, a hard time limit);
-6. when it serves the run or collect queue: checks that every kind in the store can be served.
-
-A refusal ends the worker with ONE line (:class:`~alma_schedule.errors.ProcessRefused`, a
-:class:`ConfigurationError` that Celery's ``worker`` command does not print as a traceback).
+docs/architecture.md, section "The modules, in detail" (tasks/bootstep.py).
 """
 
 from __future__ import annotations
@@ -24,13 +9,16 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from alma_schedule.compat.celery import selected_queues
 from alma_schedule.errors import ConfigurationError, ProcessRefused, missing_extra
 
 try:
     from celery import bootsteps
+    from celery.signals import celeryd_after_setup, worker_init
 except ModuleNotFoundError as exc:  # a bare install: no Celery
     raise missing_extra(exc, "celery", "the Celery face") from None
 
+from alma_schedule.settings import peek
 from alma_schedule.tasks.composition import composition_of, our_queue_names
 from alma_schedule.tasks.definitions import apply_limits
 from alma_schedule.tasks.loss_reports import connect_loss_reports
@@ -63,7 +51,7 @@ def accept_problem(app: Celery, served: list[str]) -> str | None:
     return (
         f"the Celery app {app.main!r} has accept_content={names!r}: a worker serving {', '.join(served)} "
         "must accept JSON only; set accept_content=['json'] on the app (or serve our queues from "
-        "`celery -A alma_schedule.celery worker`)"
+        f"`{OWN_WORKER.format(queues=','.join(served))}` with ALMA_CELERY_APP naming this app)"
     )
 
 
@@ -114,7 +102,7 @@ class KindCheckStep(bootsteps.Step):
 
 
 def start_worker_metrics(composition: Composition, queues: set[str]) -> str | None:
-    """The worker exporter (issue 17) in this worker parent when ALMA_METRICS_PORT is set and the
+    """The worker exporter in this worker parent when ALMA_METRICS_PORT is set and the
     worker serves one of our queues; returns its multiprocess directory (None: off)."""
     if not set(our_queue_names(composition).values()) & queues:
         return None
@@ -124,11 +112,79 @@ def start_worker_metrics(composition: Composition, queues: set[str]) -> str | No
     try:
         from alma_schedule.tasks.metrics import start_exporter
 
-        return start_exporter(port)
+        return start_exporter(port, composition.settings.metrics_bind)
     except ModuleNotFoundError as exc:
         raise missing_extra(exc, "http", "the worker exporter (ALMA_METRICS_PORT)") from None
     except OSError as exc:
-        raise ConfigurationError(f"ALMA_METRICS_PORT={port}: the worker exporter cannot listen ({exc})") from None
+        bind = composition.settings.metrics_bind
+        raise ConfigurationError(
+            f"ALMA_METRICS_PORT={port} on ALMA_METRICS_BIND={bind}: the worker exporter cannot listen ({exc})"
+        ) from None
 
 
-__all__ = ["JSON_CONTENT", "KindCheckStep", "accept_problem", "consumed_queues", "prepare_worker"]
+# --- a plain worker (no -Q) of a fleet's app: our run and collect queues too
+
+#: What a worker of its own for our queues looks like (a pickle fleet's app cannot serve them).
+OWN_WORKER = "celery -A alma_schedule.celery worker -Q {queues} -n alma@%h"
+_NOTE = "_alma_schedule_plain_worker"
+
+
+def is_plain(app: Celery) -> bool:
+    """The starting worker was given no ``-Q``: it consumes the app's default queues."""
+    return selected_queues(app.amqp.queues) is None
+
+
+def add_our_queues(composition: Composition) -> tuple[int, str] | None:
+    """Add the run and collect queues to what a plain worker of ``composition.app`` consumes (JSON-only
+    app, a store configured); return the one line to log, with its level (a warning: nothing added)."""
+    app = composition.app
+    if not is_plain(app):
+        return None
+    names = our_queue_names(composition)
+    wanted = [names["run_queue"], names["collect_queue"]]
+    if composition.given_settings is None and peek("database_url", conf=app.conf) is None:
+        return logging.WARNING, (
+            f"alma_schedule: no store is configured for the Celery app {app.main!r} (alma_database_url, or "
+            f"ALMA_DATABASE_URL), so this worker does not serve {', '.join(wanted)}"
+        )
+    problem = accept_problem(app, wanted)
+    if problem is not None:
+        own = OWN_WORKER.format(queues=",".join(wanted))
+        return logging.WARNING, (
+            f"alma_schedule: the Celery app {app.main!r} accepts more than JSON, so this worker does not serve "
+            f"{', '.join(wanted)}: serve them from a worker of their own (`{own}`, with ALMA_CELERY_APP naming "
+            "this app)"
+        )
+    queues = app.amqp.queues
+    for name in wanted:
+        queues.select_add(queues[name])  # a queue the fleet declares is kept as declared; else Celery's default
+    return logging.INFO, f"alma_schedule: this worker (no -Q) also serves {', '.join(wanted)}"
+
+
+@worker_init.connect(weak=False)
+def _on_worker_init(sender: Any = None, **_: Any) -> None:
+    """At ``worker_init`` (queues chosen, bootsteps not built yet) of a worker of a fleet's app."""
+    app = getattr(sender, "app", None)
+    composition = None if app is None else composition_of(app)
+    if composition is not None and composition.fleet:
+        note = add_our_queues(composition)
+        if note is not None:
+            sender.__dict__[_NOTE] = note  # logged at celeryd_after_setup: worker_init precedes the log set-up
+
+
+@celeryd_after_setup.connect(weak=False)
+def _on_after_setup(instance: Any = None, **_: Any) -> None:
+    note = getattr(instance, "__dict__", {}).get(_NOTE)
+    if note is not None:
+        log.log(note[0], "%s", note[1])
+
+
+__all__ = [
+    "JSON_CONTENT",
+    "KindCheckStep",
+    "accept_problem",
+    "add_our_queues",
+    "consumed_queues",
+    "is_plain",
+    "prepare_worker",
+]

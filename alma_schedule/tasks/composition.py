@@ -1,22 +1,6 @@
 """The composition root of a Celery process: store, kind registry, dispatcher and Scheduler.
 
-One :class:`Composition` per app (made by :func:`alma_schedule.celery.install`). Its parts are
-built lazily, once per process, on the first task (or by the worker's start-up check,
-:mod:`alma_schedule.tasks.bootstep`):
-
-* the settings: those given to ``install``, else :func:`load_settings` over the app's ``alma_*``
-  keys and the ``ALMA_*`` variables (full validation, in a worker or a task only: importing a
-  fleet's app never reads them);
-* the store, ``open_store(settings.database_url)``;
-* the :class:`KindRegistry` (built-in kinds, entry points, programmatic registrations); on a
-  fleet's app the ``task`` kind sends through that app itself, so no ``ALMA_CELERY_APP`` is needed
-  (when set, it still wins);
-* a :class:`CeleryDispatcher` over the app, and the engine's ``Scheduler`` over all three.
-
-Prefork: the worker's parent runs :meth:`Composition.check` (a bootstep, see
-:class:`~alma_schedule.tasks.bootstep.KindCheckStep`), which opens the store; each child, on
-``worker_process_init``, disposes the inherited SQL engine (its pooled connections belong to the
-parent) and forgets built runners, so it opens its own small pool and its own runner clients.
+docs/architecture.md, section "The modules, in detail" (tasks/composition.py).
 """
 
 from __future__ import annotations
@@ -133,7 +117,7 @@ class Composition:
 
         if settings.celery_app:
             return from_settings(settings)
-        return TaskRunner(self.app, allow=TaskAllow.from_settings(settings))
+        return TaskRunner(self.app, allow=TaskAllow.from_settings(settings), collect_queue=settings.collect_queue)
 
     def store(self) -> Store:
         """The store of ``settings.database_url``, opened once per process."""
@@ -149,10 +133,10 @@ class Composition:
         """The engine over the store, the registry (as resolver) and a :class:`CeleryDispatcher`."""
         with self._lock:
             if self._schedule is None:
-                from alma_schedule.engine import create_schedule
+                from alma_schedule.engine import create_scheduler
                 from alma_schedule.tasks.dispatcher import CeleryDispatcher
 
-                self._schedule = create_schedule(
+                self._schedule = create_scheduler(
                     store=self.store(),
                     runner=self.registry.resolve,
                     dispatcher=CeleryDispatcher(self.app, self.settings),

@@ -1,31 +1,5 @@
 """What happens to a refused message of our queues: one warning line, a count, a copy on ``alma.dead``.
-
-:class:`GuardStep`, a consumer bootstep ``install`` adds to every app with our tasks, takes over
-the consumer's answers to a message it cannot run, for a message that came from one of our queues
-(its routing key or exchange; any other queue keeps Celery's own answer):
-
-* ``on_invalid_task``: Celery's answer to ``InvalidTaskError`` (raised by
-  :mod:`alma_schedule.tasks.poison` for a message that is no well-formed call of our task) and to
-  ``ContentDisallowed`` (pickle);
-* ``on_unknown_message``: a message with no Celery headers at all (a raw ``"hello"``);
-* ``on_unknown_task``: a task name this worker does not run. Celery's own answer reads the message's
-  ``id`` and raises ``TypeError`` when there is none ("Unrecoverable error": the worker exits); such
-  a message is answered as invalid instead;
-* ``on_decode_error``: a body that is not JSON (acked, as Celery does).
-
-:func:`refuse` then:
-
-1. counts it, per queue, in this process (:func:`refused_total`, for a metrics exporter);
-2. logs ONE warning line: the queue, the delivery tag, the message id and task name, the reason, a
-   short repr of the body;
-3. republishes it to ``dead_queue`` (``alma.dead``; Redis has no dead-letter queue): the original
-   body, content type and encoding; the original headers kept under ``x-alma-headers`` (so the copy
-   is no task message and nothing runs it by accident), with ``x-alma-queue`` and
-   ``x-alma-refused`` (the reason). A failed republish is logged.
-
-Then the message is acked (rejected without requeue: it never comes back) and ``task_rejected``
-is sent as Celery does. A task name unknown here (with an id) is refused the same way, then Celery
-answers as usual: it rejects it, logs its own error and marks the id failed (``NotRegistered``).
+docs/architecture.md, section "The modules, in detail" (tasks/dead_letter.py).
 """
 
 from __future__ import annotations
@@ -39,7 +13,8 @@ from celery import bootsteps
 from celery.exceptions import InvalidTaskError
 from celery.signals import task_rejected
 
-from alma_schedule.tasks.composition import composition_of, our_queue_names
+from alma_schedule.tasks.composition import composition_of
+from alma_schedule.tasks.only_ours import OnlyOurs, our_queue, queue_among
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -53,23 +28,21 @@ _refused: Counter[str] = Counter()
 
 
 def refused_total(queue: str | None = None) -> int:
-    """Messages refused by this process since it started (on ``queue``, or on all our queues)."""
+    """Messages refused by this process since it started (on ``queue``, or on every queue: raw
+    bytes are refused on the fleet's queues of a worker of ours too, :mod:`.raw_guard`)."""
     with _lock:
         return _refused[queue] if queue is not None else sum(_refused.values())
+
+
+def count_refused(queue: str) -> None:
+    """One more refusal on ``queue`` (:func:`refused_total`)."""
+    with _lock:
+        _refused[queue] += 1
 
 
 def _short(value: Any, limit: int = 120) -> str:
     text = repr(value)
     return text if len(text) <= limit else f"{text[: limit - 3]}..."
-
-
-def _queue_of(message: Any, ours: set[str]) -> str | None:
-    info = getattr(message, "delivery_info", None) or {}
-    for key in ("routing_key", "exchange"):
-        value = info.get(key)
-        if isinstance(value, str) and value in ours:
-            return value
-    return None
 
 
 def refuse(app: Celery, message: Any, reason: str) -> bool:
@@ -84,15 +57,12 @@ def refuse(app: Celery, message: Any, reason: str) -> bool:
 
 def _refuse(app: Celery, message: Any, reason: str) -> bool:
     composition = composition_of(app)
-    if composition is None:
-        return False
-    queue = _queue_of(message, set(our_queue_names(composition).values()))
-    if queue is None:  # another queue of a fleet's worker: Celery's own answer stands
+    queue = our_queue(app, message)
+    if composition is None or queue is None:  # another queue of a fleet's worker: Celery's own answer stands
         return False
     dead = composition.settings.dead_queue  # validated: this worker serves our queues
     headers = message.headers if isinstance(message.headers, dict) else {}
-    with _lock:
-        _refused[queue] += 1
+    count_refused(queue)
     log.warning(
         "alma_schedule: refused a message on %s (delivery tag %s, id %s, task %s): %s; body %s; dead-lettered to %s",
         queue,
@@ -112,24 +82,32 @@ def _refuse(app: Celery, message: Any, reason: str) -> bool:
 
 def dead_letter(app: Celery, message: Any, queue: str, reason: str, dead: str) -> None:
     """Republish ``message`` (body, content type, encoding) to the queue ``dead``."""
-    from kombu.entity import Exchange, Queue
-
-    exchange = Exchange(dead, type="direct")  # type: ignore[no-untyped-call]
-    target = Queue(dead, exchange, routing_key=dead)  # type: ignore[no-untyped-call]
     headers = {
         "x-alma-queue": queue,
         "x-alma-refused": reason,
         "x-alma-headers": message.headers if isinstance(message.headers, dict) else None,
     }
+    publish_dead(app, dead, message.body, headers, message.content_type, message.content_encoding)
+
+
+def publish_dead(
+    app: Celery, dead: str, body: Any, headers: dict[str, Any], content_type: Any, content_encoding: Any
+) -> None:
+    """Publish ``body`` with our ``x-alma-*`` ``headers`` to the queue ``dead``, declared, through
+    the default exchange: the copy lands on the queue even when the broker lost the exchange's
+    binding while a pooled connection still believes it declared (a Redis flushed or restarted)."""
+    from kombu.entity import Exchange, Queue
+
+    target = Queue(dead, Exchange(dead, type="direct"), routing_key=dead)  # type: ignore[no-untyped-call]
     with app.producer_or_acquire() as producer:
         producer.publish(
-            message.body,
-            exchange=exchange,
+            body,
+            exchange="",
             routing_key=dead,
             declare=[target],
             headers=headers,
-            content_type=message.content_type,
-            content_encoding=message.content_encoding,
+            content_type=content_type,
+            content_encoding=content_encoding,
             retry=True,
             retry_policy={"max_retries": 3},
         )
@@ -198,10 +176,20 @@ class GuardStep(bootsteps.Step):
             else:
                 originals["on_decode_error"](message, exc)
 
+        consumer.strategies = OnlyOurs(consumer.app, consumer.strategies)  # our queues run only our tasks
         consumer.on_invalid_task = invalid_task
         consumer.on_unknown_message = unknown_message
         consumer.on_unknown_task = unknown_task
         consumer.on_decode_error = decode_error
 
 
-__all__ = ["GuardStep", "dead_letter", "refuse", "refused_total"]
+__all__ = [
+    "GuardStep",
+    "count_refused",
+    "dead_letter",
+    "our_queue",
+    "publish_dead",
+    "queue_among",
+    "refuse",
+    "refused_total",
+]

@@ -1,18 +1,5 @@
 """``CeleryDispatcher``: how claimed fires and polls leave a tick, through Celery's public API.
-
-Every message is the one ``app.send_task`` would build and publish (:class:`.publisher.Publisher`: the message of
-``app.amqp.create_task_message``, published by ``app.amqp.send_task_message``, with what is the same
-for every message of a dispatch done once), with one producer (one broker connection) per batch,
-inside the producer's publish batch (kombu >= 5.7 ``Producer.batch``: on Redis the messages and
-their ``task-sent`` events of one dispatch leave in ONE pipelined round trip; a transport without
-batches publishes each at once; a batch that fails to flush is sent again one message at a time with
-kombu's publish retry), always ``serializer='json'`` (whatever the app's
-``task_serializer``), so the app's ``task_routes`` decide the queue, the ``before_task_publish`` /
-``after_task_publish`` signals fire and ``task-sent`` events are
-emitted when the app has ``task_send_sent_event`` on (Flower sees the sends). Run messages expire
-at the fire's ``expires_at``: Celery discards an expired message and the tick's expiry sweep then records the
-fire ``skipped(missed)``. Nothing here writes to the store: a message that could not be sent
-leaves its row ``claimed`` and a later tick re-sends it.
+docs/architecture.md, section "The modules, in detail" (tasks/dispatcher.py).
 """
 
 from __future__ import annotations
@@ -26,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from alma_schedule.errors import DispatchError
 from alma_schedule.model import COLLECT_TASK, RUN_MANY_TASK, RUN_TASK, RunRecord
+from alma_schedule.model.names import ALERT_TASK
+from alma_schedule.model.overdue import OverdueFire
 from alma_schedule.tasks.publisher import Parent, Publisher, parent_of, publish_batch
 from alma_schedule.tasks.staged import StagedSend
 
@@ -39,11 +28,7 @@ log = logging.getLogger(__name__)
 
 class CeleryDispatcher:
     """The engine's :class:`~alma_schedule.model.Dispatcher` over a Celery app.
-
-    ``send_runs`` and ``send_collects`` send one message per record, all through ONE producer
-    acquired from the app's pool; they raise :class:`DispatchError` (naming how many were sent)
-    when the broker refuses. ``run_queue_depth`` asks the broker how many messages wait in the
-    run queue (None when it cannot tell).
+    docs/architecture.md, section "The modules, in detail" (tasks/dispatcher.py).
     """
 
     #: Its sends only publish (nothing runs in this process): the tick may start its end before its
@@ -88,12 +73,11 @@ class CeleryDispatcher:
         self._send(name, messages, len(messages))
 
     def stage_runs(self, runs: Sequence[RunRecord]) -> StagedSend | None:
-        """The messages ``send_runs(runs)`` would send, built and published now into a publish batch
-        that stays open (nothing reaches the broker) until the returned :class:`.staged.StagedSend`
-        is sent (after the commit of the claim that made ``runs``) or discarded, on THIS thread
-        (kombu's batch is per thread). None when there is nothing to stage or the transport's channel
-        has no publish batch (its publish would be immediate: never before the commit). Raises as
-        ``send_runs`` would when the broker cannot be reached (nothing was sent)."""
+        """The messages ``send_runs(runs)`` would send, built and published into a publish batch held open
+        (nothing reaches the broker) until the returned :class:`.staged.StagedSend` is sent or discarded,
+        on THIS thread. None when there is nothing to stage or no publish batch; raises as ``send_runs``.
+        docs/architecture.md, section "The modules, in detail" (tasks/dispatcher.py).
+        """
         if not runs:
             return None
         self.refuse_lost_sends()
@@ -142,6 +126,12 @@ class CeleryDispatcher:
         floor = self.settings.clock() + self.settings.poll_first
         items = (([r.org, r.uid, r.routine_id, r.run_id], max(r.next_poll_at or floor, floor)) for r in runs)
         self._send(COLLECT_TASK, items, len(runs))
+
+    def send_alerts(self, fires: Sequence[OverdueFire]) -> None:
+        """One ``alma_schedule.alert`` message per overdue fire (the collect queue): the task posts it
+        to ``alert_webhook`` and retries itself until a 2xx (:mod:`alma_schedule.tasks.alert`)."""
+        items = (([f.org, f.uid, f.routine_id, f.fire_at.isoformat()], None) for f in fires)
+        self._send(ALERT_TASK, items, len(fires))
 
     def refuse_lost_sends(self) -> None:
         """Refuse (:class:`ConfigurationError`, naming both settings) to send from a production store
@@ -222,12 +212,7 @@ def _iso(texts: dict[datetime, str], at: datetime) -> str:
 
 def queue_depth(app: Celery, queue: str) -> int | None:
     """Messages waiting in ``queue`` per the broker, through a passive ``queue_declare``.
-
-    The declare goes through a producer of the app's pool, on the channel its sends use: a virtual
-    transport's channel (Redis: the LLEN of the queue's lists, an empty queue has no key: NOT_FOUND
-    -> 0) survives a NOT_FOUND, so the pooled broker connection is reused from tick to tick and no
-    connection is opened per check. An AMQP broker closes a channel on NOT_FOUND: there the
-    declare takes a channel of its own on the pooled connection (no new connection), closed after.
+    docs/architecture.md, section "The modules, in detail" (tasks/dispatcher.py).
     """
     from kombu.transport.virtual import Channel as VirtualChannel
 

@@ -1,40 +1,6 @@
-"""``install(app)``: put alma-schedule's tasks and routes on an EXISTING Celery app: the whole integration.
+"""``install(app)``: put alma-schedule's tasks and routes on an existing Celery app: the whole integration.
 
-Settings: those given (``install(app, settings=...)``), else the app's own ``alma_*`` keys
-(``app.conf.alma_database_url``, ...) with the ``ALMA_*`` variables over them, read and validated
-ONLY where our code runs (our CLI, a worker serving our queues, our tasks). ``install`` itself
-reads nothing but our three queue names, unvalidated, for the routes: importing the fleet's app,
-or calling ``.delay()`` from its web process, never fails because of our settings. Sends go through
-this app (its broker, its routing): no ``ALMA_BROKER_URL``, and no ``ALMA_CELERY_APP`` (the
-``task`` kind sends through this app).
-
-What it does to the app, and nothing else:
-
-* registers ``alma_schedule.tick``, ``alma_schedule.run``, ``alma_schedule.run_many`` and
-  ``alma_schedule.collect`` (``shared=False``: they appear on this app only), each pinning
-  ``acks_late=False``, ``reject_on_worker_lost=False``, ``retry_on_worker_lost=False`` and
-  ``serializer='json'`` whatever the app's defaults;
-* merges their routes into ``task_routes`` (name -> ``*_queue``), keeping every route the
-  app already has: an app route for one of our names wins, routers given as a list keep their
-  order after ours; the merge is redone whenever the app (re)loads its configuration;
-* adds a worker bootstep (:mod:`alma_schedule.tasks.bootstep`): a worker serving one of our queues
-  validates our settings, refuses an ``accept_content`` other than JSON and a production store with
-  the ``memory://`` broker, sets our tasks' time limits, and (run or collect queue) checks that
-  every kind stored can be served; else it refuses to start with one line naming the setting;
-* adds a consumer bootstep guarding Celery's answers to poison (:mod:`alma_schedule.tasks.dead_letter`):
-  a message of our queues that is no well-formed call of our task is refused, counted and
-  republished to ``dead_queue``, and never stops the worker.
-* with ``beat_clock=True``, connects a ``beat_init`` receiver that makes ``celery -A <app> beat``
-  the clock (one ``alma_schedule.tick`` entry; :mod:`alma_schedule.tasks.beat_clock`).
-
-What it cannot change for you (app-wide settings it leaves alone):
-
-* ``accept_content`` is app-wide: our queues must be served by workers whose app refuses pickle
-  (``accept_content=['json']``; such a worker refuses to start otherwise); our messages are JSON.
-* ``worker_prefetch_multiplier``, events (``worker_send_task_events``, ``task_send_sent_event``)
-  and the broker are yours; ticks need a worker of their own (``-Q alma.tick -c 1``) or they wait
-  behind long tasks; run and collect need workers started with ``-Q alma.run,alma.collect``.
-* It never makes any app the current app and never touches ``task_queues``.
+docs/architecture.md, section "The modules, in detail" (tasks/install.py).
 """
 
 from __future__ import annotations
@@ -44,10 +10,12 @@ from typing import TYPE_CHECKING, Any
 
 from alma_schedule.errors import ConfigurationError
 from alma_schedule.model import COLLECT_TASK, RUN_MANY_TASK, RUN_TASK, TICK_TASK
-from alma_schedule.tasks.bootstep import KindCheckStep
+from alma_schedule.model.names import ALERT_TASK
+from alma_schedule.tasks.bootstep import KindCheckStep  # its module connects worker_init (a plain worker's queues)
 from alma_schedule.tasks.composition import Composition, bind, composition_of
 from alma_schedule.tasks.dead_letter import GuardStep
 from alma_schedule.tasks.definitions import define_tasks
+from alma_schedule.tasks.raw_guard import RawGuardStep
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -73,6 +41,7 @@ def our_routes(settings: Settings | Mapping[str, str]) -> dict[str, dict[str, st
         RUN_TASK: {"queue": names["run_queue"]},
         RUN_MANY_TASK: {"queue": names["run_queue"]},
         COLLECT_TASK: {"queue": names["collect_queue"]},
+        ALERT_TASK: {"queue": names["collect_queue"]},
     }
 
 
@@ -119,13 +88,7 @@ def install(
 ) -> Composition:
     """Register our tasks, routes and start-up check on ``app``; return its :class:`Composition`.
 
-    ``settings`` defaults to the app's ``alma_*`` keys and the ``ALMA_*`` variables, read lazily
-    (see the module docstring). ``registry`` defaults to a :class:`KindRegistry` of built-in and
-    entry-point kinds, whose ``task`` kind sends through ``app``. Installing twice on one app is a
-    :class:`ConfigurationError`. ``beat_clock=True`` makes ``celery -A <app> beat`` the clock (one
-    ``alma_schedule.tick`` entry; beat refuses to start while its ``beat_schedule`` holds entries
-    ``import-beat`` converts, or under another scheduler class unless ``keep_beat_entries=True``):
-    see :mod:`alma_schedule.tasks.beat_clock`.
+    docs/architecture.md, "The modules, in detail" (tasks/install.py, install).
     """
     if keep_beat_entries and not beat_clock:
         raise ConfigurationError("install(app, keep_beat_entries=True) applies only with beat_clock=True")
@@ -153,5 +116,6 @@ def install_on(app: Celery, *, settings: Settings | None, registry: KindRegistry
     if app.configured:
         _apply_routes(app, app.conf, settings)
     app.steps["worker"].add(KindCheckStep)
+    app.steps["worker"].add(RawGuardStep)
     app.steps["consumer"].add(GuardStep)
     return composition

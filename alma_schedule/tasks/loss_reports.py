@@ -1,25 +1,6 @@
-"""Celery's loss reports, received in the worker PARENT: a killed run is seen at once (issue 14).
+"""Celery's loss reports, received in the worker parent: a killed run is seen at once.
 
-When a prefork pool child dies mid-task (SIGKILL, the OOM killer) or the parent kills it at the
-hard time limit, the worker parent sends ``task_failure`` with ``WorkerLostError`` or
-``TimeLimitExceeded`` (``celery/worker/request.py``: ``on_failure``, ``on_timeout``), naming the
-request id. For our ``run`` and ``run_many`` tasks the receiver hands the id to
-:meth:`Scheduler.report_lost <alma_schedule.engine.Scheduler.report_lost>` (the engine: each
-``running`` run that request owns is ``failed(worker_lost)`` when it is an untracked task run, else
-marked blocked at once, still ``running``).
-
-* Connected by the worker bootstep (:mod:`alma_schedule.tasks.bootstep`) only in a worker that
-  serves our run queue, once per app; it acts only in the process that connected it (the parent:
-  a forked child inherits the receiver but has another pid), only for tasks of that app named
-  ``alma_schedule.run`` / ``alma_schedule.run_many``, only for those two exceptions.
-* It never raises into Celery: any error is logged and counted in :data:`COUNTS`. A report that
-  meets the store unreachable is applied again, off the parent's own loop (a timer thread), with
-  the back-off of :mod:`alma_schedule.policies.finish_retry`, for at most
-  :data:`REPORT_RETRY_BUDGET` seconds (the report is idempotent: each run moves by compare-and-set
-  from ``running`` only), so a fault that takes the store away with the child does not leave a
-  killed run unlisted until it is old.
-* A SIGKILLed worker PARENT reports nothing: its runs stay ``running`` (listed by ``runs stuck``
-  after 2 x ``run_time_limit``) for the operator's ``record``.
+docs/architecture.md, section "The modules, in detail" (tasks/loss_reports.py).
 """
 
 from __future__ import annotations
@@ -65,7 +46,7 @@ def loss_why(exception: object) -> BlockedWhy | None:
 
 
 def connect_loss_reports(composition: Composition) -> bool:
-    """Connect the ``task_failure`` receiver for ``composition``'s app in THIS process (idempotent;
+    """Connect the ``task_failure`` receiver for ``composition``'s app in this process (idempotent;
     True when connected now)."""
     uid = f"alma_schedule.loss_reports.{id(composition)}"
     pid = os.getpid()
@@ -96,7 +77,7 @@ def apply_report(
     thread (the back-off of ``policies.finish_retry``, within ``budget`` seconds). Never raises."""
     deadline = time.monotonic() + budget
     try:
-        report = schedule.report_lost(task_id, why, now=schedule.settings.clock())
+        report = schedule.report_lost(task_id, why, now=schedule.settings.time_source())
     except StoreUnavailable as exc:
         _again(schedule, task_id, why, deadline, attempt, str(exc))
         return

@@ -1,12 +1,6 @@
 """What a well-formed message of one of our tasks looks like: pure checks, no Celery import.
 
-A Celery protocol-2 message of our task has headers naming it (``task``, a text ``id``) and a JSON
-body ``[args, kwargs, embed]``: ``args`` a list, ``kwargs`` an object with text keys, ``embed`` an
-object or null. ``args`` and ``kwargs`` must bind to the task function's signature, and each value
-must have the JSON type its annotation names (``str``, ``str | None``, ``list[list[str]]``, ...).
-
-:func:`body_problem` and :func:`header_problem` return why a message is not such a call (one short
-phrase), or None. :mod:`alma_schedule.tasks.poison` refuses the message with that phrase.
+docs/architecture.md, section "The modules, in detail" (tasks/message_shape.py).
 """
 
 from __future__ import annotations

@@ -1,16 +1,7 @@
-"""The worker exporter (issue 17): counters and histograms of one worker host, in Prometheus's
+"""The worker exporter: counters and histograms of one worker host, in Prometheus's
 multiprocess mode.
 
-The worker bootstep calls :func:`start_exporter` in the worker PARENT (before the pool forks) when
-``ALMA_METRICS_PORT`` is set: it wipes the multiprocess directory (``PROMETHEUS_MULTIPROC_DIR``, or
-``<tmp>/alma-schedule-metrics-<port>``), points prometheus_client at it and serves the merged files
-of every pool process on that port; ``worker_process_shutdown`` marks a child dead. Our tasks (in
-the children) count through :func:`observe_tick` and :func:`observe_run`, which do nothing while
-the exporter is off: ``alma_ticks_total``, ``alma_tick_duration_seconds``,
-``alma_fires_claimed_total{kind}``, ``alma_fires_missed_total{kind}`` (the fires the tick's claims
-collapsed, counted on their routines: issue 44; a claim counts at most 10,000),
-``alma_runs_finished_total{state,reason}``, ``alma_fire_lag_seconds`` (start minus due instant) and
-``alma_errors_total{step}``.
+docs/architecture.md, section "The modules, in detail" (tasks/metrics.py).
 """
 
 from __future__ import annotations
@@ -35,7 +26,7 @@ def _dir(port: int) -> str:
     return os.environ.get(ENV) or os.path.join(tempfile.gettempdir(), f"alma-schedule-metrics-{port}")
 
 
-def start_exporter(port: int, addr: str = "0.0.0.0") -> str:
+def start_exporter(port: int, addr: str = "127.0.0.1") -> str:
     """Wipe the multiprocess directory, serve its merged metrics on ``port``; returns the directory."""
     from celery.signals import worker_process_shutdown
     from prometheus_client import CollectorRegistry, start_http_server, values
@@ -54,7 +45,7 @@ def start_exporter(port: int, addr: str = "0.0.0.0") -> str:
         mark_process_dead(pid if pid is not None else os.getpid(), path)  # type: ignore[no-untyped-call]
 
     worker_process_shutdown.connect(dead, weak=False)
-    log.info("alma_schedule: worker metrics on :%d (multiprocess dir %s)", port, path)
+    log.info("alma_schedule: worker metrics on %s:%d (multiprocess dir %s)", addr, port, path)
     return path
 
 
@@ -75,6 +66,7 @@ def _get() -> dict[str, Any] | None:
             finished=Counter("alma_runs_finished_total", "Runs finished by runs of this host.", ["state", "reason"]),
             lag=Histogram("alma_fire_lag_seconds", "Start minus due instant of the runs started.", buckets=lag_buckets),
             errors=Counter("alma_errors_total", "Errors of ticks by step.", ["step"]),
+            pruned=Counter("alma_runs_pruned_total", "Terminal runs deleted by ticks' run retention."),
         )
     return _metrics
 
@@ -95,6 +87,8 @@ def observe_tick(report: TickReport, seconds: float) -> None:
         m["missed"].labels(kind).inc(n)
     for err in report.errors:
         m["errors"].labels(_step(err.routine)).inc()
+    if report.runs_pruned:
+        m["pruned"].inc(report.runs_pruned)
 
 
 def observe_run(record: RunRecord, started_here: bool) -> None:

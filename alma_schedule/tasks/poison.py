@@ -1,26 +1,6 @@
 """Poison messages: anything on our queues that is not a well-formed call of our task is refused.
 
-0.1.0 let one message stop every worker: Celery's ``Request.__init__`` unpacks the body as
-``args, kwargs, embed`` and a body of ``"hello"``, ``{}``, ``[1, 2]``, ``42`` or ``null`` raised a
-``ValueError`` (or a ``TypeError`` earlier, in the default strategy's ``'args' in payload``) that
-the consumer does not catch: "Unrecoverable error", the worker exits, the message goes back on the
-queue, and every restarted worker dies on it again.
-
-Now each of our tasks carries:
-
-* :class:`CheckedRequest` (task attribute ``Request``): before Celery's own ``__init__`` it checks
-  the headers (our task's name, a text ``id``, a ``[soft, hard]`` timelimit) and the body
-  (``[args, kwargs, embed]`` binding to the task's signature with the JSON types it annotates:
-  :mod:`alma_schedule.tasks.message_shape`), and raises :class:`~celery.exceptions.InvalidTaskError`;
-* :func:`strategy` (task attribute ``Strategy``): Celery's default strategy, preceded by the one
-  check that must happen before it (a decoded body that is not a list or an object makes its
-  ``'args' in payload`` raise ``TypeError``), and turning an undecodable body into the same refusal.
-
-The consumer answers ``InvalidTaskError`` (and ``ContentDisallowed``: pickle) with
-``reject(requeue=False)``, which acks the message on Redis, and sends ``task_rejected``; what
-happens next (one warning line, the count :func:`refused_total`, the copy on ``dead_queue``) and
-the refusals that never reach our task's code (no Celery headers, an unknown task name, an
-undecodable body) are in :mod:`alma_schedule.tasks.dead_letter`.
+docs/architecture.md, section "The modules, in detail" (tasks/poison.py).
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
-"""One Celery message per call, as ``app.send_task`` builds and publishes it
-(:class:`Publisher`), with what is the same for every message of a dispatch done once; the
-``task-sent`` events of a publish batch grouped (:class:`_GroupedEvents`); the parent task a message
-names (:func:`parent_of`). Used by :class:`~alma_schedule.tasks.dispatcher.CeleryDispatcher`, which
-decides what is sent and how a failed batch is sent again (``docs/architecture.md``, the dispatch).
-The private parts of Celery and kombu this reads (the app's task registry without finalizing it, a
-task's execution options, the publish's error wrapping, an event made without its publish and a
-group of them published) are reached through :mod:`alma_schedule.compat` (``docs/architecture.md``,
-"Private calls into dependencies").
+"""One Celery message per call, as ``app.send_task`` builds and publishes it (:class:`Publisher`),
+with what is the same for every message of a dispatch done once; used by the Celery dispatcher.
+
+docs/architecture.md, section "The modules, in detail" (tasks/publisher.py).
 """
 
 from __future__ import annotations
@@ -40,12 +35,11 @@ ARGSREPR_MAX = 1024
 
 
 def argsrepr(args: list[Any]) -> str:
-    """The ``argsrepr`` header (what Flower and the worker log show) of our arguments, which are
-    strings and lists of strings: the builtin ``repr``, cut at Celery's bound. Celery's own
-    ``saferepr`` took 0.64 ms a ``run_many`` message of 20 fires against 0.05 ms (measured, a
-    loaded 2-core machine): 0.3 s of a tick that sends 450 such messages. A ``run_many``'s one
-    argument, its list of fires, is written only as far as the bound reaches (``repr`` of a list
-    is its items' ``repr`` joined by ``", "`` in brackets: the same text, cut at the same place)."""
+    """The ``argsrepr`` header (what Flower and the worker log show) of our arguments: the builtin
+    ``repr``, cut at Celery's bound.
+
+    docs/architecture.md, "The modules, in detail" (tasks/publisher.py, argsrepr).
+    """
     if len(args) == 1 and type(args[0]) is list:
         parts, size = [], 2
         for item in args[0]:
@@ -61,27 +55,10 @@ def argsrepr(args: list[Any]) -> str:
 
 
 class Publisher:
-    """One message of ``name`` per call through ``producer``: what ``app.send_task(name, args=args,
-    expires=expires, producer=producer, serializer="json", ignore_result=True, add_to_parent=False,
-    argsrepr=..., kwargsrepr="{}")`` does (celery/app/base.py ``send_task``), the same message
-    (``app.amqp.create_task_message``) published the same way (``app.amqp.send_task_message``: the
-    ``before_task_publish`` / ``after_task_publish`` signals, the ``task-sent`` event when the app has
-    ``task_send_sent_event`` on, the queue declared), with what does not change from message to
-    message done once per dispatch: the current time the messages' TTLs count from (Celery's
-    ``app.now()``, read once: a batch's messages all leave at its flush), the task's execution
-    options, the route (the app's
-    ``task_routes``: once when every router is a mapping, which routes by task name alone; per
-    message when one is a function, which may look at the arguments), the parent task (the tick's
-    request), the reply-to id and the origin. Left out: the result backend's ``on_task_call`` (our
-    messages ignore their result), the ``AsyncResult`` and the parent's trail (not added to the
-    parent). A subclass's ``send_task`` override is not called (the ready app's own check,
-    ``refuse_lost_sends``, runs once per dispatch in ``CeleryDispatcher._send``).
+    """One message of ``name`` per call through ``producer``: what ``app.send_task`` does, the same message
+    published the same way, with what does not change from message to message done once per dispatch.
 
-    In a publish batch (``batched``) nothing reaches the broker before the batch's flush, so the
-    entities to declare (the queue, the event exchange) are bound to the producer's channel once
-    instead of copied and bound per message, and the ``task-sent`` events go out grouped
-    (:class:`_GroupedEvents`, :meth:`flush_events`); outside a batch each message goes out as
-    Celery's own send would (its event on its own, and its publish retry).
+    docs/architecture.md, "The modules, in detail" (tasks/publisher.py, Publisher).
     """
 
     def __init__(self, app: Celery, name: str, producer: Any, *, batched: bool, parent: Parent | None) -> None:
@@ -159,15 +136,10 @@ EVENTS_PER_GROUP = 100
 
 
 class _GroupedEvents:
-    """The ``task-sent`` events of one publish batch, sent as event messages that each carry a list
-    of up to :data:`EVENTS_PER_GROUP` of them (routing key ``task.multi``): the grouped form Celery's
-    own worker sends its task events in (``EventDispatcher(buffer_group=['task'])``), which every
-    event receiver (``app.events.Receiver``: Flower, the Prometheus exporters) reads event by event.
-    Each event is the one Celery's send would publish
-    (:func:`alma_schedule.compat.celery.prepare_event`: type, hostname, pid, clock, timestamp,
-    utcoffset and the fields); one event message instead of one per task message (measured: the
-    events were a third of a dispatch's Python, 3 of 9.4 ms for 50 ``run_many`` messages). Stands in
-    for the event dispatcher ``send_task_message`` is handed, which only calls its ``publish``."""
+    """The ``task-sent`` events of one publish batch, sent grouped (up to :data:`EVENTS_PER_GROUP` an
+    event message, routing key ``task.multi``) as Celery's own worker sends its task events; stands in
+    for the event dispatcher ``send_task_message`` is handed, which only calls its ``publish``.
+    docs/architecture.md, section "The modules, in detail" (tasks/publisher.py)."""
 
     def __init__(self, dispatcher: Any, producer: Any) -> None:
         self.dispatcher, self.producer = dispatcher, producer

@@ -1,19 +1,6 @@
-"""A dispatch built ahead of its commit (:class:`StagedSend`): the messages of the runs a claim batch
-is about to claim, built and published into the producer's open publish batch while the batch's
-INSERT runs in the database, and flushed to the broker only when the tick sends them, after the
-commit (``docs/architecture.md``, the dispatch).
-
-What moves: the Python of a dispatch (the messages built by Celery's ``create_task_message``, their
-``before_task_publish`` / ``after_task_publish`` signals, kombu's serialization, the grouped
-``task-sent`` events) runs while the database works, instead of after the commit; nothing reaches
-the broker before the commit (kombu's ``Producer.batch`` holds every operation until its flush, and
-an exceptional exit discards them). What does not: the claimed runs are sent after the commit of the
-batch that claimed them, exactly once per send. When the batch claimed other runs than it expected
-(a fire lost to a concurrent run, a duplicate), the staged messages are discarded and the runs the
-batch returned are sent as usual; a staged dispatch that is never sent is discarded (the producer
-goes back to the app's pool). The signals of discarded messages have fired: a fleet that counts
-``after_task_publish`` counts messages that were discarded unsent, as it already counts the ones of
-a publish batch whose flush failed (sent again one at a time).
+"""A dispatch built ahead of its commit (:class:`StagedSend`): a claim batch's messages, published
+into an open publish batch while its INSERT runs, flushed to the broker only after the commit.
+docs/architecture.md, section "The modules, in detail" (tasks/staged.py).
 """
 
 from __future__ import annotations
@@ -22,18 +9,22 @@ import logging
 import threading
 from collections.abc import Sequence
 from contextlib import ExitStack
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from alma_schedule.model import RunRecord
 
-if TYPE_CHECKING:
-    from alma_schedule.tasks.dispatcher import CeleryDispatcher
-
 log = logging.getLogger(__name__)
 
-__all__ = ["StagedSend"]
+__all__ = ["Resender", "StagedSend"]
 
 Message = tuple[list[Any], Any]
+
+
+class Resender(Protocol):
+    """How a staged send falls back (:class:`~alma_schedule.tasks.dispatcher.CeleryDispatcher`)."""
+
+    def send_runs(self, runs: Sequence[RunRecord]) -> None: ...
+    def publish_each(self, name: str, messages: list[Message]) -> None: ...
 
 
 class _Discarded(Exception):
@@ -49,7 +40,7 @@ class StagedSend:
 
     def __init__(
         self,
-        dispatcher: CeleryDispatcher,
+        dispatcher: Resender,
         runs: Sequence[RunRecord],
         name: str,
         messages: list[Message],

@@ -1,26 +1,5 @@
 """Reusable pytest suites for alma-schedule backends: point them at your own :class:`Store`.
-
-Usage (in a test module of yours)::
-
-    import pytest
-    from alma_schedule.testing import StoreContract, StoreRaceContract
-
-    class TestMyStore(StoreContract):
-        @pytest.fixture
-        def store(self):
-            store = MyStore(...)      # a fresh, EMPTY store per test
-            yield store
-            store.close()
-
-    class TestMyStoreRaces(StoreRaceContract):
-        race_scale = 0.2              # optional: scale the heavy races down (1.0 = as specified)
-
-        @pytest.fixture
-        def store(self): ...
-
-The suites use only the :class:`~alma_schedule.stores.base.Store` protocol, literal instants and
-hand-written ``decide`` functions. Helpers live in :mod:`alma_schedule.testing.builders`. The
-suites are loaded lazily: importing another helper of this package never imports pytest.
+docs/architecture.md, section "The modules, in detail" (testing/__init__.py).
 """
 
 from __future__ import annotations

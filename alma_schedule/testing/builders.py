@@ -1,8 +1,5 @@
 """Builders and drivers shared by the store contract suites: fixed instants, routines, decide functions.
-
-Everything here goes through the :class:`~alma_schedule.stores.base.Store` protocol only, so it works
-on any backend. Instants are literals (never the wall clock); ``decide`` functions are hand-written
-(the scheduling core is not involved).
+docs/architecture.md, section "The modules, in detail" (testing/builders.py).
 """
 
 from __future__ import annotations
@@ -97,11 +94,12 @@ fire_due_long = fire_next_due(window=HOUR)
 
 
 def max_runs_decide(max_runs: int, step: timedelta = MINUTE) -> Decide:
-    """:data:`fire_due_long` for a routine limited to ``max_runs`` schedule claims (the engine's
-    ``decide`` carries the limit on the ``Fire`` and answers nothing once it is reached)."""
+    """:data:`fire_due_long` for a routine limited to ``max_runs`` schedule STARTS (the engine's
+    ``decide`` carries the limit on the ``Fire`` and answers nothing once the starts reach it; the
+    store counts the starts and reads the limit from the routine's schedule)."""
 
     def decide(routine: Routine) -> Fire | NotDue:
-        if routine.schedule_claims >= max_runs:
+        if routine.schedule_starts >= max_runs:
             return NotDue(None)
         fire: Fire = fire_next_due(step, window=HOUR)(routine)
         return dataclasses.replace(fire, max_runs=max_runs)

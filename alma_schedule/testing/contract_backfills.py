@@ -133,6 +133,36 @@ class BackfillContract:
         store.record(third.key, "skipped", "missed", now=T0)
         assert store.claim_backfills(T0, 100, plan, TIMERS) == []  # type: ignore[arg-type]
 
+    def test_a_backfill_run_is_due_when_claimed(self, store: Store) -> None:
+        _idle(store)
+        store.put_backfill(_range(), now=T0)
+        [first] = store.claim_backfills(T0 + 5 * SECOND, 100, _plan(PAST), TIMERS)  # type: ignore[arg-type]
+        assert (first.fire_at, first.due_at) == (PAST[0], T0 + 5 * SECOND), "the past fire, due at its claim"
+        started = store.start(first.key, now=T0 + 7 * SECOND).record
+        assert started is not None and started.lag == 2 * SECOND, "lag from the claim, not 50 minutes"
+        assert store.get(first.key) == started
+
+    def test_the_wake_hint_includes_a_pending_backfill_claim(self, store: Store) -> None:
+        _idle(store)  # next due at T0 + 1 h
+        assert store.peek_wake(T0 - SECOND) == T0 + HOUR
+        store.put_backfill(_range(), now=T0)
+        assert store.peek_wake(T0 - SECOND) == T0, "a range put after the last tick wakes a tick"
+        assert store.peek_wake(T0) == T0 + HOUR and store.heartbeat(T0) == T0 + HOUR, "strictly after"
+        plan = _plan(PAST)
+        [first] = store.claim_backfills(T0, 100, plan, TIMERS)  # type: ignore[arg-type]
+        assert store.peek_wake(T0) == T0 + MINUTE, "its run open: its re-send"
+        assert store.start(first.key, now=T0 + SECOND).won
+        assert store.finish(first.key, RunResult.completed("ok"), now=T0 + 10 * SECOND, timers=TIMERS).won
+        assert store.peek_wake(T0) == T0 + 10 * SECOND, "its run ended: the next claim, not a re-send"
+        assert store.heartbeat(T0 + 10 * SECOND) == T0 + HOUR, "a tick at that instant claimed what it could"
+        [second] = store.claim_backfills(T0 + 10 * SECOND, 100, plan, TIMERS)  # type: ignore[arg-type]
+        store.record(second.key, "skipped", "missed", now=T0 + 20 * SECOND)  # ended, with no finished run
+        assert store.peek_wake(T0 + 10 * SECOND) == T0 + 20 * SECOND
+        [third] = store.claim_backfills(T0 + 20 * SECOND, 100, plan, TIMERS)  # type: ignore[arg-type]
+        store.record(third.key, "skipped", "missed", now=T0 + 30 * SECOND)
+        assert store.get_backfill(SCOPE, "r1").pending is False  # type: ignore[union-attr]
+        assert store.peek_wake(T0 + 20 * SECOND) == T0 + HOUR, "a done range wakes nothing"
+
     def test_a_fire_that_has_a_row_is_passed_over(self, store: Store) -> None:
         register(store, next_due_at=PAST[0])
 

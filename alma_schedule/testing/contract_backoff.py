@@ -1,8 +1,5 @@
 """Contract: the planning back-off a store applies equals :mod:`alma_schedule.policies.backoff`.
-
-A property test ticks one routine through a random sequence of plans (``decide`` raises, answers
-``Defer``, or fires) and after each tick holds the routine's ``defer_until``/``last_error``/
-``error_count`` and the batch's deferral to the policy functions.
+docs/architecture.md, section "The modules, in detail" (testing/contract_backoff.py).
 """
 
 from __future__ import annotations

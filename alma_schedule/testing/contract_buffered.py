@@ -1,9 +1,5 @@
 """Contract: overlap ``latest`` (``Fire.buffer``): the routine's one ``buffered`` fire.
-
-A fire its active run blocks waits ``buffered`` (a newer one replaces it: ``skipped(overlap)``); the
-transaction that ends the active run, whatever the terminal write, releases it to ``claimed``
-(``ClaimResult.released``), or ``skipped(missed)`` past its window; the expiry sweep closes it like
-a ``claimed`` fire. Never two open at once.
+docs/architecture.md, section "The modules, in detail" (testing/contract_buffered.py).
 """
 
 from __future__ import annotations

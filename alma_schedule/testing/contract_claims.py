@@ -23,6 +23,7 @@ from alma_schedule.model import (
 )
 from alma_schedule.settings import Timers
 from alma_schedule.stores.base import Store
+from alma_schedule.stores.fast import FastStore
 from alma_schedule.testing.builders import (
     HOUR,
     MINUTE,
@@ -52,7 +53,7 @@ def _manual(store: Store, run_id: str = "manual:01", rid: str = "r1") -> ClaimRe
 class ClaimContract:
     # ------------------------------------------------------------------ claim_due
 
-    def test_claim_concurrency_claims_run_at_once_on_disjoint_routines(self, store: Store) -> None:
+    def test_claim_concurrency_claims_run_at_once_on_disjoint_routines(self, store: FastStore) -> None:
         """``claim_concurrency`` claims can be open at once: each waits, inside its transaction (in
         ``decide``), until all are; they lock disjoint routines and each fire is claimed once."""
         n = store.claim_concurrency
@@ -117,7 +118,7 @@ class ClaimContract:
         assert sorted(r.routine_id for r in second.claimed) == ["b", "d"]
         assert store.claim_due(T0, 10, hourly, TIMERS).claimed == ()
 
-    def test_batches_sharing_a_claim_scan_claim_every_due_fire_once(self, store: Store) -> None:
+    def test_batches_sharing_a_claim_scan_claim_every_due_fire_once(self, store: FastStore) -> None:
         """One tick's batches share a :class:`ClaimScan` (PostgreSQL starts each batch past the last
         one's rows): every due fire is claimed once, a routine that comes due BEHIND the rows
         already locked included (PostgreSQL: the short batch's claim of the rows it passed over)."""
@@ -134,7 +135,7 @@ class ClaimContract:
         assert all(n == 1 for n in hourly.calls.values()) and len(hourly.calls) == 8
         assert store.claim_due(T0, 10, hourly, TIMERS, ClaimScan()).claimed == ()
 
-    def test_claim_due_refuses_a_scan_that_is_not_a_claim_scan(self, store: Store) -> None:
+    def test_claim_due_refuses_a_scan_that_is_not_a_claim_scan(self, store: FastStore) -> None:
         register(store)
         with pytest.raises(InvalidInput, match="scan must be a ClaimScan"):
             store.claim_due(T0, 10, fire_due, TIMERS, object())  # type: ignore[arg-type]

@@ -1,9 +1,6 @@
 """Contract: every store call, given hostile values (hypothesis), accepts them or refuses them with an
-``alma_schedule.errors`` type, and a refusal leaves every table as it was (issue 14, defect 8).
-
-The generators and the rule are :mod:`alma_schedule.testing.hostile`. The store is seeded once per
-test (routines in three scopes, runs in every non-terminal state) so hostile calls meet real rows;
-each example is checked against a dump taken just before it.
+``alma_schedule.errors`` type, and a refusal leaves every table as it was.
+docs/architecture.md, section "The modules, in detail" (testing/contract_hostile.py).
 """
 
 from __future__ import annotations
@@ -29,6 +26,8 @@ from alma_schedule.model import (
     RunResult,
     TickEndAsk,
 )
+from alma_schedule.model.calendar import Calendar
+from alma_schedule.model.overdue import OverdueFire
 from alma_schedule.stores.base import Store
 from alma_schedule.testing.builders import (
     DAY,
@@ -68,6 +67,13 @@ ANNOTATE_KEYS = st.one_of(
 STATES = ("claimed", "running", "submitted", "collecting")
 OWNERS = or_hostile("task-1", "task-1/0")
 OPT_TEXT = st.one_of(st.none(), anything())
+FIRE_KEYS = st.one_of(st.tuples(or_hostile("org-a"), or_hostile("user-1"), IDS, NOW), anything())
+OVERDUE_FIRES = st.one_of(
+    st.lists(st.builds(OverdueFire, or_hostile("org-a"), or_hostile("user-1"), IDS, NOW, NOW), max_size=3),
+    anything(),
+)
+CALENDARS = or_hostile(Calendar("us", "US", 2027, 2027, (("2027-07-05", "Independence Day (observed)"),)))
+CALENDAR_NAMES = or_hostile("us", "missing")
 
 
 def _seed(store: Store) -> None:
@@ -191,22 +197,32 @@ def texts_or_none() -> st.SearchStrategy[Any]:
     return st.one_of(st.none(), st.text(max_size=20))
 
 
+def _pairs(draw: Draw) -> Any:
+    """``put_routines``' input: hostile ``(routine, expected_revision)`` pairs, at times not a list at all."""
+    if draw(st.integers(0, 9)) == 0:
+        return draw(anything())
+    return [(_routine(draw), draw(st.one_of(st.none(), anything()))) for _ in range(draw(st.integers(0, 3)))]
+
+
 OPS: dict[str, StoreOp] = {
     "put_routine": lambda s, d: (
         lambda: s.put_routine(_routine(d), now=d(NOW), expected_revision=d(st.one_of(st.none(), anything())))
     ),
+    "put_routines": lambda s, d: lambda: s.put_routines(_pairs(d), now=d(NOW)),
     "set_enabled": lambda s, d: (
         lambda: s.set_enabled(d(SCOPES), d(IDS), d(anything()), now=d(NOW), next_due_at=d(OPT_NOW))
     ),
     "set_paused": lambda s, d: (
         lambda: s.set_paused(d(SCOPES), d(IDS), d(st.one_of(st.none(), anything())), now=d(NOW), next_due_at=d(OPT_NOW))
     ),
-    "delete_routine": lambda s, d: lambda: s.delete_routine(d(SCOPES), d(IDS), now=d(NOW)),
+    "delete_routine": lambda s, d: lambda: s.delete_routine(d(SCOPES), d(IDS), now=d(NOW), actor=d(OPT_TEXT)),
     "get_routine": lambda s, d: lambda: s.get_routine(d(SCOPES), d(IDS), include_deleted=d(anything())),
     "list_routines": lambda s, d: (
         lambda: s.list_routines(d(SCOPES), include_deleted=d(anything()), limit=d(LIMITS), after=d(IDS))
     ),
     "routine_versions": lambda s, d: lambda: s.routine_versions(d(SCOPES), d(IDS)),
+    "routine_events": lambda s, d: lambda: s.routine_events(d(SCOPES), d(IDS), limit=d(LIMITS)),
+    "prune_events": lambda s, d: lambda: s.prune_events(d(NOW), d(LIMITS)),
     "claim_due": lambda s, d: lambda: s.claim_due(d(NOW), d(LIMITS), _decide(d), TIMERS),
     "claim_manual": lambda s, d: lambda: s.claim_manual(_key(s, d), now=d(NOW), expires_at=d(NOW), resend_at=d(NOW)),
     "take_resends": lambda s, d: lambda: s.take_resends(d(NOW), d(LIMITS), TIMERS, send=d(anything())),
@@ -299,6 +315,7 @@ OPS: dict[str, StoreOp] = {
     "blocked": lambda s, d: lambda: s.blocked(d(NOW), d(spans()), d(LIMITS)),
     "probe_tick": lambda s, d: lambda: s.probe_tick(d(NOW), d(spans())),
     "stuck": lambda s, d: lambda: s.stuck(d(NOW), d(spans()), d(LIMITS)),
+    "unstarted": lambda s, d: lambda: s.unstarted(d(NOW), d(spans()), d(LIMITS)),
     "iter_routines": lambda s, d: lambda: list(s.iter_routines(d(or_hostile(2, 1000)))),
     "heartbeat": lambda s, d: lambda: s.heartbeat(d(NOW)),
     "last_tick": lambda s, d: s.last_tick,
@@ -315,6 +332,7 @@ OPS: dict[str, StoreOp] = {
     "tick_log": lambda s, d: lambda: s.tick_log(d(LIMITS)),
     "count_routines": lambda s, d: lambda: s.count_routines(d(or_hostile(10_000, 1, 0))),
     "prune": lambda s, d: lambda: s.prune(d(NOW)),
+    "prune_runs": lambda s, d: lambda: s.prune_runs(d(NOW), d(LIMITS)),
     "purge_deleted": lambda s, d: lambda: s.purge_deleted(d(LIMITS)),
     "erase_results": lambda s, d: lambda: s.erase_results(d(SCOPES)),
     "erase_expired_results": lambda s, d: lambda: s.erase_expired_results(d(NOW), d(LIMITS)),
@@ -324,6 +342,20 @@ OPS: dict[str, StoreOp] = {
     "reindex": lambda s, d: (
         lambda: s.reindex(_derive(d), tzdata_version=d(st.one_of(st.none(), anything())), batch=d(LIMITS))
     ),
+    # business calendars (system data: stores/calendars.py)
+    "put_calendar": lambda s, d: (
+        lambda: s.put_calendar(d(CALENDARS), now=d(NOW), expected_version=d(st.one_of(st.none(), or_hostile(0, 1))))
+    ),
+    "get_calendar": lambda s, d: lambda: s.get_calendar(d(CALENDAR_NAMES)),
+    "list_calendars": lambda s, d: s.list_calendars,
+    "calendar_users": lambda s, d: lambda: s.calendar_users(d(CALENDAR_NAMES), d(LIMITS)),
+    "delete_calendar": lambda s, d: lambda: s.delete_calendar(d(CALENDAR_NAMES)),
+    # the did-not-run alarm (stores/overdue.py)
+    "overdue": lambda s, d: lambda: s.overdue(d(NOW), d(LIMITS)),
+    "take_alerts": lambda s, d: lambda: s.take_alerts(d(OVERDUE_FIRES), now=d(NOW), lease_until=d(NOW)),
+    "alert_state": lambda s, d: lambda: s.alert_state(d(FIRE_KEYS)),
+    "alert_retry": lambda s, d: lambda: s.alert_retry(d(FIRE_KEYS), lease_until=d(NOW)),
+    "alert_delivered": lambda s, d: lambda: s.alert_delivered(d(FIRE_KEYS), now=d(NOW)),
 }
 
 
@@ -343,8 +375,10 @@ class HostileContract:
         assert store.get_routine(OTHER_ORG, "r9") is not None
 
     def test_every_store_call_is_covered(self, store: Store) -> None:
+        from alma_schedule.stores.calendars import CalendarStore
+        from alma_schedule.stores.overdue import OverdueStore
         from alma_schedule.stores.system import SystemStore
 
-        halves = (Store, SystemStore)  # the protocol and its system half
+        halves = (Store, SystemStore, CalendarStore, OverdueStore)  # the protocol, its system half, its parts
         protocol = {n for k in halves for n in vars(k) if not n.startswith("_") and callable(getattr(Store, n))}
         assert protocol - {"close"} == set(OPS)

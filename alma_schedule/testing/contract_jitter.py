@@ -1,9 +1,5 @@
-"""Contract: a jittered routine on the store (issue 15's ``jitter``).
-
-The tick's ``decide`` here is the engine's own (:func:`alma_schedule.engine.decide.decide`), so the
-due instants are the offset function's: the store must select the routine only from its due
-instant (``next_due_at``), write the next fire's due instant back, and keep ``due_at`` on the run
-row (schedule fires, overlap skips, manual runs) while the run id stays the nominal fire.
+"""Contract: a jittered routine on the store (the ``jitter`` policy).
+docs/architecture.md, section "The modules, in detail" (testing/contract_jitter.py).
 """
 
 from __future__ import annotations

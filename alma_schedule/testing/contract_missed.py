@@ -1,12 +1,5 @@
-"""Contract: every collapsed fire is counted (issue 44), ``routines.fires_missed``.
-
-The tick's ``decide`` here is the engine's own (:func:`alma_schedule.engine.decide.decide`), so the
-count is :mod:`alma_schedule.policies.missed`'s: the fires between the cursor and the claimed fire,
-inside the bounds, never across a pause, a disable or a schedule change (each restarts the cursor),
-at most the claims ``max_runs`` leaves, at most 10,000 a claim (then ``fires_missed_capped``). The
-store must add the Fire's count in the write that advances the cursor, report it in the batch by
-kind, and refuse a count that is no int from 0 to 10,000 (the routine is deferred, nothing else
-written).
+"""Contract: every collapsed fire is counted, ``routines.fires_missed``.
+docs/architecture.md, section "The modules, in detail" (testing/contract_missed.py).
 """
 
 from __future__ import annotations

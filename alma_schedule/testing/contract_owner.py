@@ -1,4 +1,4 @@
-"""Contract: the owner of a run (issue 14): ``start(..., owner=)`` writes it, ``running_of`` finds
+"""Contract: the owner of a run: ``start(..., owner=)`` writes it, ``running_of`` finds
 the running runs of one Celery request id (its own owner, or ``<id>/<key>`` of a packed fire)."""
 
 from __future__ import annotations

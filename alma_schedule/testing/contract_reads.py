@@ -60,6 +60,32 @@ class ReadContract:
         rest = store.list_runs(SCOPE, routine_id="a", before=(page[-1].fire_at, page[-1].run_id))
         assert [r.fire_at for r in page + rest] == [T0 + 2 * MINUTE, T0 + MINUTE, T0]
 
+    def test_paging_keys_on_fire_run_and_routine_so_a_shared_instant_never_hides_a_row(self, store: Store) -> None:
+        for rid in ("a", "b", "c"):  # three routines of one scope, each with a fire at T0 (one run id)
+            register(store, rid, next_due_at=T0)
+        store.claim_due(T0, 10, fire_next_due(HOUR), TIMERS)
+        register(store, "d", next_due_at=T0 + MINUTE)
+        claim(store, "d", now=T0 + MINUTE)
+        everything_ = store.list_runs(SCOPE)
+        assert [(r.fire_at, r.routine_id) for r in everything_] == [
+            (T0 + MINUTE, "d"),
+            (T0, "c"),
+            (T0, "b"),
+            (T0, "a"),
+        ], "newest first by (fire_at, run_id, routine_id)"
+        for size in (1, 2, 3):  # every page boundary, including one between b and a at T0
+            seen, before = [], None
+            while True:
+                page = store.list_runs(SCOPE, limit=size, before=before)
+                seen += page
+                if len(page) < size:
+                    break
+                before = (page[-1].fire_at, page[-1].run_id, page[-1].routine_id)
+            assert seen == everything_, f"pages of {size}"
+        shared = (T0, everything_[1].run_id)  # a pair: every row before it, whatever its routine
+        assert [r.routine_id for r in store.list_runs(SCOPE, before=shared)] == []
+        assert [r.routine_id for r in store.list_runs(SCOPE, routine_id="b", before=(*shared, "c"))] == ["b"]
+
     def test_another_scope_cannot_reach_runs(self, store: Store) -> None:
         rec = run_in(store, "running")
         store.annotate(rec.key, {"result_text": "secret", "delivery_hash": "h"})
@@ -160,6 +186,15 @@ class ReadContract:
         run_in(store, "submitted", "submitted")
         assert store.stuck(T0 + MINUTE, HOUR) == []
         assert {r.routine_id for r in store.stuck(T0 + 2 * HOUR, HOUR)} == {"running", "submitted"}
+
+    def test_unstarted_is_a_claimed_run_no_worker_started(self, store: Store) -> None:
+        first = run_in(store, "claimed", "claimed")
+        run_in(store, "running", "running")
+        second = run_in(store, "claimed", "claimed2")
+        assert store.unstarted(T0 + MINUTE, MINUTE) == []  # claimed exactly a minute ago: not older
+        found = store.unstarted(T0 + 2 * MINUTE, MINUTE, limit=5)
+        assert [r.key for r in found] == [first.key, second.key]  # oldest first; a started run is not one
+        assert [r.key for r in store.unstarted(T0 + 2 * MINUTE, MINUTE)] == [first.key]  # limit 1 by default
 
     def test_iter_routines_streams_every_scope_in_key_order(self, store: Store) -> None:
         made = [register(store, rid, scope=scope) for scope in (OTHER_UID, SCOPE, OTHER_ORG) for rid in "zma"]

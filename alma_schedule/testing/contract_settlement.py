@@ -1,9 +1,5 @@
 """Contract: what a store does to the money equals :mod:`alma_schedule.policies.settlement`.
-
-A property test drives reservations, recorded costs, finishes, operator records and releases of a
-few routines' runs in random order, and after each step holds every ceiling's spend and the run's
-reservation to a model that applies only the policy functions (``fits``, ``settle``,
-``finish_cost``).
+docs/architecture.md, section "The modules, in detail" (testing/contract_settlement.py).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import pytest
 
 from alma_schedule.errors import InvalidInput
 from alma_schedule.model import RunRecord
-from alma_schedule.stores.base import Store
+from alma_schedule.stores.fast import FastStore
 from alma_schedule.testing.builders import MINUTE, SCOPE, T0, TIMERS, fire_due, register, run_in
 
 
@@ -20,7 +20,7 @@ class _Staged(Exception):
 
 
 class StagingContract:
-    def test_staging_gets_exactly_the_records_then_claimed_in_their_order(self, store: Store) -> None:
+    def test_staging_gets_exactly_the_records_then_claimed_in_their_order(self, store: FastStore) -> None:
         """Three routines due, one blocked by its running run (``skipped(overlap)``: not staged)."""
         run_in(store, "running", "r2")  # r2's fire at T0, started
         for rid in ("r1", "r3"):
@@ -39,14 +39,14 @@ class StagingContract:
             assert len(staged) == len(batch.claimed)
             assert all(a is b for a, b in zip(staged, batch.claimed, strict=True))  # the same records, in order
 
-    def test_a_batch_that_claims_nothing_stages_nothing(self, store: Store) -> None:
+    def test_a_batch_that_claims_nothing_stages_nothing(self, store: FastStore) -> None:
         run_in(store, "running")
         calls: list[Sequence[RunRecord]] = []
         batch = store.claim_due(T0 + MINUTE, 10, fire_due, TIMERS, staging=calls.append)
         assert (batch.claimed, calls) == ((), [])
         assert len(batch.skipped) == 1
 
-    def test_an_exception_from_staging_rolls_the_batch_back(self, store: Store) -> None:
+    def test_an_exception_from_staging_rolls_the_batch_back(self, store: FastStore) -> None:
         register(store, "r1", next_due_at=T0)
         called: list[int] = []
 
@@ -66,7 +66,7 @@ class StagingContract:
         assert row is not None and row.next_due_at == T0 and row.last_fire is None  # the cursor did not move
         assert [r.routine_id for r in store.claim_due(T0, 10, fire_due, TIMERS).claimed] == ["r1"]
 
-    def test_staging_must_be_callable(self, store: Store) -> None:
+    def test_staging_must_be_callable(self, store: FastStore) -> None:
         register(store, "r1", next_due_at=T0)
         with pytest.raises(InvalidInput, match="staging"):
             store.claim_due(T0, 10, fire_due, TIMERS, staging=42)  # type: ignore[arg-type]

@@ -1,10 +1,5 @@
 """Contract: the failure streak ``finish`` moves and its auto-pause latch.
-
-The rule is :func:`alma_schedule.policies.streak.streak_effect`; the example tests pin it, one test
-walks every terminal ``(state, reason)`` (both values of ``streak_counts_refused``) through the store
-and compares each step with :func:`~alma_schedule.policies.streak.streak_effect`, and the property
-test holds what a store did after a random sequence of finishes to
-:func:`~alma_schedule.policies.streak.fold`.
+docs/architecture.md, section "The modules, in detail" (testing/contract_streak.py).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Contract: the tick log (issue 17): one row per minute, merged by each tick of it, pruned after
+"""Contract: the tick log: one row per minute, merged by each tick of it, pruned after
 ``TICK_LOG_KEEP_DAYS``, read newest first; and ``record_tick``, the end of a tick: the heartbeat and
 the tick's minute in one step; and ``begin_tick_end``, which may obtain the end of a tick early."""
 

@@ -1,10 +1,5 @@
 """``dump_store``: a comparable snapshot of EVERYTHING a store holds, to prove a refusal wrote nothing.
-
-On a SQL store it reads every table of the schema's metadata (``routines``, ``routine_versions``,
-``runs``, ``spend``, ``heartbeat`` and whatever later revisions add), every row, in a stable
-order, through the store's own engine (so the schema name is translated as in every statement).
-On the in-memory store it deep-copies the store's state (every attribute but its lock). Anything
-else is dumped through the protocol: every routine, its versions and its runs.
+docs/architecture.md, section "The modules, in detail" (testing/dump.py).
 """
 
 from __future__ import annotations

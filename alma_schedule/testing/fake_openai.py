@@ -1,29 +1,5 @@
 """A local fake of an OpenAI-compatible API (an ASGI app, starlette), for tests and the demo.
-
-It speaks the real wire format of the endpoints that
-:class:`~alma_schedule.runners.adapters.openai.OpenAICompatibleProvider` uses: ``POST /v1/chat/completions``,
-``POST /v1/files`` (multipart, ``purpose=batch``),
-``GET /v1/files/{id}/content``, ``POST /v1/batches`` and ``GET /v1/batches/{id}``.
-
-- Usage is realistic and deterministic: a text costs ``ceil(words * 1.3)`` tokens
-  (:func:`count_tokens`), a prompt adds 3 tokens per message plus 3; the reply is deterministic
-  (it carries the completion's sequence number, so successive replies differ) and is truncated to
-  honor ``max_tokens`` / ``max_completion_tokens`` (``finish_reason: "length"``).
-- Batches advance one step per ``GET``: ``validating`` (at creation) → ``in_progress`` →
-  ``completed``; the output file is written when the batch completes.
-- Controls (thread-safe; the app runs on uvicorn's thread): :meth:`FakeOpenAI.fail_next` (HTTP 500),
-  :meth:`~FakeOpenAI.rate_limit_next` (429), :meth:`~FakeOpenAI.stall_next` (hold the request until
-  the client gives up), :meth:`~FakeOpenAI.reset_next` (drop the connection mid-answer), each
-  optionally AFTER billing the work (``billed=True``; :mod:`.fake_openai_faults`),
-  :meth:`~FakeOpenAI.forget_batch` (404), :attr:`~FakeOpenAI.batch_outcome`,
-  :attr:`~FakeOpenAI.batch_lines_fail` (a completed batch whose requests all failed: an error file,
-  no output file).
-- Every request is recorded in :attr:`FakeOpenAI.calls` (:class:`Call`); every completion computed
-  (what the provider billed) in :attr:`FakeOpenAI.billed`.
-
-When ``api_key`` is set, a request without ``Authorization: Bearer <api_key>`` gets a 401 whose
-message ECHOES the key it was given (worse than the real API, which masks it): a test that the
-adapter never surfaces response bodies in its errors.
+docs/architecture.md, section "The modules, in detail" (testing/fake_openai.py).
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
 """The injected faults of :class:`~alma_schedule.testing.fake_openai.FakeOpenAI`: what the next requests
 answer instead of the real thing, and whether the fake BILLED them first.
-
-A fault is taken by the next matching request (``path`` prefix, or any). Without ``billed`` it
-answers at once, before any work: an HTTP status (:meth:`FaultControls.fail_next`, 429 with
-:meth:`~FaultControls.rate_limit_next`) or a hold until the client gives up
-(:meth:`~FaultControls.stall_next`; :meth:`~FaultControls.release_stalls` ends them). With
-``billed=True`` (chat completions) the fake first does the work and bills it (the completion is
-computed and its usage recorded in :attr:`FakeOpenAI.billed`), THEN the answer is lost: the status
-(a gateway 504 after the provider billed), the hold (a hang past a client timeout or a Celery soft time limit), or
-:meth:`~FaultControls.reset_next`: the answer is started and the connection dropped mid-body (the
-client sees the peer close the connection: a reset).
+docs/architecture.md, section "The modules, in detail" (testing/fake_openai_faults.py).
 """
 
 from __future__ import annotations

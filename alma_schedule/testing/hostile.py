@@ -1,21 +1,5 @@
 """Hostile generators (hypothesis) and the one rule they check: :func:`attempt`.
-
-Every public operation given any of these values either accepts it or refuses it with an error of
-:mod:`alma_schedule.errors`, and after a refusal the store holds exactly what it held before
-(:func:`~alma_schedule.testing.dump.dump_store`, every table). Any other exception (``TypeError``,
-``RecursionError``, ``OverflowError``, a raw driver error) fails the test. The generators:
-
-* :func:`texts`: NUL bytes, lone surrogates, confusable digits (Arabic-Indic and full-width 12),
-  control characters, quotes and SQL, 10,000 characters, plus hypothesis' own text;
-* :func:`numbers`: NaN, infinities, -0.0, 10**400, 2**63, negatives, bools;
-* :func:`instants`: naive datetimes, year 1 and 9999 with extreme offsets, any aware datetime;
-* :func:`spans`: huge and negative timedeltas;
-* :func:`json_values`: nested JSON (and values that are not JSON: sets, bytes, objects, tuples),
-  depth up to thousands;
-* :func:`anything`: all of these, wrong types included.
-
-Hypothesis settings: :data:`HOSTILE` (derandomized, so CI runs the same examples every time; no
-example database; ``HOSTILE_EXAMPLES`` in the environment scales the number of examples).
+docs/architecture.md, section "The modules, in detail" (testing/hostile.py).
 """
 
 from __future__ import annotations

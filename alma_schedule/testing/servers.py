@@ -1,8 +1,5 @@
 """Run an ASGI app on ``127.0.0.1:<free port>`` in a background thread (uvicorn), for tests and the demo.
-
-:func:`serve_asgi` is a context manager: on entry the socket is bound and uvicorn is serving (real
-HTTP, real TCP); on exit the server is asked to stop, in-flight requests get ``grace`` seconds,
-and the thread is joined. Nothing outlives the ``with`` block.
+docs/architecture.md, section "The modules, in detail" (testing/servers.py).
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """The store contract: every behaviour of the :class:`~alma_schedule.stores.base.Store` protocol that
 all backends share, as one pytest class to inherit (see :mod:`alma_schedule.testing` for usage).
-
-Each part lives in its own module; :class:`StoreContract` is their union. A test module provides
-the ``store`` fixture (a fresh, empty store per test).
+docs/architecture.md, section "The modules, in detail" (testing/store_contract.py).
 """
 
 from __future__ import annotations
@@ -11,17 +9,25 @@ from alma_schedule.testing.contract_backfills import BackfillContract
 from alma_schedule.testing.contract_backoff import BackoffContract
 from alma_schedule.testing.contract_blocked import BlockedContract
 from alma_schedule.testing.contract_buffered import BufferedContract
+from alma_schedule.testing.contract_calendars import CalendarContract
 from alma_schedule.testing.contract_claims import ClaimContract
+from alma_schedule.testing.contract_events import EventsContract
+from alma_schedule.testing.contract_fixed_delay import FixedDelayContract
+from alma_schedule.testing.contract_fleet import FleetContract
 from alma_schedule.testing.contract_hostile import HostileContract
 from alma_schedule.testing.contract_input import InputContract
 from alma_schedule.testing.contract_jitter import JitterContract
 from alma_schedule.testing.contract_limits import LimitsContract
 from alma_schedule.testing.contract_missed import MissedContract
 from alma_schedule.testing.contract_money import MoneyContract
+from alma_schedule.testing.contract_overdue import OverdueContract
 from alma_schedule.testing.contract_owner import OwnerContract
 from alma_schedule.testing.contract_probe import ProbeContract
+from alma_schedule.testing.contract_provenance import ProvenanceContract
+from alma_schedule.testing.contract_put_many import PutManyContract
 from alma_schedule.testing.contract_reads import ReadContract
 from alma_schedule.testing.contract_record import RecordCostContract
+from alma_schedule.testing.contract_retention import RetentionContract
 from alma_schedule.testing.contract_routines import RoutineContract
 from alma_schedule.testing.contract_runs import RunContract
 from alma_schedule.testing.contract_settlement import SettlementContract
@@ -37,7 +43,11 @@ __all__ = [
     "DeadlinePollContract",
     "BlockedContract",
     "BufferedContract",
+    "CalendarContract",
     "ClaimContract",
+    "EventsContract",
+    "FixedDelayContract",
+    "FleetContract",
     "HostileContract",
     "InputContract",
     "JitterContract",
@@ -45,9 +55,13 @@ __all__ = [
     "MissedContract",
     "MoneyContract",
     "OwnerContract",
+    "OverdueContract",
     "ProbeContract",
+    "ProvenanceContract",
+    "PutManyContract",
     "ReadContract",
     "RecordCostContract",
+    "RetentionContract",
     "RoutineContract",
     "RunContract",
     "SettlementContract",
@@ -87,5 +101,13 @@ class StoreContract(
     JitterContract,
     ProbeContract,
     MissedContract,
+    ProvenanceContract,
+    PutManyContract,
+    CalendarContract,
+    RetentionContract,
+    EventsContract,
+    OverdueContract,
+    FixedDelayContract,
+    FleetContract,
 ):
     """Everything a backend must do, single-threaded. Provide a ``store`` fixture."""

@@ -1,8 +1,5 @@
 """Races every backend must win: threads released together by a barrier, then the ledger is audited.
-
-Each test states its invariant (each fire claimed once, a run row for every advanced cursor, one
-winner per edge, a ceiling never exceeded). ``race_scale`` scales the number of routines/runs of
-the heavy races (1.0 = the sizes of issue 3: 1,000 routines, 16 threads); the thread counts stay.
+docs/architecture.md, section "The modules, in detail" (testing/store_races.py).
 """
 
 from __future__ import annotations
@@ -107,7 +104,7 @@ class StoreRaceContract:
         assert len(runs) == n and {r.state for r in runs} == {"claimed"}
 
     def test_16_claimers_count_each_collapsed_fire_once(self, store: Store) -> None:
-        """Issue 44: routines down for 10 minutes, claimed by 16 racing ticks: each routine's 9
+        """Routines down for 10 minutes, claimed by 16 racing ticks: each routine's 9
         collapsed fires are counted once (the count rides in its locked cursor move)."""
         from alma_schedule.engine.decide import decide
         from alma_schedule.settings import Settings
@@ -194,28 +191,47 @@ class StoreRaceContract:
                 assert res.reason == "superseded", res
                 assert (old.state, old.reason, new.state) == ("skipped", "missed", "claimed")
 
-    def test_4_tickers_claim_exactly_max_runs(self, store: Store) -> None:
+    def test_4_workers_start_exactly_max_runs(self, store: Store) -> None:
+        """Four callers claim the same minutes and race to start every claimed fire, on odd minutes
+        only (an even minute's claim is superseded, never started: it gives its slot back); then one
+        caller drains. Each limited routine starts exactly ``max_runs`` fires, each once."""
         n, limit, minutes = self.scaled(100), 3, 8
         for rid in _ids(n):
-            register(store, rid)
+            register(store, rid, schedule={"every": 60, "max_runs": limit})
+        decide = max_runs_decide(limit)
 
-        def ticker(i: int) -> list[RunKey]:
+        def claim_at(at: Any) -> None:
+            while True:
+                batch = store.claim_due(at, 25, decide, TIMERS)
+                if len(batch.claimed) + len(batch.skipped) + len(batch.deferred) < 25:
+                    return
+
+        def start_all(at: Any) -> list[RunKey]:
+            won: list[RunKey] = []
+            for rec in store.list_runs(SCOPE, state="claimed", limit=10 * n):
+                if store.start(rec.key, now=at, owner="w").won:
+                    won.append(rec.key)
+                    assert store.finish(rec.key, RunResult.completed("ok"), now=at, timers=TIMERS).won
+            return won
+
+        def worker(i: int) -> list[RunKey]:
             mine: list[RunKey] = []
-            for m in range(minutes):  # each ticker walks the same minutes; they race on every one
-                at = T0 + m * MINUTE
-                while True:
-                    batch = store.claim_due(at, 25, max_runs_decide(limit), TIMERS)
-                    mine += [r.key for r in batch.claimed]
-                    if len(batch.claimed) + len(batch.skipped) + len(batch.deferred) < 25:
-                        break
+            for m in range(minutes):  # each caller walks the same minutes; they race on every one
+                claim_at(T0 + m * MINUTE)
+                if m % 2:
+                    mine += start_all(T0 + m * MINUTE)
             return mine
 
-        claimed = Counter(k for mine in race(4, ticker) for k in mine)
-        assert set(claimed.values()) == {1}, "each fire claimed once"
-        per_routine = Counter(k.routine_id for k in claimed)
-        assert per_routine == dict.fromkeys(_ids(n), limit), "exactly max_runs claims per routine"
+        started = Counter(k for mine in race(4, worker) for k in mine)
+        for m in range(minutes, minutes + limit + 1):  # one caller: every routine reaches its limit
+            claim_at(T0 + m * MINUTE)
+            started.update(start_all(T0 + m * MINUTE))
+        assert set(started.values()) == {1}, "each fire started once"
+        assert Counter(k.routine_id for k in started) == dict.fromkeys(_ids(n), limit), "exactly max_runs starts"
         for routine in store.iter_routines():
-            assert (routine.schedule_claims, routine.next_due_at) == (limit, None)
+            assert (routine.schedule_starts, routine.next_due_at) == (limit, None)
+            runs = store.list_runs(SCOPE, routine_id=routine.routine_id, limit=100)
+            assert sum(r.started_at is not None for r in runs) == limit, runs
 
     def test_3_concurrent_take_resends_take_each_row_once(self, store: Store) -> None:
         n = self.scaled(1000)

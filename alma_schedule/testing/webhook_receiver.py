@@ -1,9 +1,5 @@
 """A local webhook receiver (an ASGI app, starlette) that verifies signatures, for tests and the demo.
-
-Every request is recorded (:class:`Received`). With a secret, a request whose ``X-Alma-Signature``
-does not verify (:func:`~alma_schedule.runners.adapters.webhook.verify_signature`, against the wall clock)
-is answered 401. Controls: :attr:`WebhookReceiver.status` (the answer of accepted requests),
-:meth:`~WebhookReceiver.stall_next` (hold requests until the client gives up).
+docs/architecture.md, section "The modules, in detail" (testing/webhook_receiver.py).
 """
 
 from __future__ import annotations

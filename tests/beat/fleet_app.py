@@ -112,7 +112,7 @@ BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
     "jitter": {"task": "fleet.ping", "schedule": 2.5},
     # schedule(run_every=...)
     "hourly": {"task": "fleet.ping", "schedule": schedule(run_every=timedelta(hours=1))},
-    # solar: refused
+    # solar: converts to {"solar": "sunset", "lat": ..., "lon": ...}
     "lights": {"task": "fleet.ping", "schedule": solar("sunset", 48.8566, 2.3522)},
     # a custom schedule class: refused
     "office": {"task": "fleet.ping", "schedule": BusinessHours()},

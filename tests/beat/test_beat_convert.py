@@ -12,17 +12,18 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
-from celery.schedules import crontab
+from celery.schedules import crontab, solar
 
 from alma_schedule.beat.convert import (
     ANCHOR_NOTE,
+    SOLAR_NOTE,
     AppZone,
     app_zone,
     convert_beat_schedule,
     convert_entry,
 )
 from alma_schedule.beat.importer import plan_import, system_local_zone
-from alma_schedule.core import next_fires, parse_schedule
+from alma_schedule.core import next_fire, next_fires, parse_schedule
 from alma_schedule.model import Scope
 from alma_schedule.runners.task import TaskDefinition
 from tests.beat import fleet_app
@@ -68,6 +69,7 @@ def test_every_entry_of_the_fleet_is_listed_in_order() -> None:
         "sync",
         "heartbeat",
         "hourly",
+        "lights",
     }
 
 
@@ -157,7 +159,6 @@ def test_intervals_convert_to_every_with_the_anchoring_note() -> None:
     ("name", "words"),
     [
         ("jitter", ["fractional", "2.5"]),
-        ("lights", ["solar", "sunset"]),
         ("office", ["custom schedule class", "BusinessHours"]),
         ("routed", ["routing_key", "queue, priority, expires"]),
         ("ghost", ["fleet.nope", "not registered"]),
@@ -170,6 +171,30 @@ def test_refusals_name_their_reason(name: str, words: list[str]) -> None:
     for w in words:
         assert w in conv.refused
     assert conv.to_dict()["refused"] == conv.refused
+
+
+def test_solar_converts_to_the_solar_form_and_fires_when_celery_would() -> None:
+    lights = _by_name()["lights"]
+    assert lights.spec is not None, lights.refused
+    assert lights.spec.schedule == {"solar": "sunset", "lat": 48.8566, "lon": 2.3522}
+    assert lights.converted_as == "solar sunset at 48.8566, 2.3522" and SOLAR_NOTE in lights.notes
+    after = datetime(2026, 6, 1, 12, tzinfo=UTC)
+    fire = next_fire(parse_schedule(lights.spec.schedule), after, after)
+    celery = solar("sunset", 48.8566, 2.3522, nowfun=lambda: after)
+    assert fire is not None and abs((fire - (after + celery.remaining_estimate(after))).total_seconds()) <= 60
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        (solar("sunrise", 90, 0), ["'lat' 90 is a pole", "sunrise"]),
+        (solar("sunset", 10, 20, nowfun=lambda: datetime.now(UTC)), ["nowfun"]),
+    ],
+)
+def test_a_solar_entry_we_cannot_keep_is_refused_with_the_reason(value: object, words: list[str]) -> None:
+    conv = convert_entry("e", {"task": "t", "schedule": value}, SCOPE, PARIS)
+    assert conv.spec is None and conv.refused is not None
+    assert all(w in conv.refused for w in words), conv.refused
 
 
 def test_other_refusals() -> None:

@@ -37,8 +37,9 @@ CONVERTED = {
     "sync",
     "heartbeat",
     "hourly",
+    "lights",
 }
-REFUSED = {"first-monday", "jitter", "lights", "office", "routed", "ghost"}
+REFUSED = {"first-monday", "jitter", "office", "routed", "ghost"}
 
 
 def invoke(*args: str) -> Any:
@@ -60,7 +61,7 @@ def test_preview_lists_every_entry_and_writes_nothing(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     for name in CONVERTED | REFUSED:
         assert name in result.output
-    assert "7 entries convert, 6 refused. Nothing written" in result.output
+    assert "8 entries convert, 5 refused. Nothing written" in result.output
     anchoring = "(*) anchoring (sync, heartbeat, hourly): beat counts this interval from the entry's last run"
     assert anchoring in result.output
     assert not (tmp_path / "never.sqlite3").exists()  # the store was never even opened
@@ -84,7 +85,7 @@ def test_apply_registers_the_converted_entries_and_twice_creates_nothing_new(sql
     migrate_store(sqlite_url)
     first = invoke("--database-url", sqlite_url, "import-beat", APP, "acme/ops", "--apply")
     assert first.exit_code == 0, first.output
-    assert "7 created, 0 updated, 0 unchanged, 6 refused in acme/ops." in first.output
+    assert "8 created, 0 updated, 0 unchanged, 5 refused in acme/ops." in first.output
     stored = routines(sqlite_url)
     assert set(stored) == CONVERTED
     assert {r.kind for r in stored.values()} == {"task"}
@@ -162,5 +163,21 @@ def test_import_beat_as_a_subprocess_twice(backend: str, request: pytest.Fixture
     store = open_store(url)
     try:
         assert all(len(store.routine_versions(SCOPE, rid)) == 1 for rid in CONVERTED)
+    finally:
+        store.close()
+
+
+def test_an_applied_import_names_its_actor_in_the_audit_trail(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/audit.sqlite3"
+    migrate_store(url)
+    done = invoke("--database-url", url, "import-beat", APP, "acme/ops", "--apply", "--actor", "ops-lead")
+    assert done.exit_code == 0, done.output
+    store = open_store(url)
+    try:
+        events = store.routine_events(SCOPE, "sync")
+        assert [(e.actor, e.action) for e in events] == [("ops-lead", events[0].action)] and events[0].diff
+        refused = invoke("--database-url", url, "import-beat", APP, "acme/ops", "--apply", "--actor", "x\x07y")
+        assert refused.exit_code != 0 and "actor" in refused.output
+        assert len(store.routine_events(SCOPE, "sync")) == 1  # nothing written
     finally:
         store.close()

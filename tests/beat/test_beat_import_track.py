@@ -145,7 +145,7 @@ def test_track_without_a_result_backend_refuses_every_entry_in_the_dry_run(tmp_p
     ).output
     entries = json.loads(out)["entries"]
     assert entries and all(e["refused"] for e in entries)
-    assert sum("has no result backend" in e["refused"] for e in entries) == 7  # the seven that convert untracked
+    assert sum("has no result backend" in e["refused"] for e in entries) == 8  # the eight that convert untracked
 
 
 def test_runs_list_says_a_sent_run_was_only_sent(sqlite_url: str) -> None:

@@ -44,7 +44,7 @@ def fleet(beat_schedule: dict[str, Any], **install_kw: Any) -> Celery:
     def ping() -> str:
         return "pong"
 
-    install(app, settings=Settings(tick_period=PERIOD), beat_clock=True, **install_kw)
+    install(app, settings=Settings(tick_period=PERIOD, beat_sync=False), beat_clock=True, **install_kw)
     return app
 
 
@@ -72,7 +72,7 @@ class StoreScheduler(beat.Scheduler):
 
 
 KEPT = {
-    "lights": {"task": "fleet.ping", "schedule": solar("sunset", 48.85, 2.35)},
+    "lights": {"task": "fleet.ping", "schedule": solar("sunset", 90, 0)},
     "first-monday": {"task": "fleet.ping", "schedule": crontab(minute=0, hour=7, day_of_month="1-7", day_of_week=1)},
     "celery.backend_cleanup": {"task": "celery.backend_cleanup", "schedule": crontab(minute=0, hour=4)},
 }
@@ -215,7 +215,7 @@ install(app, settings=load_settings(), beat_clock=True{KEEP})
 '''
 
 KEPT_ENTRIES = """{
-    "lights": {"task": "fleet.ping", "schedule": solar("sunset", 48.85, 2.35)},
+    "lights": {"task": "fleet.ping", "schedule": solar("sunset", 90, 0)},
     "custom": {"task": "fleet.ping", "schedule": AlwaysDue()},
     "first-monday": {"task": "fleet.ping", "schedule": crontab(minute=0, hour=7, day_of_month="1-7", day_of_week=1)},
     "celery.backend_cleanup": {"task": "celery.backend_cleanup", "schedule": crontab(minute=0, hour=4)},
@@ -239,7 +239,7 @@ class Beats:
 
     def start(self, name: str, *extra: str) -> subprocess.Popen[bytes]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("ALMA_")}
-        env.update({"FLEET_BROKER": self.redis_url, "ALMA_TICK_PERIOD": "2s", "PYTHONUNBUFFERED": "1"})
+        env.update(FLEET_BROKER=self.redis_url, ALMA_TICK_PERIOD="2s", PYTHONUNBUFFERED="1", ALMA_BEAT_SYNC="false")
         env.pop("PYTHONPATH", None)  # the fleet is found as `celery -A` finds it: the working directory
         log = open(self.tmp_path / f"{name}.log", "wb")
         proc = subprocess.Popen(

@@ -1,7 +1,9 @@
-"""docker-compose.yml without a Docker engine: it parses and interpolates with no variable set, the image
-(Dockerfile) holds every module and file its commands name, every queue is served, every variable is a
-setting or a documented compose variable, every command and healthcheck answers, and the same commands
-run as local processes (from ``examples/``, the image's ``/app``) against the test PostgreSQL and Redis."""
+"""docker-compose.yml without a Docker engine: it follows the three steps of docs/adopt.md (the schedule kept in the
+fleet's code, ``install(app, beat_clock=True)``, ``migrate``, beat as the clock, the documented workers with
+node names), parses and interpolates with no variable set, the image (Dockerfile) holds every module and file
+its commands name, every queue is served, every variable is a setting or a documented compose variable, every
+command and healthcheck answers, and the same commands run as local processes (from ``examples/``, the
+image's ``/app``) against the test PostgreSQL and Redis."""
 
 from __future__ import annotations
 
@@ -24,8 +26,8 @@ ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
 DOCKERFILE = ROOT / "Dockerfile"
 EXAMPLES = ROOT / "examples"  # stands for the image's /app (checked against the Dockerfile below)
-ONE_SHOTS = ("migrate", "import-beat")
-LONG_RUNNING = ("worker-tick", "worker", "clock", "flower")
+ONE_SHOTS = ("migrate",)
+LONG_RUNNING = ("worker-tick", "worker", "beat", "flower")
 OURS = ONE_SHOTS + LONG_RUNNING
 WORKERS = ("worker-tick", "worker")
 SETTING_VARS = {env_name(name) for name, f in FIELDS.items() if f.metadata.get("kind") != "code"}
@@ -62,7 +64,8 @@ def local_env(service: str, **values: str) -> dict[str, str]:
     PYTHONPATH, and this venv first on PATH, as the image's PATH holds the installed commands."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("ALMA_") and k != "PYTHONPATH"}
     for name, value in services()[service]["environment"].items():
-        env[name] = values.get(name, str(value))
+        env[name] = str(value)
+    env.update(values)  # local values, and a local store (ALMA_DATABASE_URL wins over the app's alma_database_url)
     env["PATH"] = os.pathsep.join([str(VENV_BIN), env.get("PATH", "")])
     env["PYTHONUNBUFFERED"] = "1"
     env["HOSTNAME"] = socket.gethostname()  # set by Docker in a container; %h of a node name
@@ -83,18 +86,24 @@ def option(argv: list[str], flag: str) -> str:
 def test_the_compose_file_parses_and_has_every_service() -> None:
     svc = services()
     assert set(svc) == {"postgres", "redis", *OURS}
-    assert command("migrate") == ["alma-schedule", "-A", "fleet", "migrate"]
-    assert command("import-beat") == ["alma-schedule", "-A", "fleet", "import-beat", "fleet:app", "acme/ops", "--apply"]
+    assert command("migrate") == ["alma-schedule", "-A", "fleet", "migrate"]  # step 3
     tick, worker = command("worker-tick"), command("worker")
     assert tick[:4] == ["celery", "-A", "fleet", "worker"] and worker[:4] == tick[:4]
     assert option(tick, "-Q") == "alma.tick" and option(tick, "-c") == "1" and "-E" in tick
-    assert set(option(worker, "-Q").split(",")) == {"alma.run", "alma.collect", "celery"} and "-E" in worker
-    assert command("clock") == ["alma-schedule", "-A", "fleet", "clock", "run"]  # follows ALMA_TICK_PERIOD
+    assert "-Q" not in worker and "-E" in worker  # the fleet's plain worker: it also serves our runs and collects
+    assert command("beat")[:4] == ["celery", "-A", "fleet", "beat"]  # beat is the clock
+    every = [" ".join(command(name)) for name in OURS]
+    assert not any("import-beat" in c or "clock run" in c for c in every), every
+    for name in OURS:  # every worker command we document gives a node name, each its own
+        argv = command(name)
+        if argv[:4] == ["celery", "-A", "fleet", "worker"]:
+            assert option(argv, "-n").endswith("@%h"), name
+    assert len({option(command(name), "-n") for name in WORKERS}) == len(WORKERS)
     assert svc["flower"]["ports"] == ["127.0.0.1:5555:5555"]
     for name in ONE_SHOTS:
         assert svc[name]["restart"] == "no"
     assert svc["migrate"]["depends_on"] == {"postgres": {"condition": "service_healthy"}}  # not on itself
-    for name in ("import-beat", *LONG_RUNNING):
+    for name in LONG_RUNNING:
         assert svc[name]["depends_on"]["migrate"]["condition"] == "service_completed_successfully", name
         assert svc[name]["depends_on"]["redis"]["condition"] == "service_healthy", name
     for name in ("postgres", "redis", *LONG_RUNNING):  # every service that keeps running says if it is well
@@ -143,7 +152,8 @@ def test_the_image_holds_every_module_and_file_the_commands_name() -> None:
 
 
 def test_every_queue_is_served_and_ticks_have_a_worker_of_their_own() -> None:
-    """Our three queues (from the fleet app's settings) and the queue of every fleet task and beat entry."""
+    """Our three queues (from the fleet app's settings) and the queue of every fleet task and beat entry; the
+    plain worker serves the app's default queues and, the app being JSON-only, our run and collect queues."""
     code = (
         "import json, fleet\n"
         "from alma_schedule.tasks import composition_of\n"
@@ -151,31 +161,56 @@ def test_every_queue_is_served_and_ticks_have_a_worker_of_their_own() -> None:
         "tasks = [n for n in fleet.app.tasks if n.startswith('fleet.')]\n"
         "routed = {n: fleet.app.amqp.router.route({}, n)['queue'].name for n in tasks}\n"
         "beat = {e['task']: e.get('options', {}).get('queue') for e in fleet.app.conf.beat_schedule.values()}\n"
-        "print(json.dumps({'ours': [s.tick_queue, s.run_queue, s.collect_queue], 'routed': routed, 'beat': beat}))\n"
+        "print(json.dumps({'ours': [s.tick_queue, s.run_queue, s.collect_queue], 'routed': routed, 'beat': beat,\n"
+        "    'default': fleet.app.conf.task_default_queue, 'accept': list(fleet.app.conf.accept_content)}))\n"
     )
     done = run([str(VENV_BIN / "python"), "-c", code], local_env("worker"))
     assert done.returncode == 0, done.stderr
     found = json.loads(done.stdout)
     assert set(found["routed"]) == {"fleet.tasks.heartbeat", "fleet.tasks.report"}
     assert set(found["beat"]) <= set(found["routed"])  # every beat entry names a task of the fleet
-    served = {name: set(option(command(name), "-Q").split(",")) for name in WORKERS}
+    assert found["accept"] == ["json"]  # JSON-only: a plain worker also serves our run and collect queues
+    served = {name: set((option(command(name), "-Q") if "-Q" in command(name) else "").split(",")) for name in WORKERS}
+    served["worker"] = {found["default"], *found["ours"][1:]}
     needed = {*found["ours"], *found["routed"].values(), *(q for q in found["beat"].values() if q)}
     assert needed <= served["worker-tick"] | served["worker"], needed - (served["worker-tick"] | served["worker"])
     tick_queue = found["ours"][0]
     assert served["worker-tick"] == {tick_queue} and tick_queue not in served["worker"]
 
 
+def test_the_example_fleet_follows_the_three_steps() -> None:
+    """Its schedule stays in code, its module names our store and calls ``install(app, beat_clock=True)``,
+    and no service needs an ALMA_* variable (the store comes from the app, as step 2 says)."""
+    module = (EXAMPLES / "fleet" / "__init__.py").read_text()
+    assert "\ninstall(app, beat_clock=True)\n" in module and "beat_schedule={" in module
+    code = (
+        "import json, fleet\n"
+        "from alma_schedule.tasks import composition_of\n"
+        "print(json.dumps({'url': composition_of(fleet.app).settings.database_url,\n"
+        "    'entries': sorted(fleet.app.conf.beat_schedule)}))\n"
+    )
+    env = {k: v for k, v in local_env("worker").items() if not k.startswith("ALMA_")}
+    done = run([str(VENV_BIN / "python"), "-c", code], env)
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    assert found == {
+        "url": "postgresql+psycopg://alma:alma@postgres:5432/alma",
+        "entries": ["daily-report", "heartbeat"],
+    }
+    for name in OURS:
+        assert not [k for k in services()[name]["environment"] if k.startswith("ALMA_")], name
+
+
 def test_every_variable_is_a_setting_or_a_documented_compose_variable() -> None:
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("## docker-compose") :]
-    section = section[: section.index("\n## ", 1)]
+    page = (ROOT / "docs" / "adopt.md").read_text()  # the site's adoption page documents the compose file
+    section = page[page.index("## docker-compose") :]
+    section = section.split("\n## ", 1)[0]
     for name in OURS:
         env = services()[name]["environment"]
-        assert "ALMA_DATABASE_URL" in env and "CELERY_BROKER_URL" in env, name
+        assert "CELERY_BROKER_URL" in env and "CELERY_RESULT_BACKEND" in env, name
         unknown = set(env) - SETTING_VARS - COMPOSE_ONLY
         assert not unknown, f"{name}: {unknown}"
-        ours = {k: str(v) for k, v in env.items() if k in SETTING_VARS}
-        assert load_settings(environ=ours).database_url.startswith("postgresql+psycopg://")
+        load_settings(environ={k: str(v) for k, v in env.items() if k in SETTING_VARS})  # each one is valid
     for var in COMPOSE_ONLY:
         assert var in section and var in COMPOSE.read_text().split("services:")[0], f"{var} is not documented"
     assert re.search(r"^FLOWER_BASIC_AUTH=$", (ROOT / ".env.example").read_text(), re.M)
@@ -212,9 +247,9 @@ def test_flower_refuses_to_start_without_auth_in_one_line() -> None:
 @pytest.mark.redis
 @pytest.mark.slow
 def test_the_compose_services_run_the_fleet_as_local_processes(pg_url: str, redis_url: str, tmp_path: Path) -> None:
-    """migrate, import-beat (twice: nothing new), the two workers, the clock and Flower, with the
-    compose commands and variables (local values): the imported routines run the fleet's tasks, and
-    every healthcheck answers healthy (the clock's only once a tick ran)."""
+    """migrate, the two workers, beat (its start syncs the beat_schedule into routines of beat/fleet) and
+    Flower, with the compose commands and variables (local values): the synced routines run the fleet's
+    tasks, and every healthcheck answers healthy (beat's only once a tick ran)."""
     from celery import Celery
 
     from alma_schedule.model import RunKey
@@ -225,12 +260,8 @@ def test_the_compose_services_run_the_fleet_as_local_processes(pg_url: str, redi
     try:
         env = local_env("migrate", **values)
         assert run(command("migrate"), env).returncode == 0
-        unhealthy = run(healthcheck("clock"), local_env("clock", **values))
+        unhealthy = run(healthcheck("beat"), local_env("beat", **values))
         assert unhealthy.returncode == 1 and unhealthy.stderr.strip() == "error: no tick has run yet"
-        first = run(command("import-beat"), local_env("import-beat", **values))
-        assert first.returncode == 0 and "2 created, 0 updated, 0 unchanged, 0 refused" in first.stdout, first
-        again = run(command("import-beat"), local_env("import-beat", **values))
-        assert again.returncode == 0 and "0 created, 0 updated, 2 unchanged" in again.stdout, again
 
         with reserved_port() as port:
             for name in WORKERS:
@@ -241,13 +272,22 @@ def test_the_compose_services_run_the_fleet_as_local_processes(pg_url: str, redi
                 wait_worker_ready(procs, name, 60)
                 ping = run(healthcheck(name), local_env(name, **values))
                 assert ping.returncode == 0 and "pong" in ping.stdout, ping
-            start(procs, "clock", command("clock"), local_env("clock", **values))  # a tick at once
+            beat = [a.replace("/tmp/celerybeat-schedule", str(tmp_path / "beat-schedule")) for a in command("beat")]
+            start(procs, "beat", beat, local_env("beat", **values))  # syncs, then a tick at once
 
+            def synced() -> bool:
+                assert dict(procs.procs)["beat"].poll() is None, procs.log("beat")[-3000:]
+                done = run(["alma-schedule", "-A", "fleet", "routines", "list", "beat/fleet", "--json"], env)
+                return done.returncode == 0 and {r["routine_id"] for r in json.loads(done.stdout)} == {
+                    "heartbeat",
+                    "daily-report",
+                }
+
+            wait_for(synced, 90, 0.5, "beat synced the beat_schedule into beat/fleet")
             keys = []
             for routine in ("heartbeat", "daily-report"):  # run now, through the fleet's app
                 done = run(
-                    ["alma-schedule", "-A", "fleet", "routines", "trigger", "acme/ops", routine, "--json"],
-                    local_env("migrate", **values),
+                    ["alma-schedule", "-A", "fleet", "routines", "trigger", "beat/fleet", routine, "--json"], env
                 )
                 assert done.returncode == 0, done.stderr
                 row = json.loads(done.stdout)
@@ -261,10 +301,10 @@ def test_the_compose_services_run_the_fleet_as_local_processes(pg_url: str, redi
             assert isinstance(beat_of, str) and report["period"] == "day"  # the beat entry's kwargs carried
 
             healthy = wait_for(
-                lambda: (c := run(healthcheck("clock"), local_env("clock", **values))).returncode == 0 and c,
+                lambda: (c := run(healthcheck("beat"), local_env("beat", **values))).returncode == 0 and c,
                 60,
                 0.5,
-                "the clock's healthcheck after the first tick",
+                "beat's healthcheck after the first tick",
             )
             assert healthy.stdout.startswith("ok: the last tick ran")
 

@@ -9,6 +9,7 @@ import subprocess
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -150,10 +151,11 @@ class Server:
         self.sock.close()
 
 
-def test_serve_http_refuses_to_start_without_a_secret() -> None:
+def test_serve_http_refuses_to_start_without_a_secret(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="ALMA_HTTP_SECRET"):
         create_http_app(Settings())
-    done = subprocess.run([ALMA, "serve-http"], env=_env("memory://"), capture_output=True, text=True, timeout=60)
+    env = {**_env("memory://"), "ALMA_DATABASE_URL": f"sqlite:///{tmp_path}/s.sqlite3"}  # a store: the secret is next
+    done = subprocess.run([ALMA, "serve-http"], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and "ALMA_HTTP_SECRET" in done.stderr
 
 

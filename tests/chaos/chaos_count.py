@@ -18,6 +18,10 @@ governed run with no delivery ended).
 * ``deliveries_twice``: webhook requests beyond the first for one idempotency key.
 * ``money_past_ceiling_micros``: what the provider billed past a daily ceiling or a per-run cap.
 * ``running_not_stuck``: runs left ``running`` / ``collecting`` that ``runs stuck`` does not list.
+* ``workers_died``: worker parents that exited while the chaos did not kill them (a raw item on a
+  queue used to do it: ``Unrecoverable error``); the supervisor's restart hides it otherwise.
+* ``bytes_not_dead_lettered``: raw items pushed on ``alma.run`` and the fleet's queue that were not
+  on ``alma.dead``, as they were pushed, in time.
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ MUST_BE_ZERO = (
     "deliveries_twice",
     "money_past_ceiling_micros",
     "running_not_stuck",
+    "workers_died",
+    "bytes_not_dead_lettered",
 )
 
 
@@ -79,6 +85,8 @@ class Observed:
     ceiling_org_micros: int
     cap_per_run_micros: int
     requests: Mapping[str, int] = field(default_factory=dict)  # Celery request id -> the process that began it
+    worker_deaths: list[str] = field(default_factory=list)  # worker parents that died, the chaos not killing them
+    bytes_lost: list[str] = field(default_factory=list)  # raw items pushed that never reached alma.dead
 
 
 @dataclass
@@ -89,6 +97,8 @@ class Figures:
     deliveries_twice: int = 0
     money_past_ceiling_micros: int = 0
     running_not_stuck: int = 0
+    workers_died: int = 0
+    bytes_not_dead_lettered: int = 0
     info: dict[str, Any] = field(default_factory=dict)
     examples: dict[str, list[str]] = field(default_factory=dict)
 
@@ -177,6 +187,9 @@ def count(o: Observed) -> Figures:
     f.examples["running_not_stuck"] = [f"{k} ({fate[k]})" for k in unlisted][:8]
     f.info["runs left running/collecting"] = dict(Counter(fate.values()))
     f.info["of them not listed by `runs stuck`"] = dict(Counter(fate[k] for k in unlisted))
+
+    f.workers_died, f.examples["workers_died"] = len(o.worker_deaths), o.worker_deaths[:5]
+    f.bytes_not_dead_lettered, f.examples["bytes_not_dead_lettered"] = len(o.bytes_lost), o.bytes_lost[:5]
 
     _slots(f, o)
     f.info["ledger"] = dict(sorted(Counter(f"{r.state}({r.reason})" for r in o.ledger).items()))

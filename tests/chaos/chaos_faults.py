@@ -3,24 +3,42 @@
 A plan is a list of :class:`Fault` (a kind and an offset in seconds from the start of the chaos),
 spread over the chaos window with seeded jitter, kinds in a seeded order. One round holds the CI
 minimum: 3 SIGKILLs of pool children, 2 SIGKILLs of worker parents, 1 Redis restart, 1 PostgreSQL
-``restart -m immediate`` and 1 ``pg_terminate_backend`` of every connection; a longer run (a soak)
-repeats rounds. A child kill aims at a child that is executing a ``slow`` run when there is one
-(so a run dies mid-run), else at any child of a seeded worker.
+``restart -m immediate``, 1 ``pg_terminate_backend`` of every connection and 1 push of raw bytes
+(items no kombu channel can read, :data:`RAW`) onto ``alma.run`` and the fleet's ``celery`` queue,
+both served by the run workers; a longer run (a soak) repeats rounds. A child kill aims at a child
+that is executing a ``slow`` run when there is one (so a run dies mid-run), else at any child of a
+seeded worker. Each raw item must be on ``alma.dead`` as it was pushed within :data:`DEAD_WITHIN`
+seconds; one that is not is in :attr:`Injector.bytes_lost` (and a worker it killed in
+:attr:`Procs.unexpected`).
 """
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import json
 import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import chaos_effects
 from chaos_procs import Procs
 from chaos_servers import PgCluster, RedisServer
 
-ROUND = ("child", "child", "child", "parent", "parent", "redis", "postgres", "backends")
+ROUND = ("child", "child", "child", "parent", "parent", "redis", "postgres", "backends", "bytes")
 SECONDS_PER_FAULT = 10.0
+#: Raw items pushed by a ``bytes`` fault (``%d``: the fault's number, so each push is its own).
+RAW = (
+    b"garbage-not-an-envelope-%d",
+    b'{"body": %d}',
+    b"\xff\xfe not UTF-8 %d",
+    b'{"body": "aGk=", "headers": {}, "properties": {"delivery_tag": "chaos-%d"}}',
+)
+RAW_QUEUES = ("alma.run", "celery")
+DEAD_QUEUE = "alma.dead"
+DEAD_WITHIN = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +72,8 @@ class Injector:
         self.redis = redis
         self.pg = pg
         self.effects = effects
+        self.pushed = 0
+        self.bytes_lost: list[str] = []  # "queue: item" of each raw item not dead-lettered in time
 
     def inject(self, kind: str) -> Injected:
         started = time.time()
@@ -93,3 +113,34 @@ class Injector:
     def _backends(self) -> tuple[str, list[int]]:
         n = self.pg.terminate_backends()
         return f"{n} backends terminated", []
+
+    def _bytes(self) -> tuple[str, list[int]]:
+        import redis
+
+        self.pushed += 1
+        items = [(queue, raw % self.pushed) for raw in RAW for queue in RAW_QUEUES]
+        client = redis.Redis.from_url(f"{self.redis.url}/0")
+        try:
+            for queue, item in items:
+                client.lpush(queue, item)
+            missing = set(items)
+            deadline = time.monotonic() + DEAD_WITHIN
+            while missing and time.monotonic() < deadline:
+                missing -= dead_letters(client)
+                self.procs.revive()
+                time.sleep(0.2)
+        finally:
+            client.close()
+        self.bytes_lost += [f"{queue}: {item!r}" for queue, item in sorted(missing)]
+        return f"{len(items)} raw items on {' and '.join(RAW_QUEUES)}, {len(items) - len(missing)} dead-lettered", []
+
+
+def dead_letters(client: Any) -> set[tuple[str, bytes]]:
+    """``(queue, raw item)`` of each raw dead letter on ``alma.dead`` (its ``x-alma-raw`` format)."""
+    out: set[tuple[str, bytes]] = set()
+    for entry in client.lrange(DEAD_QUEUE, 0, -1):
+        with contextlib.suppress(ValueError, KeyError, TypeError):
+            letter = json.loads(entry)
+            if letter["headers"].get("x-alma-raw") is True:
+                out.add((letter["headers"]["x-alma-queue"], base64.b64decode(letter["body"])))
+    return out

@@ -2,8 +2,9 @@
 as a table at the end; exit 1 when a count that must be 0 is not (2 when the run itself broke).
 
 Without ``--soak`` it is the CI variant (a 100 s chaos window: 3 child SIGKILLs, 2 parent
-SIGKILLs, a Redis restart, a PostgreSQL immediate restart and a backend termination); ``--soak``
-widens the window and repeats that round of faults every ~80 s.
+SIGKILLs, a Redis restart, a PostgreSQL immediate restart, a backend termination and raw bytes on
+``alma.run`` and the fleet's queue); ``--soak`` widens the window and repeats that round of faults
+every ~90 s.
 """
 
 from __future__ import annotations

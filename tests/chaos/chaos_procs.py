@@ -3,7 +3,8 @@ clocks, each started in its own session with its log in the run's folder; a work
 killed is started again (a new generation) by :meth:`Procs.revive`, as a supervisor would.
 
 Every session ever started is remembered and SIGKILLed by :meth:`Procs.stop_all` (after a warm
-SIGTERM), including the pool children a killed parent left behind.
+SIGTERM), including the pool children a killed parent left behind. A worker parent found dead that
+the chaos did not kill (:meth:`Procs.kill_parent`) is a failure of the run: :attr:`Procs.unexpected`.
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ class Procs:
     workers: dict[str, Worker] = field(default_factory=dict)
     clocks: list[subprocess.Popen[bytes]] = field(default_factory=list)
     sessions: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    killed: set[int] = field(default_factory=set)  # worker parents the chaos SIGKILLed
+    unexpected: list[str] = field(default_factory=list)  # worker parents that died on their own
 
     def _start(self, log_name: str, argv: list[str]) -> subprocess.Popen[bytes]:
         with open(self.root / f"{log_name}.log", "ab") as log:
@@ -106,6 +109,7 @@ class Procs:
         w = self.workers[name]
         assert w.proc is not None
         children = self.children(name)
+        self.killed.add(w.proc.pid)
         os.kill(w.proc.pid, signal.SIGKILL)
         w.proc.wait(10)
         return w.proc.pid, children
@@ -119,6 +123,9 @@ class Procs:
         """Start again every worker whose parent is gone; returns their names."""
         dead = [w for w in self.workers.values() if w.proc is None or w.proc.poll() is not None]
         for w in dead:
+            if w.proc is not None and w.proc.pid not in self.killed:
+                last = [line for line in self.log(w.name).splitlines() if "Unrecoverable error" in line][-1:]
+                self.unexpected.append(f"{w.name} pid {w.proc.pid} exited {w.proc.returncode}: {last or 'see its log'}")
             self._spawn(w)
         return [w.name for w in dead]
 

@@ -1,5 +1,6 @@
 """One chaos run: its own Redis and PostgreSQL, the fakes, 3 clocks, 3 prefork workers, ~220
-routines of every kind, the seeded faults, the quiesce, then the figures (:mod:`chaos_count`).
+routines of every kind, the seeded faults (raw bytes on the run workers' queues among them), the
+quiesce, then the figures (:mod:`chaos_count`; a worker that died unkilled is one).
 
 :func:`run` is what ``scripts/chaos`` and ``tests/chaos/test_chaos.py`` call. Everything it starts
 (servers, workers, clocks, the fakes' threads) is stopped and its temp dir removed when it returns
@@ -216,7 +217,8 @@ def run(options: Options) -> Result:
         procs.add_clock("clock-plain", "--every", every)
         procs.add_clock("clock-twice", "--every", every, "--copies", "2")
         procs.add_clock("clock-behind", "--every", every, "--skew", "-20")
-        faults = _chaos(options, procs, Injector(options.seed, procs, redis, pg, root / "effects.db"))
+        injector = Injector(options.seed, procs, redis, pg, root / "effects.db")
+        faults = _chaos(options, procs, injector)
         say("quiescing: every routine paused, the clocks tick on until nothing is in flight")
         paused_at = time.time()
         _admin(procs.env, "pause")
@@ -237,6 +239,7 @@ def run(options: Options) -> Result:
             CEILING_ORG,
             CAP_PER_RUN,
         )
+        observed.worker_deaths, observed.bytes_lost = list(procs.unexpected), list(injector.bytes_lost)
         figures = count(observed)
         resume = chaos_gather.resume_times(faults, observed.ticks)
     return Result(options.seed, figures, faults, resume, time.monotonic() - began, root)

@@ -158,3 +158,12 @@ def test_a_run_is_traced_to_the_request_that_owns_it_not_to_a_resend_that_began_
     assert count(o).running_not_stuck == 0
     o.ledger[0] = replace(o.ledger[0], owner=None)  # no owner recorded: the last taker (8, alive) counts
     assert count(o).running_not_stuck == 1
+
+
+def test_a_worker_that_died_unkilled_and_a_raw_item_not_dead_lettered_are_counted() -> None:
+    o = clean()
+    o.worker_deaths = ["run-a pid 7 exited 1: ['Unrecoverable error: JSONDecodeError(...)']"]
+    o.bytes_lost = ["alma.run: b'garbage-not-an-envelope-1'", "celery: b'{\"body\": 1}'"]
+    f = count(o)
+    assert f.failing() == {"workers_died": 1, "bytes_not_dead_lettered": 2}
+    assert f.examples["workers_died"] == o.worker_deaths

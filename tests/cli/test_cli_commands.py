@@ -202,6 +202,16 @@ def test_schedule_next_marks_dst() -> None:
     assert fires[1]["utc"] == "2026-03-09T06:30:00+00:00"
 
 
+def test_schedule_next_of_a_solar_schedule_says_how_long_the_polar_night_is() -> None:
+    sunrise = '{"solar": "sunrise", "lat": 78.2232, "lon": 15.6267, "tz": "Arctic/Longyearbyen"}'
+    fires = json.loads(ok(run({}, "schedule", "next", sunrise, "-n", "2", "--after", "2026-11-20T00:00:00Z", "--json")))
+    assert fires[0]["utc"].startswith("2027-02-1") and fires[0]["local"].endswith("+01:00")
+    assert fires[0]["zone"] == "Arctic/Longyearbyen" and "days without one" in fires[0]["note"]
+    assert fires[1]["note"] is None  # the day after has its sunrise too
+    bad = run({}, "schedule", "next", '{"solar": "sunrize", "lat": 1, "lon": 2}')
+    assert bad.exit_code == 1 and "did you mean 'sunrise'?" in bad.output
+
+
 def _console(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith("ALMA_")}
     exe = Path(sys.executable).with_name("alma-schedule")

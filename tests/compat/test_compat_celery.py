@@ -19,6 +19,7 @@ from alma_schedule.compat.celery import (
     exec_options,
     prepare_event,
     publish_events,
+    selected_queues,
     task_registry,
 )
 
@@ -87,3 +88,13 @@ def test_a_crontab_keeps_each_field_as_written() -> None:
     assert crontab_as_written(value, "month_of_year") == 3
     assert crontab_as_written(value, "day_of_month") == "*"
     assert value.minute == {0, 15, 30, 45}  # the public attribute: the expanded set, not the text
+
+
+def test_selected_queues_tell_a_worker_given_q_from_a_plain_one(app: Celery) -> None:
+    """None until ``-Q`` selects (``Queues.select``, what the worker does with ``-Q``), then the chosen queues."""
+    queues = app.amqp.queues
+    assert selected_queues(queues) is None
+    assert queues.consume_from  # the public property answers the defaults either way
+    queues.select(["q1"])
+    chosen = selected_queues(queues)
+    assert chosen is not None and list(chosen) == ["q1"]

@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from alma_schedule.core import At, Cron, Every, ScheduleValue, fire_id, latest_fire, next_fire
-from alma_schedule.core.fires import _cron_latest, _cron_next, cron_latest, cron_next, shared_anchor
+from alma_schedule.core.cron_fires import _cron_latest, _cron_next, cron_latest, cron_next
+from alma_schedule.core.fires import shared_anchor
 from alma_schedule.core.types import compile_cron, from_epoch, to_epoch
 from alma_schedule.core.zones import _year_table
 from alma_schedule.errors import InvalidSchedule

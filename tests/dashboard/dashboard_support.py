@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import re
+import time
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -21,8 +23,22 @@ USER, PASSWORD = "ops", "correct horse"
 HOSTILE = "<script>alert(1)</script>"
 A = Scope("org-a", "user-1")
 B = Scope("org-b", "user-2")
-#: A cheap scrypt cost for tests (the production default is 2**14).
-PASSWORD_HASH = hash_password(PASSWORD, n=2**10)
+#: Every dashboard page over the seeded store (org-a/user-1's r1), the pause confirmation last.
+PAUSE = "/dashboard/act/pause?scope=org-a/user-1&routine=r1"
+PAGES = [
+    "/dashboard/",
+    "/dashboard/routines?scope=org-a/user-1",
+    "/dashboard/routine?scope=org-a/user-1&id=r1",
+    "/dashboard/ledger?scope=org-a/user-1",
+    "/dashboard/stuck",
+    "/dashboard/scopes",
+    "/dashboard/routines",
+    "/dashboard/ledger",
+    PAUSE,
+]
+#: The least scrypt cost the dashboard accepts (n=2**14, r=8: hash_password's default); a verified
+#: header is remembered, so each app computes it once per login.
+PASSWORD_HASH = hash_password(PASSWORD)
 
 
 def auth(user: str = USER, password: str = PASSWORD) -> dict[str, str]:
@@ -75,3 +91,11 @@ class OkRunner:
 
     def run(self, routine: Routine, handle: RunHandle) -> RunResult:
         return RunResult.completed("ok", cost_micros=0)
+
+
+def wait_until(cond: Callable[[], Any], timeout: float, what: str, interval: float = 0.02) -> None:
+    """Poll ``cond`` until it holds; fail naming ``what`` after ``timeout`` s (a guard, not a measure)."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(interval)

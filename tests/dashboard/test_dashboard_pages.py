@@ -7,10 +7,11 @@ from datetime import timedelta
 
 from dashboard_support import HOSTILE, A, OkRunner, auth, client, csrf_of, seeded_store
 
+from alma_schedule.core import Solar, fire_id, next_fires
 from alma_schedule.model import RunResult
 from alma_schedule.model.time import SettableTime
 from alma_schedule.stores.memory import MemoryStore
-from alma_schedule.testing.builders import T0, TIMERS, run_in
+from alma_schedule.testing.builders import T0, TIMERS, make_routine, run_in
 
 ROUTINE = "/dashboard/routine?scope=org-a/user-1&id="
 
@@ -30,11 +31,12 @@ def test_the_overview_shows_clock_health_and_failures_by_reason() -> None:
     with client(store) as c:
         page = c.get("/dashboard/?scope=org-a/user-1", headers=auth()).text
         assert "clock ok: last tick 2026-03-01T11:59:30Z, 30 s ago" in page
-        assert "<td>provider_error</td><td>1</td>" in page
+        assert "<td>provider_error</td><td><a href=" in page and ">1</a></td>" in page
     with client(store, dashboard_scopes="*", clock=lambda: T0 + timedelta(hours=1)) as fleet:
         page = fleet.get("/dashboard/", headers=auth()).text
-        assert "clock stale" in page and "<td>blocked runs</td><td>1</td>" in page
-        assert "<td>enabled</td><td>6</td>" in page and "<td>paused</td><td>0</td>" in page
+        assert "clock stale" in page and '<td>blocked runs</td><td><a href="/dashboard/stuck">1</a>' in page
+        assert '<td><a href="/dashboard/routines?state=enabled">6</a></td>' in page
+        assert '<td><a href="/dashboard/routines?state=paused">0</a></td>' in page
 
 
 def test_the_routines_page_lists_the_scope_with_filters_and_escapes_ids() -> None:
@@ -49,7 +51,8 @@ def test_the_routines_page_lists_the_scope_with_filters_and_escapes_ids() -> Non
         assert "daily" in other and ">r1<" not in other
         paused = c.get("/dashboard/routines?scope=org-a/user-1&state=paused", headers=auth()).text
         assert "no routine" in paused
-        assert "pick a scope" in c.get("/dashboard/routines", headers=auth()).text
+        every = c.get("/dashboard/routines", headers=auth()).text  # org-a/*: its scopes, no scope typed
+        assert ">r1<" in every and ">daily<" in every and "secret-b" not in every and "pick a scope" not in every
 
 
 def test_the_routine_page_shows_next_fires_the_blocking_run_and_the_last_runs() -> None:
@@ -167,3 +170,16 @@ def test_the_routine_page_shows_the_fires_its_claims_collapsed() -> None:
         page = c.get(ROUTINE + "month", headers=auth()).text
         assert "<td>missed fires (never claimed)</td><td>10,000+</td>" in page
         assert "<td>missed fires (never claimed)</td><td>0</td>" in c.get(ROUTINE + "daily", headers=auth()).text
+
+
+def test_a_solar_routine_shows_its_event_and_its_next_fires_in_its_zone() -> None:
+    store = seeded_store()
+    sunset = {"solar": "sunset", "lat": 64.1466, "lon": -21.9426, "tz": "Atlantic/Reykjavik"}
+    store.put_routine(make_routine("lights", scope=A, schedule=sunset), now=T0)
+    with client(store) as c:
+        listed = c.get("/dashboard/routines?scope=org-a/user-1", headers=auth()).text
+        assert "sunset at lat 64.1466, lon -21.9426" in listed
+        page = c.get(ROUTINE + "lights", headers=auth()).text
+        fires = next_fires(Solar("sunset", 64.1466, -21.9426), T0, T0, 10)
+        assert "Next fires" in page and "Atlantic/Reykjavik" in page
+        assert all(fire_id(f) in page for f in fires)

@@ -15,6 +15,7 @@ GAUGES = {
     "alma_routines",
     "alma_run_queue_depth",
     "alma_next_wake_timestamp_seconds",
+    "alma_routines_overdue",
 }
 WORKER = {
     "alma_ticks_total",
@@ -41,6 +42,8 @@ def test_the_alert_rules_cover_no_tick_blocked_runs_and_missed_fires() -> None:
     assert rules["AlmaRunsBlocked"]["expr"] == "alma_runs_blocked > 0" and rules["AlmaRunsBlocked"]["for"] == "15m"
     # issue 44: fires no tick claimed (collapsed, counted on their routine and by the worker exporter)
     assert rules["AlmaFiresMissed"]["expr"] == "sum by (kind) (increase(alma_fires_missed_total[15m])) > 0"
+    # issue 52: the "did not run" alarm, routines with an overdue fire (no per-routine label)
+    assert rules["AlmaRoutinesOverdue"]["expr"] == "alma_routines_overdue > 0"
     for rule in rules.values():
         assert _metrics(rule["expr"]) <= GAUGES | WORKER, rule
 

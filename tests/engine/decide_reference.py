@@ -12,7 +12,7 @@ import hashlib
 from datetime import UTC, datetime, timedelta
 
 from alma_schedule.core import At, Cron, Every, SchedulePolicy, ScheduleValue, parse_schedule, policy_of
-from alma_schedule.core.fires import _cron_latest, _cron_next
+from alma_schedule.core.cron_fires import _cron_latest, _cron_next
 from alma_schedule.core.types import EPOCH, SECOND, compile_cron
 from alma_schedule.errors import InvalidSchedule
 from alma_schedule.model import Fire, NotDue, Routine
@@ -179,7 +179,7 @@ def reference_decide(routine: Routine, now: datetime, settings: Settings) -> Fir
         return NotDue(None)
     schedule = parse_schedule(routine.schedule)
     policy = policy_of(routine.schedule)
-    left = None if policy.max_runs is None else max(policy.max_runs - routine.schedule_claims, 0)
+    left = None if policy.max_runs is None else max(policy.max_runs - routine.schedule_starts, 0)
     if left == 0:
         return NotDue(None)
     if policy.jitter:

@@ -170,7 +170,7 @@ def fleets(draw: st.DrawFn) -> tuple[list[Routine], datetime, Settings]:
                 registered_at=dressed(draw, anchor),
                 config_revision="rev",
                 last_fire=None if last is None else dressed(draw, last),
-                schedule_claims=draw(st.sampled_from([0, 0, 2, 999])),
+                schedule_starts=draw(st.sampled_from([0, 0, 2, 999])),  # max_runs counts starts
                 paused_reason=draw(st.sampled_from([None] * 20 + ["paused"])),
             )
         )

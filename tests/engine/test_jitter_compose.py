@@ -1,5 +1,5 @@
 """Jitter composed with the other schedule policies (issue 15): the bounds select NOMINAL fires,
-``catch_up`` counts from the due instant, ``max_runs`` counts claimed rows, a buffered fire keeps
+``catch_up`` counts from the due instant, ``max_runs`` counts started rows, a buffered fire keeps
 its due instant, and every writer of ``next_due_at`` (registration, reindex, the zone data
 reconciliation) and every preview (``describe``) gives the jittered instant."""
 
@@ -66,7 +66,7 @@ def test_catch_up_counts_from_the_due_instant(make, clock) -> None:
     assert [(m.run_id, m.reason, m.due_at) for m in missed] == [(fire_id(FIRE2), "missed", due2)]
 
 
-def test_max_runs_counts_claimed_rows_and_the_receipt_shows_due_instants(make, clock) -> None:
+def test_max_runs_counts_started_rows_and_the_receipt_shows_due_instants(make, clock) -> None:
     sched = make()
     receipt = sched.register(spec("r1", {"every": "1h", "jitter": "40m", "max_runs": 1}))
     r = receipt.routine
@@ -77,7 +77,7 @@ def test_max_runs_counts_claimed_rows_and_the_receipt_shows_due_instants(make, c
     run = _run(sched, key)
     assert (run.run_id, run.due_at) == (fire_id(FIRE1), due1)
     after = sched.get(SCOPE, "r1")
-    assert (after.schedule_claims, after.next_due_at) == (1, None)
+    assert (after.schedule_starts, after.next_due_at) == (1, None)
     assert upcoming_fires(after, due1, 5) == []
 
 

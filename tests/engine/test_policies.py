@@ -156,7 +156,7 @@ def test_reindex_respects_the_bounds(make, clock, store) -> None:
 
 
 @every_store
-def test_max_runs_claims_that_many_then_finishes(make, clock) -> None:
+def test_max_runs_starts_that_many_then_finishes(make, clock) -> None:
     sched = make()  # in-process: each fire runs and completes
     receipt = sched.register(spec("r1", {"every": "1h", "max_runs": 2}))
     assert len(receipt.next_fires) == 2, "the preview shows no more fires than max_runs allows"
@@ -170,10 +170,33 @@ def test_max_runs_claims_that_many_then_finishes(make, clock) -> None:
         ("2026-03-02T10:00:00Z", "completed"),
     ]
     routine = sched.get(SCOPE, "r1")
-    assert (routine.schedule_claims, routine.next_due_at) == (2, None)
+    assert (routine.schedule_starts, routine.schedule_claims, routine.next_due_at) == (2, 2, None)
     assert routine_state(routine, clock()) == "finished" and finished_reason(routine, clock()) == "max_runs"
     assert sched.trigger(SCOPE, "r1").origin == "manual", "a finished-by-max_runs routine may still run by hand"
-    assert sched.get(SCOPE, "r1").schedule_claims == 2
+    assert sched.get(SCOPE, "r1").schedule_starts == 2
+
+
+@every_store
+def test_max_runs_counts_starts_so_claims_made_while_the_workers_are_down_give_their_slots_back(make, clock) -> None:
+    """Issue 45, item 13: with the workers down, ``max_runs: 2`` finished a routine with zero executions
+    (two claims superseded and expired). Starts count, as Temporal counts actions started."""
+    sched = make(dispatcher=RecordingDispatcher())  # the workers are down: nothing starts
+    sched.register(spec("r1", {"every": "1h", "max_runs": 2}))
+    for h in range(1, 4):  # three fires claimed, each superseded or expired, none started
+        clock.set(T0 + h * HOUR)
+        sched.tick()
+    routine = sched.get(SCOPE, "r1")
+    assert (routine.schedule_claims, routine.schedule_starts) == (3, 0)
+    assert finished_reason(routine, clock()) is None and routine.next_due_at == T0 + 4 * HOUR
+    up = make()  # the workers are back: each fire runs
+    for h in range(4, 8):
+        clock.set(T0 + h * HOUR)
+        up.tick()
+    ran = [r.run_id for r in _runs(up) if r.started_at is not None]
+    assert ran == ["2026-03-02T12:00:00Z", "2026-03-02T13:00:00Z"], "exactly max_runs executions"
+    routine = up.get(SCOPE, "r1")
+    assert (routine.schedule_starts, routine.next_due_at) == (2, None)
+    assert finished_reason(routine, clock()) == "max_runs"
 
 
 @every_store
@@ -185,18 +208,18 @@ def test_re_registration_raises_max_runs_and_keeps_the_count(make, clock) -> Non
     assert sched.get(SCOPE, "r1").next_due_at is None
     clock.set(T0 + HOUR + 10 * MINUTE)
     receipt = sched.register(spec("r1", {"every": "1h", "max_runs": 3}))
-    assert receipt.routine.schedule_claims == 1 and receipt.routine.next_due_at == T0 + 2 * HOUR
+    assert receipt.routine.schedule_starts == 1 and receipt.routine.next_due_at == T0 + 2 * HOUR
     assert len(receipt.next_fires) == 2
     for h in range(2, 8):
         clock.set(T0 + h * HOUR)
         sched.tick()
-    assert sched.get(SCOPE, "r1").schedule_claims == 3
+    assert sched.get(SCOPE, "r1").schedule_starts == 3
     assert len([r for r in _runs(sched) if r.origin == "schedule"]) == 3
     sched.register(spec("r1", {"every": "1h", "max_runs": 2}))  # lowered below the count: stays finished
     assert sched.get(SCOPE, "r1").next_due_at is None
     clock.set(T0 + 7 * HOUR + 10 * MINUTE)
     unlimited = sched.register(spec("r1", {"every": "1h"})).routine  # the limit removed: due again,
-    assert unlimited.next_due_at == T0 + 4 * HOUR and unlimited.schedule_claims == 3  # from the cursor
+    assert unlimited.next_due_at == T0 + 4 * HOUR and unlimited.schedule_starts == 3  # from the cursor
     assert [k.run_id for k in sched.tick().claimed] == ["2026-03-02T15:00:00Z"], "the latest fire only"
 
 

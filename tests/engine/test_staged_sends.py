@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 from engine_support import T0, RecordingDispatcher, spec
 
-from alma_schedule.engine.claims import _sender, _takes_staging
+from alma_schedule.engine.claims import _sender
 from alma_schedule.engine.outbox import Outbox
 from alma_schedule.model import ClaimBatch, RunRecord
+from alma_schedule.stores.fast import takes_staging as _takes_staging
 from alma_schedule.stores.memory import MemoryStore
 from alma_schedule.testing.builders import TIMERS, fire_due_long, register
 

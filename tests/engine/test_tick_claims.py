@@ -14,7 +14,7 @@ import pytest
 from engine_support import SCOPE, T0, RecordingDispatcher, every_store, spec
 
 from alma_schedule.engine.claims import claim_live
-from alma_schedule.engine.decide import Planner
+from alma_schedule.engine.decide import planner
 from alma_schedule.errors import ConfigurationError, StoreUnavailable
 from alma_schedule.model import RunRecord, RunState
 from alma_schedule.settings import load_settings
@@ -182,7 +182,7 @@ def test_the_claims_keep_each_batchs_keys_and_lags_never_its_run_records(make, c
     sched, disp = _fleet(make, store, clock)
     rt = sched._rt
     at = rt.now(None)
-    live = claim_live(rt, at, Planner(rt, at))
+    live = claim_live(rt, at, planner(rt, at))
     sent = {r.key: r for r in disp.runs}
     assert len(live.batches) >= N // 3 and len(sent) == N
     assert sorted(str(k) for b in live.batches for k in b.claimed) == sorted(str(k) for k in sent)

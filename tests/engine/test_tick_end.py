@@ -31,7 +31,7 @@ class Watching(RecordingDispatcher):
 
     def send_runs(self, runs: Sequence[RunRecord]) -> None:
         if getattr(self.store, "dialect", None) == "postgresql":
-            self.locked.append(heartbeat_locked(self.store))
+            self.locked.append(heartbeat_locked(self.store, wait=True))
         self.last_tick.append(self.store.last_tick())
         super().send_runs(runs)
 

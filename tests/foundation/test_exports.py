@@ -28,6 +28,7 @@ DOCUMENTED = [
     "Settings",
     "SqlStore",
     "create_schedule",
+    "create_scheduler",
     "load_settings",
     "migrate_store",
     "next_fire",

@@ -65,7 +65,11 @@ def _spec(draw: Draw) -> Any:
 
 
 def _levers(name: str) -> Op:
-    return lambda s, d: lambda: getattr(s, name)(d(SCOPES), d(IDS), now=d(NOW))
+    return lambda s, d: lambda: getattr(s, name)(d(SCOPES), d(IDS), now=d(NOW), actor=d(ACTORS))
+
+
+#: An actor (issue 50's audit trail): none, a plain one, or anything hostile.
+ACTORS = st.one_of(st.none(), or_hostile("alice@host"))
 
 
 def _list(s: Scheduler, d: Draw) -> Callable[[], Any]:
@@ -79,6 +83,7 @@ def _list(s: Scheduler, d: Draw) -> Callable[[], Any]:
 
 OPS: dict[str, Op] = {
     "register": lambda s, d: lambda: s.register(_spec(d), now=d(NOW), mode=d(or_hostile("upsert", "create", "update"))),
+    "prepare": lambda s, d: lambda: s.prepare(_spec(d), now=d(NOW), mode=d(or_hostile("upsert", "create", "update"))),
     "disable": _levers("disable"),
     "enable": _levers("enable"),
     "pause": lambda s, d: lambda: s.pause(d(SCOPES), d(IDS), d(or_hostile("manual", "operator")), now=d(NOW)),
@@ -91,6 +96,7 @@ OPS: dict[str, Op] = {
     ),
     "list": _list,
     "versions": lambda s, d: lambda: s.versions(d(SCOPES), d(IDS)),
+    "history": lambda s, d: lambda: s.history(d(SCOPES), d(IDS), limit=d(or_hostile(10))),
     "runs": lambda s, d: (
         lambda: s.runs(
             d(SCOPES),

@@ -28,9 +28,9 @@ def test_past_not_after() -> None:
 
 
 def test_max_runs_reached() -> None:
-    r = _routine({"every": "1h", "max_runs": 2}, schedule_claims=1)
-    assert finished_reason(r, R) is None
-    assert finished_reason(dataclasses.replace(r, schedule_claims=2), R) == "max_runs"
+    r = _routine({"every": "1h", "max_runs": 2}, schedule_starts=1, schedule_claims=5)
+    assert finished_reason(r, R) is None, "claims that never started finish nothing (issue 45, item 13)"
+    assert finished_reason(dataclasses.replace(r, schedule_starts=2), R) == "max_runs"
 
 
 def test_exhausted_schedules() -> None:
@@ -43,7 +43,7 @@ def test_exhausted_schedules() -> None:
 
 
 def test_the_order_of_reasons_and_of_states() -> None:
-    both = _routine({"every": "1h", "max_runs": 1, "not_after": R.isoformat()}, schedule_claims=1)
+    both = _routine({"every": "1h", "max_runs": 1, "not_after": R.isoformat()}, schedule_starts=1)
     assert finished_reason(both, R + H) == "not_after"
     assert routine_state(dataclasses.replace(both, enabled=False), R + H) == "finished"
     assert routine_state(dataclasses.replace(both, deleted_at=R), R + H) == "deleted"

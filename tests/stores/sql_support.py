@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,6 +24,9 @@ import psycopg
 from alma_schedule.stores.sql import SqlStore, migrate_store
 from alma_schedule.stores.sql.schema import metadata
 from tests.pg_support import migrated_pg_database
+
+#: Seconds a test waits for a pipelined write to reach the server (a deadline, not a timing).
+PIPELINE_WAIT = 30.0
 
 PG_ADMIN = os.environ.get("ALMA_TEST_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/postgres")
 TABLES = ("runs", "routine_versions", "routines", "spend", "heartbeat", "backfills")
@@ -182,7 +186,7 @@ def explain_plan(
             names.append(m.group(1))
         return f"${names.index(m.group(1)) + 1}"
 
-    if isinstance(params, list):  # a statement of stores/sql/hot.py: already $n, positional
+    if isinstance(params, list):  # a statement of stores/postgres/hot.py: already $n, positional
         server_side, values = statement, params
     else:
         server_side = re.sub(r"%\((\w+)\)s", placeholder, statement).replace("%%", "%")
@@ -202,30 +206,41 @@ def explain_plan(
         return plan[0]["Plan"]  # type: ignore[no-any-return]
 
 
-def heartbeat_locked(store: SqlStore) -> bool:
+def heartbeat_locked(store: SqlStore, *, wait: bool = False) -> bool:
     """Whether a transaction holds the heartbeat row (an uncommitted write of it), asked on another
-    pooled connection of ``store``."""
+    pooled connection of ``store``. ``wait``: asked again until it is (at most :data:`PIPELINE_WAIT`
+    seconds): a pipelined write is sent, and the server runs it when the bytes arrive."""
     import sqlalchemy as sa
 
-    with store.engine.connect() as conn:
-        try:
-            conn.exec_driver_sql(f'SELECT 1 FROM "{store.schema}".heartbeat FOR UPDATE NOWAIT')
-        except sa.exc.OperationalError as exc:
-            assert "lock" in str(exc).lower()
-            return True
-        finally:
-            conn.rollback()
-    return False
+    deadline = time.monotonic() + PIPELINE_WAIT
+    while True:
+        with store.engine.connect() as conn:
+            try:
+                conn.exec_driver_sql(f'SELECT 1 FROM "{store.schema}".heartbeat FOR UPDATE NOWAIT')
+            except sa.exc.OperationalError as exc:
+                assert "lock" in str(exc).lower()
+                return True
+            finally:
+                conn.rollback()
+        if not wait or time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
 
 
 def kill_heartbeat_writer(store: SqlStore) -> None:
     """``pg_terminate_backend`` of the one other backend writing the heartbeat table (the end of a
     tick, started early and not yet committed)."""
+    deadline = time.monotonic() + PIPELINE_WAIT  # pipelined: the server takes the lock when the bytes arrive
     with store.engine.connect() as conn:
-        pids = conn.exec_driver_sql(
-            "SELECT l.pid FROM pg_locks l JOIN pg_class c ON c.oid = l.relation"
-            " WHERE c.relname = 'heartbeat' AND l.mode = 'RowExclusiveLock' AND l.pid <> pg_backend_pid()"
-        ).all()
+        while True:
+            pids = conn.exec_driver_sql(
+                "SELECT l.pid FROM pg_locks l JOIN pg_class c ON c.oid = l.relation"
+                " WHERE c.relname = 'heartbeat' AND l.mode = 'RowExclusiveLock' AND l.pid <> pg_backend_pid()"
+            ).all()
+            conn.rollback()
+            if pids or time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
         assert len(pids) == 1, pids
         conn.exec_driver_sql(f"SELECT pg_terminate_backend({int(pids[0][0])})")
         conn.rollback()

@@ -121,6 +121,30 @@ class CountsFiresNotDue(MemoryStore):
         return super().claim_due(now, limit, doubled, timers, **kw)
 
 
+class PruneTakesOpenRuns(MemoryStore):
+    def prune_runs(self, before: datetime, limit: int) -> int:
+        with self._lock:  # an old open run goes too (age proves nothing)
+            for rk, run_id in list(self._active.items()):
+                if self._runs[rk][run_id].claimed_at < before:
+                    del self._runs[rk][run_id], self._active[rk]
+            return super().prune_runs(before, limit)
+
+
+class PruneIgnoresLimit(MemoryStore):
+    def prune_runs(self, before: datetime, limit: int) -> int:
+        return super().prune_runs(before, 10**6)
+
+
+class PruneForgetsWatermark(MemoryStore):
+    def prune_runs(self, before: datetime, limit: int) -> int:
+        with self._lock:  # the rows go, pruned_through stays where it was
+            kept = {k: r.pruned_through for k, r in self._routines.items()}
+            count = super().prune_runs(before, limit)
+            for k, through in kept.items():
+                self._routines[k] = dataclasses.replace(self._routines[k], pruned_through=through)
+            return count
+
+
 class Contract(StoreContract):
     pass
 
@@ -140,6 +164,9 @@ SINGLE = [
     (StartForgetsRoutine, "test_a_won_start_returns_the_routine_it_joined"),
     (ForgetsCollapsedFires, "test_a_claim_after_downtime_counts_the_fires_it_collapsed"),
     (CountsFiresNotDue, "test_fires_while_paused_are_not_counted_when_resumed"),
+    (PruneTakesOpenRuns, "test_prune_runs_deletes_terminal_runs_ended_before_and_never_an_open_one"),
+    (PruneIgnoresLimit, "test_at_most_limit_runs_go_per_call_the_oldest_first"),
+    (PruneForgetsWatermark, "test_pruned_through_rises_to_the_latest_deleted_fire_never_down"),
 ]
 RACES = [
     (RacyStart, "test_16_threads_start_the_same_runs_once"),

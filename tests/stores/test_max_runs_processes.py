@@ -1,6 +1,9 @@
-"""``max_runs`` is exact under racing ticks: 4 PROCESSES (spawned: no shared Python state) run the
-engine's tick over the same minutes on one store, PostgreSQL and SQLite; each limited routine gets
-exactly ``max_runs`` claimed schedule fires, and its index is cleared by the claim that reaches it."""
+"""``max_runs`` is exact under racing processes: 4 PROCESSES (spawned: no shared Python state) run the
+engine's tick over the same minutes on one store, PostgreSQL and SQLite, and race to start every
+claimed fire on odd minutes (an even minute's claim is superseded, never started: it gives its slot
+back); one process then drains. Each limited routine STARTS exactly ``max_runs`` schedule fires, each
+once, ``schedule_starts`` says so, and its index is cleared by the start that reaches it (issue 45,
+item 13: ``max_runs`` counts starts, not claims)."""
 
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ import pytest
 from alma_schedule.engine import create_schedule
 from alma_schedule.model import Routine, RoutineSpec, RunHandle, RunRecord, RunResult, Scope
 from alma_schedule.model.time import SettableTime
-from alma_schedule.settings import Settings
+from alma_schedule.settings import Settings, Timers
 from alma_schedule.stores.sql import SqlStore, migrate_store
 
 PROCESSES = 4
@@ -55,8 +58,26 @@ def _settings(clock: SettableTime) -> Settings:
     return Settings(clock=clock, claim_limit=7)  # small batches: many transactions race
 
 
+def _start_claimed(store: SqlStore, at: datetime) -> list[tuple[str, str]]:
+    """Start (then finish) every ``claimed`` fire of the scope: the processes race on each start."""
+    won: list[tuple[str, str]] = []
+    for rec in store.list_runs(SCOPE, state="claimed", limit=10 * ROUTINES):
+        if store.start(rec.key, now=at, owner="worker").won:
+            won.append((rec.routine_id, rec.run_id))
+            assert store.finish(rec.key, RunResult.completed("ok"), now=at, timers=Timers.from_settings(Settings())).won
+    return won
+
+
+def _minute(schedule: Any, clock: SettableTime, store: SqlStore, m: int, *, start: bool) -> list[tuple[str, str]]:
+    clock.set(T0 + timedelta(minutes=m))
+    report = schedule.tick()
+    assert not report.errors, report.errors
+    return _start_claimed(store, clock()) if start else []
+
+
 def _ticker(url: str, barrier: Any, out: Any) -> None:
-    """A child process: tick every minute of the range (racing the others on each), report claims."""
+    """A child process: tick every minute of the range (racing the others on each), start the claimed
+    fires on odd minutes (racing again), report the starts it won."""
     try:
         clock = SettableTime(T0)
         store = SqlStore(url)
@@ -65,13 +86,10 @@ def _ticker(url: str, barrier: Any, out: Any) -> None:
             schedule = create_schedule(store=store, runner=Noop(), dispatcher=keep, settings=_settings(clock))
             store.list_routines(SCOPE, limit=1)  # connected before the race starts
             barrier.wait(timeout=120)
-            claimed: list[tuple[str, str]] = []
+            started: list[tuple[str, str]] = []
             for m in range(MINUTES):
-                clock.set(T0 + timedelta(minutes=m))
-                report = schedule.tick()
-                assert not report.errors, report.errors
-                claimed += [(k.routine_id, k.run_id) for k in report.claimed]
-            out.put(("ok", claimed))
+                started += _minute(schedule, clock, store, m, start=m % 2 == 1)
+            out.put(("ok", started))
         finally:
             store.close()
     except BaseException as exc:
@@ -107,30 +125,34 @@ def _check(url: str) -> None:
             schedule.register(routine, now=T0 - timedelta(minutes=1))
     finally:
         store.close()
-    claimed = Counter(_race(url))
-    assert set(claimed.values()) == {1}, "each fire claimed once"
-    per_routine = Counter(rid for rid, _ in claimed)
+    started = Counter(_race(url))
     store = SqlStore(url)
-    try:
+    try:  # the drain: one process, until every limited routine has started max_runs fires
+        clock = SettableTime(T0)
+        schedule = create_schedule(store=store, runner=Noop(), dispatcher=Keep(), settings=_settings(clock))
+        for m in range(MINUTES, MINUTES + LIMIT + 1):
+            started.update(_minute(schedule, clock, store, m, start=True))
+        assert set(started.values()) == {1}, "each fire started once"
+        per_routine = Counter(rid for rid, _ in started)
         for routine in store.iter_routines():
             runs = store.list_runs(SCOPE, routine_id=routine.routine_id, limit=100)
-            taken = [r for r in runs if r.reason != "overlap"]
+            ran = [r for r in runs if r.started_at is not None]
             if int(routine.routine_id[1:]) % 2 == 0:
-                assert per_routine[routine.routine_id] == LIMIT, "exactly max_runs claimed rows"
-                assert len(taken) == LIMIT, runs
-                assert (routine.schedule_claims, routine.next_due_at) == (LIMIT, None)
+                assert per_routine[routine.routine_id] == LIMIT == len(ran), "exactly max_runs starts"
+                assert (routine.schedule_starts, routine.next_due_at) == (LIMIT, None)
+                assert not [r for r in runs if r.state == "claimed"], "nothing left to start"
             else:
-                assert per_routine[routine.routine_id] == MINUTES, "an unlimited routine fires every minute"
-                assert routine.schedule_claims == 0
+                assert per_routine[routine.routine_id] == len(ran) >= MINUTES // 2, "unlimited: never stopped"
+                assert routine.schedule_starts == 0 and routine.next_due_at is not None
     finally:
         store.close()
 
 
 @pytest.mark.postgres
-def test_4_processes_claim_exactly_max_runs_on_postgres(pg_url: str) -> None:
+def test_4_processes_start_exactly_max_runs_on_postgres(pg_url: str) -> None:
     _check(pg_url)
 
 
 @pytest.mark.integration  # subprocesses
-def test_4_processes_claim_exactly_max_runs_on_sqlite(tmp_path: Path) -> None:
+def test_4_processes_start_exactly_max_runs_on_sqlite(tmp_path: Path) -> None:
     _check(f"sqlite:///{tmp_path}/alma.sqlite3")

@@ -1,7 +1,7 @@
 """PostgreSQL: the tick's report of blocked runs (``store.blocked``) is prepared, and every plan of it,
 generic or made for its parameters, reads ``runs`` only through the partial indexes of open runs
 (``ix_runs_active_since``, ``ix_runs_poll``), never the ledger: over a burst of open runs that the
-statistics predate, and over the same ledger analyzed (:mod:`alma_schedule.stores.sql.hot`)."""
+statistics predate, and over the same ledger analyzed (:mod:`alma_schedule.stores.postgres.hot`)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from alma_schedule.stores.sql import hot
+from alma_schedule.stores.postgres import hot
 from alma_schedule.stores.sql import queries as q
 from alma_schedule.testing.builders import SECOND, T0, TIMERS
 from tests.stores.sql_load import burst_ledger

@@ -43,6 +43,19 @@ def pg_store(shared_pg_store: SqlStore) -> SqlStore:
     return shared_pg_store
 
 
+@pytest.fixture(scope="module")
+def shared_pg_portable_store() -> Iterator[SqlStore]:
+    """The portable driver on PostgreSQL (PostgreSQL's speed off): ONE database, emptied before each test."""
+    with pg_database() as url, opened(url, portable=True) as store:
+        yield store
+
+
+@pytest.fixture
+def pg_portable_store(shared_pg_portable_store: SqlStore) -> SqlStore:
+    empty_store(shared_pg_portable_store)
+    return shared_pg_portable_store
+
+
 class TestSqliteStore(StoreContract):
     @pytest.fixture
     def store(self, sqlite_store: SqlStore) -> SqlStore:
@@ -54,6 +67,15 @@ class TestPostgresStore(StoreContract):
     @pytest.fixture
     def store(self, pg_store: SqlStore) -> SqlStore:
         return pg_store
+
+
+@pytest.mark.postgres
+class TestPostgresPortableStore(StoreContract):
+    """The portable store (stores/sql, no stores/postgres driver) is correct on PostgreSQL."""
+
+    @pytest.fixture
+    def store(self, pg_portable_store: SqlStore) -> SqlStore:
+        return pg_portable_store
 
 
 class TestSqliteStoreRaces(StoreRaceContract):
@@ -71,3 +93,12 @@ class TestPostgresStoreRaces(StoreRaceContract):
     @pytest.fixture
     def store(self, pg_store: SqlStore) -> SqlStore:
         return pg_store
+
+
+@pytest.mark.postgres
+class TestPostgresPortableStoreRaces(StoreRaceContract):
+    race_scale = 0.5
+
+    @pytest.fixture
+    def store(self, pg_portable_store: SqlStore) -> SqlStore:
+        return pg_portable_store

@@ -2,8 +2,7 @@
 (``record_tick``) and the blocked read are the only statements prepared for their generic plan, which
 reads by key (the probe's: index probes, ``tests/stores/test_sql_explain.py``; the blocked read's:
 ``tests/stores/test_sql_blocked_read.py``; the end of a tick's: below); a claim's are prepared and
-planned at each execution,
-and their driver errors map like SQLAlchemy's (:mod:`alma_schedule.stores.sql.hot`).
+planned at each execution, and their driver errors map like SQLAlchemy's (:mod:`alma_schedule.stores.postgres.hot`).
 
 * A store connection that has registered, claimed, started and finished 20 runs and probed a tick
   holds exactly four named statements (the probe, the start CAS, the finish and the end of a tick),
@@ -32,7 +31,8 @@ import sqlalchemy as sa
 from alma_schedule.errors import StoreError, StoreUnavailable
 from alma_schedule.model import Reason, RunKey, RunResult, RunState
 from alma_schedule.policies.streak import StreakEffect
-from alma_schedule.stores.sql import hot
+from alma_schedule.stores.postgres import hot
+from alma_schedule.stores.postgres import queries as pg_queries
 from alma_schedule.stores.sql import queries as q
 from alma_schedule.stores.sql.errors import mapped_errors
 from alma_schedule.stores.sql.queries import ticklog
@@ -77,17 +77,17 @@ def test_only_the_start_and_the_finish_are_prepared_and_they_reuse_a_generic_pla
             mode = conn.exec_driver_sql("SHOW plan_cache_mode").scalar()
     # the claim's writes (supersede with the cursor moves, insert the runs): prepared in the claim's
     # transaction, which forces a custom plan at each of their 20 executions; its locking select of
-    # the due rows is streamed (stores/sql/ahead.py), sent unnamed: planned at each execution too
+    # the due rows is streamed (stores/postgres/ahead.py), sent unnamed: planned at each execution too
     claiming = ("WITH a_advanced AS", "INSERT INTO alma.runs")
     claims = [p for p in prepared if p[0].startswith(claiming)]
     assert len(claims) == 2 and all((g, c) == (0, 20) for _, g, c in claims), claims
     assert not [p for p in prepared if p[0].startswith("SELECT alma.routines.org")]
     assert mode == "auto"  # SET LOCAL: back to the session's mode after each claim's COMMIT
     prepared = [p for p in prepared if p not in claims]
-    # the tick probe, the start CAS, the finish, the end of a tick (heartbeat and tick log)
-    assert sorted(s.split()[0] for s, _, _ in prepared) == ["SELECT", "UPDATE", "WITH", "WITH"], prepared
+    # the tick probe, the start CAS (with max_runs' count: a WITH), the finish, the end of a tick
+    assert sorted(s.split()[0] for s, _, _ in prepared) == ["SELECT", "WITH", "WITH", "WITH"], prepared
     ends = [p for p in prepared if "INSERT INTO alma.heartbeat" in p[0]]
-    probe, start, finish = (p for p in prepared if p not in ends)
+    probe, finish, start = sorted((p for p in prepared if p not in ends), key=lambda p: "start_lock" in p[0])
     assert len(ends) == 1 and "tick_log" in ends[0][0]
     assert "LIMIT" in probe[0] and "state='running'" in start[0] and "RETURNING" in finish[0]
     for _statement, generic, custom in (start, finish, ends[0]):
@@ -113,6 +113,8 @@ def loaded(url: str) -> str:
             " '2026-03-0' || (1 + mod(i, 9)), i, i FROM generate_series(1, %s) AS i",
             (LOADED,),
         )
+        done = "INSERT INTO backfills SELECT org, uid, routine_id, %s, %s, NULL, 10, NULL, %s FROM routines LIMIT 3000"
+        conn.execute(done, (T0 - timedelta(days=2),) * 3)  # done ranges: the hint reads pending ones by index
         conn.execute("ANALYZE")
     return conninfo
 
@@ -177,7 +179,7 @@ def test_the_end_of_a_tick_reads_by_key_and_index_in_its_generic_plan(loaded: st
             (T0,),
         )
         conn.execute("ANALYZE tick_log")
-    rendered = hot.rendered(ticklog.record_tick("postgresql")[0], "alma")
+    rendered = hot.rendered(pg_queries.record_tick()[0], "alma")
     args = rendered.args(ticklog.record_tick_params(T0, 3, 0.5, 2.0))
     nodes = list(_nodes(explain_plan(loaded, rendered.sql, args)))
     seq = [n.get("Relation Name") for n in nodes if n["Node Type"] == "Seq Scan"]
@@ -362,8 +364,8 @@ def test_a_worker_keeps_the_generic_start_and_finish_through_a_burst(burst_url: 
             assert store.start(key, now=T0, owner=f"req-{i}", in_window=True).won
             assert store.finish(key, RunResult.completed(), now=T0 + SECOND, timers=TIMERS).won
         with store.engine.connect() as conn:
-            prepared = {s.split()[0]: (g, c) for s, g, c in _prepared(conn)}
-    assert prepared == {"UPDATE": (15, 5), "WITH": (15, 5)}, prepared
+            prepared = {("start" if "start_lock" in s else s.split()[0]): (g, c) for s, g, c in _prepared(conn)}
+    assert prepared == {"start": (15, 5), "WITH": (15, 5)}, prepared
 
 
 def _cas_shapes() -> list[tuple[str, Any, dict[str, Any]]]:

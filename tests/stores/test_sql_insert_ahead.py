@@ -11,7 +11,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from alma_schedule.model import RunRecord, RunState
-from alma_schedule.stores.sql import hot
+from alma_schedule.stores.postgres import hot
 from alma_schedule.stores.sql import queries as q
 from alma_schedule.stores.sql.rows import new_record, record_with
 from alma_schedule.testing.builders import T0

@@ -1,7 +1,7 @@
-"""PostgreSQL: statements sent ahead (:func:`alma_schedule.stores.sql.ahead.meanwhile`, the claim's
+"""PostgreSQL: statements sent ahead (:func:`alma_schedule.stores.postgres.ahead.meanwhile`, the claim's
 statements that make room while the run records are built) run on the server, in order, while the
 block's Python runs, their rows come after the block, and a failure leaves as
-:func:`~alma_schedule.stores.sql.hot.all_rows`' would, never a connection left in pipeline mode."""
+:func:`~alma_schedule.stores.postgres.hot.all_rows`' would, never a connection left in pipeline mode."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from psycopg.pq import PipelineStatus
 
 from alma_schedule.errors import StoreError, StoreUnavailable
-from alma_schedule.stores.sql import ahead, hot
+from alma_schedule.stores.postgres import ahead, hot
 from alma_schedule.stores.sql.errors import mapped_errors
 from tests.stores.sql_support import libpq_url, opened, pg_admin, pg_database
 

@@ -5,6 +5,7 @@ downgrades and upgrades again."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import sqlalchemy as sa
 from alembic import command
 
 from alma_schedule.engine.decide import decide
+from alma_schedule.model import Routine
 from alma_schedule.settings import Settings
 from alma_schedule.stores.sql import migrate_store
 from alma_schedule.stores.sql.engine import make_engine
@@ -23,6 +25,7 @@ from alma_schedule.testing.builders import MINUTE, SCOPE, T0, TIMERS, register
 from tests.stores.sql_support import fast_dir, opened, pg_database, table_name
 
 NEW = ("fires_missed", "fires_missed_capped")
+ROUTINE_FIELDS = [f.name for f in dataclasses.fields(Routine)]  # later revisions add theirs after NEW
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
@@ -69,7 +72,7 @@ def _collapse(url: str, routine_id: str) -> int:
 
 def test_the_columns_come_with_constant_defaults_and_the_block_round_trips(url: str) -> None:
     assert migrate_store(url) == HEAD_REVISION
-    assert _columns(url)[-2:] == list(NEW), "last in the table, in the order of Routine's fields"
+    assert _columns(url) == ROUTINE_FIELDS, "added last in the table, in the order of Routine's fields"
     assert _collapse(url, "r1") == 9
     old = [c for c in _columns(url) if c not in NEW]
     routines = table_name(url, "routines")
@@ -87,7 +90,7 @@ def test_the_columns_come_with_constant_defaults_and_the_block_round_trips(url: 
     _move(url, "0006_speed")
     assert not set(NEW) & set(_columns(url))
     _move(url, "head")
-    assert _columns(url)[-2:] == list(NEW)
+    assert _columns(url) == ROUTINE_FIELDS
     with opened(url) as store:
         kept = store.get_routine(SCOPE, "r1")
         assert kept is not None and (kept.fires_missed, kept.fires_missed_capped) == (0, False)

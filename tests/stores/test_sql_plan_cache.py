@@ -3,7 +3,7 @@
 psycopg prepares a statement from its 5th execution by default; PostgreSQL then switches a prepared
 statement to its cached generic plan after 5 custom ones when it looks no dearer. The store's
 connections prepare nothing (``prepare_threshold = None``; only the run side's two per-fire
-statements are prepared, explicitly: :mod:`alma_schedule.stores.sql.hot`), so every other statement
+statements are prepared, explicitly: :mod:`alma_schedule.stores.postgres.hot`), so every other statement
 is sent unnamed and planned for its parameters at each execution. A generic plan assumes 10
 rows for our ``unnest`` key arrays and trusts statistics taken before the tick claimed its runs, so
 it becomes a nested loop over every claimed run times the keys (seconds per 1,000-key batch).

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from alma_schedule.model import RunKey
-from alma_schedule.stores.sql import hot
+from alma_schedule.stores.postgres import hot
 from alma_schedule.stores.sql import queries as q
 from alma_schedule.testing.builders import T0
 from tests.stores.sql_load import copy_routines, copy_runs, history_rows, routine_id

@@ -1,7 +1,7 @@
 """PostgreSQL: a statement's rows streamed in chunks as the database sends them
-(:func:`alma_schedule.stores.sql.ahead.streamed`, the claim's locking select decided as it arrives):
+(:func:`alma_schedule.stores.postgres.ahead.streamed`, the claim's locking select decided as it arrives):
 every row once, in order, in chunks of the size asked; the first chunk reaches this process before
-the statement has finished; a failure leaves as :func:`~alma_schedule.stores.sql.hot.all_rows`'
+the statement has finished; a failure leaves as :func:`~alma_schedule.stores.postgres.hot.all_rows`'
 would; a caller that stops early leaves a usable connection; and a pipeline right after a stream
 works (libpq keeps the chunked mode for a pipeline's first statement: ``ahead.meanwhile`` sends one
 that returns no row first)."""
@@ -15,7 +15,7 @@ import pytest
 import sqlalchemy as sa
 
 from alma_schedule.errors import StoreError
-from alma_schedule.stores.sql import ahead
+from alma_schedule.stores.postgres import ahead
 from alma_schedule.stores.sql.errors import mapped_errors
 from tests.stores.sql_support import libpq_url, opened, pg_database
 

@@ -36,7 +36,7 @@ def test_every_part_is_obtained_and_the_write_runs_before_the_value_is_called(wo
     store = world
     assert not heartbeat_locked(store)
     with store.begin_tick_end(ASK) as finish:
-        assert heartbeat_locked(store)  # record_tick already ran, uncommitted: the caller sends meanwhile
+        assert heartbeat_locked(store, wait=True)  # record_tick already ran, uncommitted: the caller sends meanwhile
         assert store.last_tick() == T0 - HOUR
         parts = finish()
         assert not heartbeat_locked(store)  # committed at the call (the pipeline's Sync)

@@ -1,29 +1,6 @@
 """An OpenAI-compatible provider over httpx: conversation turns (Chat Completions) and batch jobs (Batch API).
 
-:class:`OpenAICompatibleProvider` implements both :class:`~alma_schedule.runners.governed.ConversationProvider`
-and :class:`~alma_schedule.runners.governed.BatchProvider`.
-
-Money, in integer micro-USD:
-
-- cost = ``ceil((prompt_tokens * input_price + completion_tokens * output_price) / 1e6)`` from the
-  ``usage`` the API returns (prices per million tokens; one rounding, upwards);
-- the hard bound holds: with a request's ``max_cost_micros`` the call sends
-  ``max_tokens = floor((max_cost * 1e6 - input_upper_bound * input_price) / output_price)``, capped by
-  the request's ``max_output_tokens`` and the model's limit. ``input_upper_bound`` counts one token
-  per UTF-8 byte of the prompt plus the framing allowance the governed money plan reserves
-  (:data:`~alma_schedule.runners.governed.money.FRAMING_TOKENS`): an upper bound for byte-level BPE
-  tokenizers, so ``usage`` can never price above the bound. A bound that cannot pay for the input
-  is answered ``not_admitted`` without any call (``submit`` raises ProviderError ``not_admitted``).
-
-Failures: a timeout is :class:`~alma_schedule.errors.ProviderError` ``provider_timeout``; HTTP 429,
-5xx, other 4xx (authentication included), transport errors and unreadable answers are
-``provider_error``; a batch the API no longer knows (404) polls as ``gone``. Messages carry the
-HTTP status and the API's error code word only, never response bodies, and the API key appears in
-no message, log line or ``repr``. Each error reports the facts the governed runners decide on
-(:func:`alma_schedule.runners.governed.outcome.request_never_left`): the HTTP ``status_code``, or
-the ``phase`` a call failed in before any answer (``connect`` for httpx's ``ConnectError``:
-refused, DNS, TLS before the request was sent; ``pool`` for ``PoolTimeout``; ``not_sent`` when the
-billable request was never sent).
+docs/architecture.md, section "The modules, in detail" (runners/adapters/openai.py).
 """
 
 from __future__ import annotations

@@ -1,20 +1,6 @@
 """A webhook sink: one signed ``POST`` of the delivery as JSON, and the receiver's verification helper.
 
-The request (one attempt, never retried here: the runner records ``failed(sink_error)``)::
-
-    POST <url>
-    Content-Type: application/json
-    Idempotency-Key: <governed_key(scope, routine_id, run_id)>
-    X-Alma-Timestamp: <unix seconds>                       (when a secret is set)
-    X-Alma-Signature: sha256=<hex HMAC-SHA256(secret, f"{timestamp}.{body}")>
-
-    {"caps_crossed": [...], "cost_micros": 1234, "idempotency_key": "...", "kind": "turn",
-     "org": "...", "routine_id": "...", "run_id": "...", "text": "...", "uid": "..."}
-
-A receiver checks with :func:`verify_signature` (constant-time, with a replay window) and dedupes
-on ``Idempotency-Key``. Redirects are not followed. Any non-2xx answer, timeout or transport
-error raises :class:`~alma_schedule.errors.SinkError`; its message names the host and the status,
-never the URL's path or query (webhook URLs often embed a token) nor the secret.
+docs/architecture.md, section "The modules, in detail" (runners/adapters/webhook.py).
 """
 
 from __future__ import annotations

@@ -1,14 +1,12 @@
 """Governed runners: conversation turns (``kind: turn``) and batch jobs (``kind: job``).
 
-Money caps a routine may only narrow, atomic daily ceilings, at-most-once delivery, text
-suppression and closed reason codes, over the engine's run handle. See
-:mod:`alma_schedule.runners.governed.conversation`, :mod:`~alma_schedule.runners.governed.batch`,
-:mod:`~alma_schedule.runners.governed.money` and :mod:`~alma_schedule.runners.governed.delivery`.
+docs/architecture.md, section "The modules, in detail" (runners/governed/__init__.py).
 """
 
 from __future__ import annotations
 
 from alma_schedule.runners.governed.batch import GovernedBatchRunner, create_governed_batch_runner
+from alma_schedule.runners.governed.config import GovernedConfig
 from alma_schedule.runners.governed.conversation import (
     GovernedConversationRunner,
     create_governed_conversation_runner,
@@ -38,6 +36,7 @@ __all__ = [
     "Delivery",
     "FileSink",
     "GovernedBatchRunner",
+    "GovernedConfig",
     "GovernedConversationRunner",
     "HostCaps",
     "MoneyPlan",

@@ -1,43 +1,26 @@
-"""The part both governed runners share: configuration, registration checks, admission (caps and the
-atomic reservation), and the lazily built provider request.
+"""The part both governed runners share: registration checks, admission (caps, then the atomic
+reservation of the hard bound) and the lazily built provider request, over a :class:`GovernedConfig`.
 
-A governed routine's definition::
-
-    {"goal": "Summarise my inbox",        # required: the prompt (the provider request is built from it)
-     "model": "gpt-4o-mini",              # optional: overrides the runner's model
-     "sink": "default",                   # optional: which configured sink receives the result
-     "budget": {...}}                     # optional: narrows the host caps (see governed.money)
-
-Admission (:meth:`GovernedRunner.admit`) runs before anything else has an effect: the narrowed caps
-are checked, then the run's hard bound is RESERVED against every ceiling in one store transaction
-(``handle.reserve``). Only then is the request built (:meth:`GovernedRunner.build`), lazily.
+The definition's fields and the order of admission: docs/architecture.md, section "The governed runners".
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
-from alma_schedule.errors import ConfigurationError, RegistrationRefused
+from alma_schedule.errors import RegistrationRefused
 from alma_schedule.model import Reason, Routine, RunHandle, RunKey, RunResult, governed_key
-from alma_schedule.runners.governed.delivery import (
-    BackgroundErrorHook,
-    CapCrossedHook,
-    Hooks,
-    already_started,
-    check_sinks,
-    replayed,
-    resolve_sink,
-)
+from alma_schedule.runners.governed.config import GovernedConfig, PromptBuilder
+from alma_schedule.runners.governed.delivery import Hooks, already_started, replayed, resolve_sink
 from alma_schedule.runners.governed.money import HostCaps, MoneyPlan, Prices, goal_text, plan_money, validate_budget
 from alma_schedule.runners.governed.protocols import Sink
 
 log = logging.getLogger("alma_schedule.runners.governed")
 
-#: ``build_request(routine, key, plan) -> prompt text``: loads context lazily, after every reservation.
-PromptBuilder = Callable[[Routine, RunKey, MoneyPlan], str]
+__all__ = ["GovernedRunner", "PromptBuilder", "sink_identity"]
 
 MAX_GOAL = 100_000
 
@@ -56,32 +39,29 @@ class GovernedRunner:
 
     kind = ""
 
-    def __init__(
-        self,
-        *,
-        sinks: Mapping[str, Sink],
-        prices: Prices | None = None,
-        host: HostCaps | None = None,
-        result_retention: timedelta | None = None,
-        config_revision: Mapping[str, Any] | None = None,
-        on_background_error: BackgroundErrorHook | None = None,
-        on_cap_crossed: CapCrossedHook | None = None,
-        build_prompt: PromptBuilder | None = None,
-        model: str | None = None,
-    ) -> None:
-        self.sinks = check_sinks(sinks)
-        self.prices = prices or Prices()
-        self.host = host or HostCaps()
-        if result_retention is not None and result_retention < timedelta(0):
-            raise ConfigurationError("result_retention must not be negative")
-        self.result_retention = result_retention
-        self.revision_inputs = dict(config_revision or {})
-        self.hooks = Hooks(on_background_error=on_background_error, on_cap_crossed=on_cap_crossed)
-        self.build_prompt = build_prompt
-        self.model = model
-        for name in ("per_run_micros", "routine_daily_micros", "org_daily_micros"):
-            if getattr(self.host, name) < 0:
-                raise ConfigurationError(f"host cap {name} must not be negative")
+    def __init__(self, config: GovernedConfig) -> None:
+        self.config = config
+        self.hooks = Hooks(on_background_error=config.on_background_error, on_cap_crossed=config.on_cap_crossed)
+
+    @property
+    def sinks(self) -> Mapping[str, Sink]:
+        return self.config.sinks
+
+    @property
+    def prices(self) -> Prices:
+        return self.config.prices
+
+    @property
+    def host(self) -> HostCaps:
+        return self.config.host
+
+    @property
+    def result_retention(self) -> timedelta | None:
+        return self.config.result_retention
+
+    @property
+    def model(self) -> str | None:
+        return self.config.model
 
     # ------------------------------------------------------------------ registration
 
@@ -108,7 +88,7 @@ class GovernedRunner:
         sink = self.sinks.get(name) if isinstance(name, str) else None
         return {
             "kind": self.kind,
-            "inputs": self.revision_inputs,
+            "inputs": self.config.config_revision,
             "prices": self.prices.to_dict(),
             "model": self.model,
             "result_retention": None if self.result_retention is None else self.result_retention.total_seconds(),
@@ -140,12 +120,10 @@ class GovernedRunner:
         return plan
 
     def prompt(self, routine: Routine, key: RunKey, plan: MoneyPlan) -> str | RunResult:
-        """The prompt, built LAZILY (after admission). A prompt longer than the input bound the
+        """The prompt, built lazily (after admission). A prompt longer than the input bound the
         reservation assumed is refused ``cap_exceeded`` before any call."""
-        if self.build_prompt is None:
-            text = goal_text(routine.definition)
-        else:
-            text = self.build_prompt(routine, key, plan)
+        build = self.config.build_prompt
+        text = goal_text(routine.definition) if build is None else build(routine, key, plan)
         if plan.bound_micros is not None and plan.max_input_bytes is not None:
             if len(text.encode("utf-8")) > plan.max_input_bytes:
                 log.info("run %s refused: the prompt exceeds the input bound the reservation assumed", key)

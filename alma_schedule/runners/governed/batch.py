@@ -1,57 +1,24 @@
 """The governed batch runner (``kind: job``): submit a provider batch once, collect it on later ticks.
-
-``run`` (the engine has won ``claimed -> running``): admission (caps, then the hard bound reserved
-against every ceiling), the request built lazily with ``custom_id = governed_key(...)``, ONE
-``provider.submit``, then ``running -> submitted`` with the batch id, a mandatory deadline and the
-first ``next_poll_at``. A submission error that proves the batch was never created ends
-``failed(provider_*)`` at cost 0; any other is uncertain (``OutcomeUncertain``: the run stays
-``running`` at its bound, blocked at once, as in the conversation runner); a process that dies between
-the provider's answer and the ``submitted`` write leaves the row ``running`` (the operator finds the
-batch by its custom id), and so does a store that fails that write: the runner raises
-:class:`~alma_schedule.errors.OutcomeUncertain` and the engine does not finish the run (its bound
-stays reserved). A failure to record the receipt's cost after ``submitted`` only loses the
-estimate: collect repairs the cost. Nothing ever submits anew.
-
-``collect`` (the engine found the row ``submitted`` and before its deadline; past it the engine
-finishes ``timed_out(deadline_passed)``) polls once:
-
-* the recorded cost is REPAIRED whenever the provider reports another one (an ``annotate``, which
-  never touches a terminal row), caps crossed merged and alerted once; a store that fails the
-  repair raises ``OutcomeUncertain``: nothing is finished, a later tick polls again;
-* a routine whose ``config_revision`` changed since the claim ends ``failed(config_revision_changed)``
-  after the repair, without delivering (its sink may have been replaced);
-* ``pending`` (or a transient poll error) writes nothing more: a later tick polls again;
-* ``failed`` / ``expired`` end ``failed(provider_failed | provider_expired)``; a batch the provider
-  no longer knows (404) ends ``failed(provider_gone)``;
-* ``succeeded``: only the winner of the ``submitted -> collecting`` CAS goes on, through the
-  delivery protocol of :func:`alma_schedule.runners.governed.delivery.deliver_once` (sink attempted ONCE).
+docs/architecture.md, section "The modules, in detail" (runners/governed/batch.py).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
 from alma_schedule.errors import ConfigurationError, OutcomeUncertain, ProviderError
 from alma_schedule.model import Reason, Routine, RunHandle, RunRecord, RunResult, RunState
-from alma_schedule.runners.governed.base import GovernedRunner, PromptBuilder
-from alma_schedule.runners.governed.delivery import (
-    BackgroundErrorHook,
-    CapCrossedHook,
-    deliver_once,
-    record_cost,
-    uncertain_or_unsent,
-)
-from alma_schedule.runners.governed.money import HostCaps, Prices
+from alma_schedule.runners.governed.base import GovernedRunner
+from alma_schedule.runners.governed.config import GovernedConfig
+from alma_schedule.runners.governed.delivery import deliver_once, record_cost, uncertain_or_unsent
 from alma_schedule.runners.governed.protocols import (
     BATCH_STATES,
     BatchProvider,
     BatchReceipt,
     BatchRequest,
     BatchStatus,
-    Sink,
 )
 
 log = logging.getLogger("alma_schedule.runners.governed")
@@ -76,7 +43,7 @@ class GovernedBatchRunner(GovernedRunner):
         provider: BatchProvider,
         submission_deadline: timedelta,
         poll_first: timedelta | None = None,
-        **config: Any,
+        config: GovernedConfig,
     ) -> None:
         if not callable(getattr(provider, "submit", None)) or not callable(getattr(provider, "poll", None)):
             raise ConfigurationError("the batch provider needs submit(request) and poll(batch_id)")
@@ -84,7 +51,7 @@ class GovernedBatchRunner(GovernedRunner):
             raise ConfigurationError("submission_deadline must be positive (every submission has a deadline)")
         if poll_first is not None and poll_first <= timedelta(0):
             raise ConfigurationError("poll_first must be positive")
-        super().__init__(**config)
+        super().__init__(config)
         self.provider = provider
         self.submission_deadline = submission_deadline
         self.poll_first = poll_first
@@ -200,32 +167,17 @@ def _usable_receipt(receipt: object) -> bool:
 def create_governed_batch_runner(
     *,
     provider: BatchProvider,
-    sinks: Mapping[str, Sink] | Sink,
     submission_deadline: timedelta = timedelta(hours=24),
     poll_first: timedelta | None = None,
-    prices: Prices | None = None,
-    host: HostCaps | None = None,
-    result_retention: timedelta | None = None,
-    config_revision: Mapping[str, Any] | None = None,
-    on_background_error: BackgroundErrorHook | None = None,
-    on_cap_crossed: CapCrossedHook | None = None,
-    build_prompt: PromptBuilder | None = None,
-    model: str | None = None,
+    config: GovernedConfig | None = None,
+    **options: Any,
 ) -> GovernedBatchRunner:
-    """A collecting runner for ``job`` routines (same configuration as the conversation runner, plus
-    the mandatory ``submission_deadline`` and the first poll delay ``poll_first``, default the
-    engine's ``poll_first`` setting)."""
+    """A collecting runner for ``job`` routines: the conversation runner's configuration (``config``
+    or its fields as keywords), plus the mandatory ``submission_deadline`` and the first poll delay
+    ``poll_first`` (default the engine's ``poll_first`` setting)."""
     return GovernedBatchRunner(
         provider=provider,
-        sinks=sinks if isinstance(sinks, Mapping) else {"default": sinks},
         submission_deadline=submission_deadline,
         poll_first=poll_first,
-        prices=prices,
-        host=host,
-        result_retention=result_retention,
-        config_revision=config_revision,
-        on_background_error=on_background_error,
-        on_cap_crossed=on_cap_crossed,
-        build_prompt=build_prompt,
-        model=model,
+        config=config or GovernedConfig(**options),
     )

@@ -1,19 +1,6 @@
 """What both governed runners share: recording receipts, host alerts, and the single delivery attempt.
 
-The delivery protocol (:func:`deliver_once`), each step persisted before the next:
-
-1. the result text (with its ``erase_at``) and its delivery hash (sha256 of the text) are written
-   on the run row (``annotate``); caps crossed were written before, with the receipt;
-2. the row is RE-READ: if it is no longer in the owner's state (an operator's ``record`` won) or
-   its text was erased, nothing is delivered (an erasure wins over a pending delivery);
-3. a hash equal to the last COMPLETED delivery's hash ends ``completed(suppressed_duplicate)``,
-   not delivered (the reply keeps its cost);
-4. the sink is attempted ONCE; an error ends ``failed(sink_error)`` and is never retried (the
-   error may follow a successful external action). The raw error goes to the log and to
-   ``on_background_error``; the ledger holds only the closed reason code.
-
-A process that dies anywhere in here leaves the row in its non-terminal state (``running`` or
-``collecting``) for the operator: nothing retries it.
+docs/architecture.md, section "The modules, in detail" (runners/governed/delivery.py).
 """
 
 from __future__ import annotations
@@ -61,10 +48,7 @@ def provider_reason(exc: BaseException) -> str:
 class Hooks:
     """The host's hooks: background errors, and cap-crossing alerts deduplicated by (scope, run, cap).
 
-    Deduplication is two-fold: an alert fires only for a cap NEWLY added to the run's persisted
-    ``caps_crossed`` (so a repaired cost or another process never alerts twice for a run that
-    recorded it), and an in-process memory of recent (scope, run, cap) triples guards against
-    concurrent collectors in one process. A hook that raises is logged and ignored.
+    docs/architecture.md, "The modules, in detail" (runners/governed/delivery.py, Hooks).
     """
 
     on_background_error: BackgroundErrorHook | None = None
@@ -137,7 +121,7 @@ def record_cost(
     previous: Sequence[str] = (),
     **metadata: Any,
 ) -> RunRecord:
-    """Persist a governed receipt: cost, caps crossed (merged with ``previous``) and metadata, in ONE
+    """Persist a governed receipt: cost, caps crossed (merged with ``previous``) and metadata, in one
     ``annotate``; then alert for each cap newly crossed. A terminal row is left unchanged."""
     crossed = tuple(dict.fromkeys([*previous, *plan.crossed(cost_micros)]))
     record = handle.annotate(cost_micros=cost_micros, caps_crossed=crossed, **metadata)

@@ -1,9 +1,6 @@
 """The runners of kinds ``turn`` and ``job`` built from :class:`Settings` (the kind registry's factories).
 
-Each factory returns a runner or raises :class:`ConfigurationError` naming the missing setting, so a
-worker whose configuration cannot serve a stored kind refuses to start. Nothing toy reaches
-production: the scripted provider serves only an explicit ``ALMA_PROVIDER=scripted``; there is no
-default provider and no default sink. Adapters (OpenAI-compatible HTTP, webhook) are imported lazily.
+docs/architecture.md, section "The modules, in detail" (runners/governed/factory.py).
 """
 
 from __future__ import annotations
@@ -12,11 +9,9 @@ import hashlib
 from typing import Any
 
 from alma_schedule.errors import ConfigurationError
-from alma_schedule.runners.governed.batch import GovernedBatchRunner, create_governed_batch_runner
-from alma_schedule.runners.governed.conversation import (
-    GovernedConversationRunner,
-    create_governed_conversation_runner,
-)
+from alma_schedule.runners.governed.batch import GovernedBatchRunner
+from alma_schedule.runners.governed.config import GovernedConfig
+from alma_schedule.runners.governed.conversation import GovernedConversationRunner
 from alma_schedule.runners.governed.money import HostCaps, Prices
 from alma_schedule.runners.governed.protocols import Sink
 from alma_schedule.runners.governed.scripted import ScriptedProvider
@@ -24,6 +19,7 @@ from alma_schedule.runners.governed.sinks import FileSink, StdoutSink
 from alma_schedule.settings import Settings
 
 __all__ = [
+    "config_from_settings",
     "job_runner_from_settings",
     "provider_from_settings",
     "sink_from_settings",
@@ -81,26 +77,30 @@ def _revision_inputs(settings: Settings) -> dict[str, Any]:
     return inputs
 
 
-def _common(settings: Settings) -> dict[str, Any]:
-    provider = provider_from_settings(settings)
-    return {
-        "provider": provider,
-        "sinks": {"default": sink_from_settings(settings)},
-        "prices": Prices.from_settings(settings),
-        "host": HostCaps.from_settings(settings),
-        "result_retention": settings.result_retention,
-        "config_revision": _revision_inputs(settings),
-        "model": settings.openai_model if settings.provider == "openai" else None,
-    }
+def config_from_settings(settings: Settings) -> GovernedConfig:
+    """Both runners' configuration: the sink ``ALMA_SINK`` names, prices, host caps, retention, model."""
+    return GovernedConfig(
+        sinks={"default": sink_from_settings(settings)},
+        prices=Prices.from_settings(settings),
+        host=HostCaps.from_settings(settings),
+        result_retention=settings.result_retention,
+        config_revision=_revision_inputs(settings),
+        model=settings.openai_model if settings.provider == "openai" else None,
+    )
 
 
 def turn_runner_from_settings(settings: Settings) -> GovernedConversationRunner:
     """The runner of kind ``turn``."""
-    return create_governed_conversation_runner(**_common(settings))
+    provider = provider_from_settings(settings)
+    return GovernedConversationRunner(provider=provider, config=config_from_settings(settings))
 
 
 def job_runner_from_settings(settings: Settings) -> GovernedBatchRunner:
     """The runner of kind ``job`` (deadline ``ALMA_SUBMISSION_DEADLINE``, first poll ``ALMA_POLL_FIRST``)."""
-    return create_governed_batch_runner(
-        submission_deadline=settings.submission_deadline, poll_first=settings.poll_first, **_common(settings)
+    provider = provider_from_settings(settings)
+    return GovernedBatchRunner(
+        provider=provider,
+        submission_deadline=settings.submission_deadline,
+        poll_first=settings.poll_first,
+        config=config_from_settings(settings),
     )

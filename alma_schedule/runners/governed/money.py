@@ -1,26 +1,6 @@
 """Money of a governed run: host caps, a routine's narrowed budget, the hard bound, ceilings, crossings.
 
-All amounts are integer micro-USD. Pure functions and frozen data: nothing here writes.
-
-* **Host caps** (settings): ``cap_per_run_micros`` (a BLOCK cap: the hard bound of every run),
-  ``ceiling_routine_daily_micros`` and ``ceiling_org_daily_micros`` (0 = none).
-* **A routine's budget** (``definition["budget"]``) may only NARROW them::
-
-      {"per_turn_usd": {"usd": 0.5, "on_exceeded": "warn"},   # or "block"; a bare number blocks
-       "daily_usd": 2.0,                                       # narrows the routine ceiling
-       "max_output_tokens": 800, "max_input_tokens": 4000}     # token limits
-
-  ``per_run_usd`` is accepted as the same key (for ``job`` routines). A value above the host's
-  cap or ceiling is WIDENING and :func:`validate_budget` refuses it at registration.
-* **The hard bound** of a run is what it reserves against every ceiling: the smallest BLOCK cap,
-  else ``max_output_tokens`` times the output price plus the prompt's input bound. A block cap
-  also narrows the request's ``max_output_tokens`` so the provider cannot spend past it; a run
-  whose prompt alone could exceed a block cap is refused (``cap_exceeded``) before the call.
-  The input bound counts one token per prompt byte (a byte-level tokenizer never makes more
-  tokens than bytes) plus :data:`FRAMING_TOKENS`.
-* **Ceilings** (per routine and per org; fixed-length hashed keys, see
-  :class:`~alma_schedule.model.Ceiling`) need a hard bound: without one, registration is
-  refused. A WARN cap is no bound: crossing it is recorded (``caps_crossed``) and the run goes on.
+docs/architecture.md, section "The modules, in detail" (runners/governed/money.py).
 """
 
 from __future__ import annotations

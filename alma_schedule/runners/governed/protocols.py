@@ -1,10 +1,6 @@
 """The three doors of the governed runners: a conversation provider, a batch provider, a sink.
 
-Plain frozen dataclasses and Protocols, nothing else. Money is integer micro-USD. Providers may
-raise :class:`alma_schedule.errors.ProviderError` (``reason`` ``provider_error``,
-``provider_timeout`` or ``provider_gone``); any other exception is treated as ``provider_error``.
-A sink raises on failure (any exception); the runner records ``failed(sink_error)`` and never
-retries. Raw provider and sink text never reaches the ledger: only closed reason codes do.
+docs/architecture.md, section "The modules, in detail" (runners/governed/protocols.py).
 """
 
 from __future__ import annotations
@@ -29,7 +25,7 @@ BATCH_STATES: frozenset[str] = frozenset({"pending", "succeeded", "failed", "exp
 class TurnRequest(Data):
     """One conversation turn, built lazily by the runner only after every reservation.
 
-    ``max_cost_micros`` is the HARD bound the runner reserved (0 = no bound); a provider that can
+    ``max_cost_micros`` is the hard bound the runner reserved (0 = no bound); a provider that can
     enforce a budget must not spend beyond it. ``custom_id`` is the fire's governed key: a provider
     that supports idempotency keys should send it.
     """
@@ -54,10 +50,7 @@ class TurnRequest(Data):
 class TurnReceipt(Data):
     """A provider's answer to one turn.
 
-    ``status``: ``ok`` (text and cost are the result), ``not_admitted`` / ``routing_unavailable``
-    (the provider refused before any work: the fire is ``refused`` with zero cost), or ``error``
-    (``failed(provider_error)``; ``cost_micros`` is still charged if non-zero). ``reason`` is a
-    short machine word for logs, never stored in the ledger.
+    docs/architecture.md, "The modules, in detail" (runners/governed/protocols.py, TurnReceipt).
     """
 
     status: TurnStatus

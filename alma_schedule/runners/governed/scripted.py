@@ -1,15 +1,6 @@
 """``ScriptedProvider``: a deterministic conversation and batch provider for the demo and for tests.
 
-It never reaches production on its own: the factory builds it only for an explicit
-``ALMA_PROVIDER=scripted`` (or the demo). Give it scripts (receipts, statuses, or exceptions to
-raise), consumed in order; once a script is exhausted it answers deterministically from the request:
-
-* a turn answers ``"<goal>\\n\\n(scripted answer for <run id>)"``; its cost is the prompt and the
-  answer priced one token per byte, never above the request's ``max_cost_micros``;
-* a submission returns batch id ``scripted-<custom id>`` (stateless: any process can poll it);
-* a poll answers ``succeeded`` with a text naming the batch and a cost priced the same way.
-
-Every call is appended to :attr:`ScriptedProvider.calls` (in this process).
+docs/architecture.md, section "The modules, in detail" (runners/governed/scripted.py).
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
 """Sinks shipped with the package: standard output and an append-only JSON-lines file.
-
-Each writes one JSON object per delivery (:meth:`Delivery.to_dict`) in ONE write call, and raises
-on failure (the runner records ``failed(sink_error)`` and never retries). The webhook sink lives in
-:mod:`alma_schedule.runners.adapters.webhook`.
+docs/architecture.md, section "The modules, in detail" (runners/governed/sinks.py).
 """
 
 from __future__ import annotations

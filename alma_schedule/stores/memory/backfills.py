@@ -1,8 +1,6 @@
 """The backfill half of :class:`~alma_schedule.stores.memory.MemoryStore`: the ``backfills`` rows,
 the tick's backfill claim, and the system-wide routine listing (``routines list --all``).
-
-Every method holds the store's one lock for its whole step, so each is atomic; the claim applies
-:mod:`alma_schedule.policies.backfill` exactly as the SQL store does.
+docs/architecture.md, section "The modules, in detail" (stores/memory/backfills.py).
 """
 
 from __future__ import annotations
@@ -14,6 +12,7 @@ from typing import Any
 
 from alma_schedule.errors import BackfillRefused, NotFound
 from alma_schedule.model import BACKFILL_ORIGIN, Backfill, Reason, Routine, RunRecord, RunState, Scope
+from alma_schedule.policies import audit
 from alma_schedule.policies import backfill as policy
 from alma_schedule.settings import Timers
 from alma_schedule.stores.backfill_args import (
@@ -35,8 +34,9 @@ class BackfillsMixin(RunsMixin):
 
     # ------------------------------------------------------------------ backfills (tenant)
 
-    def put_backfill(self, backfill: Backfill, *, now: datetime) -> Backfill:
+    def put_backfill(self, backfill: Backfill, *, now: datetime, actor: str | None = None) -> Backfill:
         key, row, now = backfill_args(backfill, now)
+        actor = audit.check_actor(actor)
         with self._lock:
             routine = self._routines.get(key)
             if routine is None or routine.deleted_at is not None:
@@ -52,6 +52,7 @@ class BackfillsMixin(RunsMixin):
                     reason="pending",
                 )
             self._backfills[key] = row
+            self._append(key, audit.backfilled(now, actor, row.from_at, row.to_at, row.max_fires))
             return row
 
     def get_backfill(self, scope: Scope, routine_id: str) -> Backfill | None:
@@ -60,14 +61,17 @@ class BackfillsMixin(RunsMixin):
             return self._backfills.get(key)
 
     def cancel_backfill(
-        self, scope: Scope, routine_id: str, *, now: datetime
+        self, scope: Scope, routine_id: str, *, now: datetime, actor: str | None = None
     ) -> tuple[Backfill | None, RunRecord | None]:
         key = check_routine_key(scope, routine_id)
         now = require_utc("now", now)
+        actor = audit.check_actor(actor)
         with self._lock:
             row = self._backfills.get(key)
             if row is None:
                 return None, None
+            if row.pending:
+                self._append(key, audit.cancelled_backfill(now, actor))
             if row.cancelled_at is None:
                 row = dataclasses.replace(row, cancelled_at=now)
                 self._backfills[key] = row
@@ -120,7 +124,7 @@ class BackfillsMixin(RunsMixin):
                         now,
                         step.expires_at,
                         resend_at=step.resend_at,
-                        due_at=fire_at,  # a backfill fire is not jittered: due at its fire
+                        due_at=now,  # due when claimed: its lag is from the claim, not the past fire
                     )
                     self._put_run(rec)
                     claimed.append(rec)

@@ -1,9 +1,6 @@
 """Overlap ``latest`` in :class:`~alma_schedule.stores.memory.MemoryStore`: the routine's one buffered
 fire (:mod:`alma_schedule.policies.overlap`).
-
-The index ``_buffered`` (routine -> run id) is the memory analogue of the SQL partial unique index
-``uq_runs_one_buffered``; the one-open-run index (``_active``) never holds a buffered row. Every
-helper runs under the store's lock, inside the caller's atomic step.
+docs/architecture.md, section "The modules, in detail" (stores/memory/buffered.py).
 """
 
 from __future__ import annotations

@@ -40,9 +40,10 @@ class ReadsMixin(RunsMixin):
         state: str | None = None,
         since: datetime | None = None,
         limit: int = 100,
-        before: tuple[datetime, str] | None = None,
+        before: tuple[datetime, str] | tuple[datetime, str, str] | None = None,
     ) -> list[RunRecord]:
         since, edge, limit = list_runs_args(scope, routine_id, state, since, before, limit)
+        width = 0 if edge is None else len(edge)  # the ledger key (fire_at, run_id, routine_id), or its pair
         with self._lock:
             rows = [
                 r
@@ -50,7 +51,7 @@ class ReadsMixin(RunsMixin):
                 if (routine_id is None or r.routine_id == routine_id)
                 and (state is None or r.state == state)
                 and (since is None or r.fire_at >= since)
-                and (edge is None or (r.fire_at, r.run_id) < edge)
+                and (edge is None or (r.fire_at, r.run_id, r.routine_id)[:width] < edge)
             ]
         rows.sort(key=lambda r: (r.fire_at, r.run_id, r.routine_id), reverse=True)
         return rows[:limit]
@@ -97,7 +98,16 @@ class ReadsMixin(RunsMixin):
         rows.sort(key=lambda r: (r.state_at, *_order(r)))
         return rows[:limit]
 
-    # --- the owner of a run (issue 14) ---
+    def unstarted(self, now: datetime, older_than: timedelta, limit: int = 1) -> list[RunRecord]:
+        _, cutoff, limit = age_args("older_than", now, older_than, limit)
+        with self._lock:
+            rows = self._nonterminal(
+                lambda r: r.state == RunState.CLAIMED and r.state_at < cutoff and (r.due_at or r.fire_at) < cutoff
+            )
+        rows.sort(key=lambda r: (r.state_at, *_order(r)))
+        return rows[:limit]
+
+    # --- the owner of a run ---
 
     def running_of(self, owner: str, limit: int = 1000) -> list[RunRecord]:
         owner, limit = running_of_args(owner, limit)
@@ -138,6 +148,7 @@ class ReadsMixin(RunsMixin):
     def erase_results(self, scope: Scope) -> int:
         check_scope(scope)
         with self._lock:
+            self._erase_events(scope)
             return self._erase(r for r in self._all_runs(scope) if r.result_text is not None)
 
     def _erasable(self, now: datetime) -> list[RunRecord]:

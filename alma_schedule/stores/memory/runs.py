@@ -1,8 +1,5 @@
 """The run half of :class:`~alma_schedule.stores.memory.MemoryStore`: transitions, money and reads.
-
-A mixin over the state that ``MemoryStore.__init__`` creates; every public method takes the one
-lock, so each is atomic. Guarded transitions are the compare-and-set of one edge of
-:data:`~alma_schedule.model.EDGES`; losers get the current record and a reason.
+docs/architecture.md, section "The modules, in detail" (stores/memory/runs.py).
 """
 
 from __future__ import annotations
@@ -29,7 +26,8 @@ from alma_schedule.model import (
     RunState,
     Scope,
 )
-from alma_schedule.policies import backoff, overlap, settlement, streak, supersession
+from alma_schedule.policies import audit, backoff, overlap, settlement, streak, supersession
+from alma_schedule.policies.fixed_delay import rearmed_due
 from alma_schedule.settings import Timers
 from alma_schedule.stores.arguments import (
     annotate_args,
@@ -37,13 +35,13 @@ from alma_schedule.stores.arguments import (
     check_timers,
     finish_args,
     mark_blocked_args,
-    record_args,
     reserve_args,
     spend_args,
     start_args,
     submit_args,
 )
 from alma_schedule.stores.memory.buffered import BufferedMixin
+from alma_schedule.stores.memory.events import EventsMixin
 from alma_schedule.stores.validation import check_limit, require_utc
 
 RKey = tuple[str, str, str]
@@ -57,7 +55,7 @@ def _order(rec: RunRecord) -> tuple[datetime, str, str, str, str]:
     return (rec.fire_at, rec.run_id, rec.org, rec.uid, rec.routine_id)
 
 
-class RunsMixin(BufferedMixin):
+class RunsMixin(BufferedMixin, EventsMixin):
     _lock: threading.RLock
     _routines: dict[RKey, Routine]
     _runs: dict[RKey, dict[str, RunRecord]]
@@ -122,7 +120,18 @@ class RunsMixin(BufferedMixin):
         row = dataclasses.replace(row, consecutive_failures=s.streak, updated_at=now)
         if s.latch is not None:
             row = dataclasses.replace(row, paused_reason=s.latch, next_due_at=None)
+            self._append(rk, audit.auto_paused(now, s.latch))
         self._write(row)
+
+    def _rearm(self, rk: RKey, ended_at: datetime) -> None:
+        """A fixed-delay routine's next fire, set by the end of its run in the same step
+        (:func:`alma_schedule.policies.fixed_delay.rearmed_due`)."""
+        routine = self._out(rk) if rk in self._routines else None
+        if routine is None or "after" not in routine.schedule:
+            return
+        due = rearmed_due(routine, ended_at)
+        if due is not None:
+            self._write(dataclasses.replace(self._routines[rk], next_due_at=due, updated_at=ended_at))
 
     def _cas(self, key: RunKey, target: str, now: datetime, **changes: Any) -> ClaimResult:
         rk, run_id = _check_key(key)
@@ -215,6 +224,9 @@ class RunsMixin(BufferedMixin):
     def _out(self, key: RKey) -> Routine:  # provided by MemoryStore
         raise NotImplementedError
 
+    def _count_start(self, key: RKey, origin: str, now: datetime) -> bool:  # provided by MemoryStore
+        raise NotImplementedError
+
     def start(self, key: RunKey, *, now: datetime, owner: str | None = None, in_window: bool = False) -> ClaimResult:
         rk, now, owner = start_args(key, now, owner, in_window)
         run_id = key.run_id
@@ -228,6 +240,8 @@ class RunsMixin(BufferedMixin):
                 return ClaimResult(False, rec, "expired")
             row = self._routines.get(rk)
             inactive = "deleted" if row is None else row.inactive_reason
+            if inactive is None and not self._count_start(rk, rec.origin, now):  # max_runs: counted here
+                inactive = Reason.FINISHED
             if inactive is not None:
                 new = dataclasses.replace(rec, state=RunState.SKIPPED, reason=inactive, state_at=now, finished_at=now)
                 self._put_run(new)
@@ -303,28 +317,10 @@ class RunsMixin(BufferedMixin):
             new = self._settle(new, cost)
             self._put_run(new)
             self._streak(rk, result, now, timers)
+            self._rearm(rk, now)
             return ClaimResult(True, new, "won", self._release_buffered(rk, now))
 
-    def record(
-        self, key: RunKey, outcome: str, reason: str, *, now: datetime, cost_micros: int | None = None
-    ) -> ClaimResult:
-        rk, now, given = record_args(key, outcome, reason, now, cost_micros)
-        with self._lock:
-            rec = self._find(rk, key.run_id)
-            if rec is None:
-                return ClaimResult(False, None, "not_found")
-            if rec.terminal:
-                return ClaimResult(False, rec, "duplicate")
-            cost = settlement.finish_cost(given, rec.cost_micros)  # the recorded cost
-            new = dataclasses.replace(
-                rec, state=outcome, reason=reason, state_at=now, finished_at=now, cost_micros=cost
-            )
-            new = self._settle(new, cost)
-            self._put_run(new)
-            released = self._release_buffered(rk, now) if rec.state in NON_TERMINAL else None
-            return ClaimResult(True, new, "won", released)
-
-    # --- the blocked marker (issue 14) ---
+    # --- the blocked marker ---
 
     def mark_blocked(self, key: RunKey, *, why: str, now: datetime, cost_micros: int | None = None) -> bool:
         rk, now, cost = mark_blocked_args(key, why, now, cost_micros)

@@ -1,9 +1,6 @@
 """The tick half of :class:`~alma_schedule.stores.memory.MemoryStore`: ``claim_due``, ``claim_manual``,
 ``peek_due``.
-
-Each call holds the store's one lock from the selection of due routines to the last inserted run,
-so it is one atomic step: concurrent claimers serialize, each fire is claimed once, and a cursor is
-advanced only together with its run row.
+docs/architecture.md, section "The modules, in detail" (stores/memory/tick.py).
 """
 
 from __future__ import annotations
@@ -29,11 +26,12 @@ from alma_schedule.model import (
     check_id,
 )
 from alma_schedule.model.tick import merge_kinds
-from alma_schedule.policies import backoff, limits, missed, supersession
+from alma_schedule.policies import audit, backoff, limits, missed, supersession
+from alma_schedule.policies.plan import Plan
 from alma_schedule.policies.supersession import Placement
 from alma_schedule.settings import Timers
 from alma_schedule.stores.arguments import claim_due_args, claim_manual_args
-from alma_schedule.stores.base import Staging
+from alma_schedule.stores.fast import Staging
 from alma_schedule.stores.memory.runs import RKey, RunsMixin
 from alma_schedule.stores.validation import check_limit, check_missed, check_utc, require_utc
 
@@ -76,12 +74,22 @@ class TickMixin(RunsMixin):
         deferred: list[Deferral] = []
         buffered: list[RunRecord] = []
         kinds: dict[str, int] = {}  # the fires the cursor moves collapsed, by routine kind
+        trusted = isinstance(decide, Plan)  # the tick's own plan: its answers are not re-checked
         with self._lock:
             for key in self._due(now, limit):
                 row = self._routines[key]
                 try:
                     decision = decide(self._out(key))
-                    if isinstance(decision, Fire):
+                    if trusted and isinstance(decision, Fire):
+                        fire_at, next_due, collapsed = decision.fire_at, decision.next_due_at, decision.fires_missed
+                        expires_at, resend_at, due_at = (
+                            decision.expires_at,
+                            decision.resend_at,
+                            decision.due_at or fire_at,
+                        )
+                    elif trusted and isinstance(decision, NotDue):
+                        next_due = decision.next_due_at
+                    elif isinstance(decision, Fire):
                         check_id("run_id", decision.run_id)
                         fire_at = require_utc("fire_at", decision.fire_at)
                         expires_at = require_utc("expires_at", decision.expires_at)
@@ -161,7 +169,7 @@ class TickMixin(RunsMixin):
                     rec = dataclasses.replace(base, resend_at=resend_at or now + timers.resend_first)
                     claimed.append(rec)
                     if decision.max_runs is not None:
-                        self._count_claim(key, decision.max_runs)
+                        self._count_claim(key)
                 elif placement == Placement.BUFFER:  # resend_at: the delay its release keeps
                     due = resend_at or now + timers.resend_first
                     rec = dataclasses.replace(base, state=RunState.BUFFERED, resend_at=due)
@@ -174,11 +182,11 @@ class TickMixin(RunsMixin):
         missed_kinds = merge_kinds(kinds)
         return ClaimBatch(tuple(claimed), tuple(skipped), tuple(deferred), tuple(buffered), missed_kinds)
 
-    def _count_claim(self, key: RKey, max_runs: int) -> None:
-        """max_runs: one more claimed schedule fire (:func:`alma_schedule.policies.limits.count_claim`)."""
+    def _count_claim(self, key: RKey) -> None:
+        """One more claimed schedule fire of a limited routine (information only: ``max_runs``
+        counts starts, :func:`alma_schedule.policies.limits.count_start`)."""
         row = self._routines[key]
-        count, done = limits.count_claim(row.schedule_claims, max_runs)
-        self._write(dataclasses.replace(row, schedule_claims=count, next_due_at=None if done else row.next_due_at))
+        self._write(dataclasses.replace(row, schedule_claims=limits.count_claim(row.schedule_claims)))
 
     def claim_manual(
         self,
@@ -187,8 +195,10 @@ class TickMixin(RunsMixin):
         now: datetime,
         expires_at: datetime,
         resend_at: datetime,
+        actor: str | None = None,
     ) -> ClaimResult:
         args = claim_manual_args(key, now, expires_at, resend_at)
+        actor = audit.check_actor(actor)
         rk, run_id, now, expires, resend = args.key, args.run_id, args.now, args.expires_at, args.resend_at
         with self._lock:
             row = self._routines.get(rk)
@@ -217,6 +227,7 @@ class TickMixin(RunsMixin):
                 due_at=now,
             )
             self._put_run(rec)
+            self._append(rk, audit.entry("trigger", now, actor, row, row, reason=run_id, always=True))
             return ClaimResult(True, rec, "won")
 
     def peek_due(self, now: datetime, limit: int) -> list[Routine]:

@@ -1,4 +1,4 @@
-"""The memory store's reads for the dashboard (issue 17): the tick log (one row per minute, merged by
+"""The memory store's reads for the dashboard: the tick log (one row per minute, merged by
 every tick of it) and the capped counts of routines by state; and the end of a tick,
 ``record_tick`` (the heartbeat and the tick's minute under one lock)."""
 

@@ -7,7 +7,8 @@ import threading
 from collections.abc import Iterator
 from datetime import datetime
 
-from alma_schedule.model import Deferral, Erroring, Routine, RunRecord, RunState
+from alma_schedule.model import BACKFILL_ORIGIN, Backfill, Deferral, Erroring, Routine, RunRecord, RunState
+from alma_schedule.policies import backfill as backfill_policy
 from alma_schedule.stores.validation import check_limit, require_utc
 
 RKey = tuple[str, str, str]
@@ -19,8 +20,21 @@ class WakeMixin:
     _runs: dict[RKey, dict[str, RunRecord]]
     _heartbeat: datetime | None
     _next_wake: datetime | None
+    _backfills: dict[RKey, Backfill]
+
+    def _last_backfill_end(self, key: RKey, row: Backfill) -> datetime | None:
+        """``finished_at`` of the routine's latest backfill run of the range below its ``next_at``."""
+        runs = [
+            r
+            for r in self._runs.get(key, {}).values()
+            if r.origin == BACKFILL_ORIGIN and row.next_at is not None and row.from_at <= r.fire_at < row.next_at
+        ]
+        return max(runs, key=lambda r: r.fire_at).finished_at if runs else None
 
     def _wake_candidates(self) -> Iterator[datetime | None]:
+        for key, pending in self._backfills.items():  # a pending backfill's next claim
+            if pending.pending:
+                yield backfill_policy.ready_at(pending.created_at, self._last_backfill_end(key, pending))
         for row in self._routines.values():
             yield row.next_due_at
             if row.last_error is not None:

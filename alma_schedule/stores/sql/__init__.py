@@ -1,9 +1,7 @@
 """The SQL backend: :class:`SqlStore` (PostgreSQL and SQLite on SQLAlchemy 2 Core) and
 :func:`migrate_store` (Alembic, idempotent, safe when run concurrently).
-
-``migrate_store`` is imported on first use (PEP 562): Alembic (and Mako, which it brings) costs
-about 12 MB of resident memory and 0.4 s of start-up, and a worker, a clock or a dashboard never
-migrates (the store checks its revision against a constant: ``HEAD_REVISION``)."""
+docs/architecture.md, section "The modules, in detail" (stores/sql/__init__.py).
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""A routine's claim decision as the SQL store takes it: ``decide``'s answer validated (instants aware
-UTC, ids well formed), anything it raises or a bad answer turned into a ``Defer`` with back-off, and
-the error text cleaned for the column; a batch's decisions, taken as its locked rows arrive, sorted
+"""A routine's claim decision as the SQL store takes it: the tick's :class:`~alma_schedule.policies.plan.Plan`
+answers as they are; any other ``decide`` (a library user's) validated (instants aware UTC, ids well
+formed), anything it raises or a bad answer turned into a ``Defer`` with back-off; the error text
+cleaned for the column; a batch's decisions, taken as its locked rows arrive, sorted
 for the claim's statements (:class:`Decided`, :func:`decide_rows`)."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 from alma_schedule.errors import InvalidInput
 from alma_schedule.model import ClaimScan, Defer, Deferral, DueKey, Fire, NotDue, Routine, check_id
 from alma_schedule.policies import backoff
+from alma_schedule.policies.plan import Plan
 from alma_schedule.settings import Timers
 from alma_schedule.stores.validation import check_missed, check_utc, require_utc
 
@@ -89,13 +91,13 @@ def clean_error(text: str) -> str:
 @dataclass
 class Decided:
     """One claim batch's locked routines, in due order, and ``decide``'s answers sorted for the claim's
-    statements: the fires to record (with the address of each one's routine row when the rows carry
-    one: ``fire_at``), the ``NotDue`` index moves, the ``Defer`` back-offs (rows and reports); and the
-    fires those fires collapse, by routine kind (``missed``: none on a steady tick)."""
+    statements: the fires to record (``row_addresses``: each one's routine row's ctid, when the rows
+    carry one), the ``NotDue`` index moves, the ``Defer`` back-offs (rows and reports); and the fires
+    those fires collapse, by routine kind (``missed``: none on a steady tick)."""
 
     due: list[Routine] = field(default_factory=list)
     fires: list[tuple[Routine, Fire]] = field(default_factory=list)
-    fire_at: list[str] = field(default_factory=list)
+    row_addresses: list[str] = field(default_factory=list)
     not_due: list[dict[str, Any]] = field(default_factory=list)
     defers: list[dict[str, Any]] = field(default_factory=list)
     deferred: list[Deferral] = field(default_factory=list)
@@ -119,18 +121,19 @@ def decide_rows(
     chunk is decided. A fire at or before the routine's ``last_fire`` is dropped."""
     out = Decided()
     checked: dict[int, Fire] = {}  # the Fire objects found valid (decide's answers are shared)
+    trusted = isinstance(decide, Plan)  # the tick's own plan: its answers are not re-checked
     for rows in chunks:
         routines = build(rows)
         out.due.extend(routines)
         if locked is not None:
             locked(out.due)
         for routine, row in zip(routines, rows, strict=True):
-            dec = decide_checked(decide, routine, now, timers, checked)
+            dec = decide(routine) if trusted else decide_checked(decide, routine, now, timers, checked)
             if isinstance(dec, Fire):
                 if routine.last_fire is None or routine.last_fire < dec.fire_at:
                     out.fires.append((routine, dec))
                     if addressed:
-                        out.fire_at.append(row[-1])
+                        out.row_addresses.append(row[-1])
                     if dec.fires_missed:
                         out.missed[routine.kind] = out.missed.get(routine.kind, 0) + dec.fires_missed
                 continue

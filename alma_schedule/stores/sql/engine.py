@@ -1,21 +1,5 @@
 """Engines: how a URL becomes a configured SQLAlchemy :class:`~sqlalchemy.engine.Engine`.
-
-PostgreSQL (``postgresql+psycopg://``; a bare ``postgresql://`` is given the psycopg driver): READ
-COMMITTED pinned, a SMALL pool per process (prefork workers multiply it against
-``max_connections``), dead pooled connections discarded on checkout without a round trip
-(:mod:`.liveness`, instead of ``pool_pre_ping``), every statement planned for its parameters but the
-run side's two prepared ones (:data:`PG_PLAN_CACHE`, :mod:`.hot`). After a
-fork, call ``engine.dispose(close=False)``.
-
-SQLite (``sqlite:///path``): WAL, a busy timeout, and the driver's own transaction handling turned
-off so that WE emit ``BEGIN IMMEDIATE`` for every write transaction (the write lock is taken at
-BEGIN: two writers never both read and then collide) and a plain deferred ``BEGIN`` for reads
-(connections with the ``alma_read`` execution option). ``RETURNING`` needs SQLite >= 3.35: checked
-here, at start-up.
-
-The namespace (``schema``, default ``alma``; :mod:`.namespace`): PostgreSQL connections carry a
-``schema_translate_map`` from the placeholder schema to it; SQLite statements get the table prefix
-as they are sent.
+docs/architecture.md, section "The modules, in detail" (stores/sql/engine.py).
 """
 
 from __future__ import annotations
@@ -49,8 +33,8 @@ PG_SESSION = r"-c TimeZone=UTC -c default_transaction_isolation=read\ committed"
 #: nothing on our connections (``prepare_threshold = None``, set on connect): every statement is sent
 #: unnamed and planned for its parameters at each execution, whatever ``plan_cache_mode`` (the tick's
 #: claim statements are prepared, in a transaction that sets ``force_custom_plan`` LOCALly:
-#: :func:`.hot.begin_custom_plans`: parsed once, still planned at each execution). Only the
-#: run side's two per-fire statements and the tick probe are prepared, explicitly (:mod:`.hot`: every
+#: :func:`..postgres.hot.begin_custom_plans`: parsed once, still planned at each execution). Only the
+#: run side's two per-fire statements and the tick probe are prepared, explicitly (:mod:`..postgres.hot`: every
 #: row the two touch is found by equality on a full key, and each probe arm is an ordered LIMIT 1
 #: index probe, so their generic plan is their best plan; reusing it saves ~0.4-1 ms of planning per
 #: fire and ~1.5 ms per tick). The mode is pinned to PostgreSQL's default, ``auto``, so a

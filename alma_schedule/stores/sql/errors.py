@@ -1,18 +1,5 @@
 """The ONE boundary where driver errors become ours (``raise ... from exc``).
-
-=====================================================  =========================
-driver error                                           ours
-=====================================================  =========================
-cannot connect, connection lost, pool timeout          :class:`StoreUnavailable`
-SQLite ``database is locked`` / ``busy``                :class:`StoreUnavailable`
-unique / foreign key / check / not-null violation      :class:`StoreConflict`
-deadlock, serialization failure, lock not available    :class:`StoreConflict`
-missing table or column (not migrated)                 :class:`SchemaMismatch`
-anything else from the driver or SQLAlchemy            :class:`StoreError`
-=====================================================  =========================
-
-Messages name the store by its URL with the password hidden, and carry the first line of the
-driver's message (never parameters: they may hold tenant data).
+docs/architecture.md, section "The modules, in detail" (stores/sql/errors.py).
 """
 
 from __future__ import annotations

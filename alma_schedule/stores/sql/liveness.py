@@ -1,17 +1,5 @@
 """Dead pooled PostgreSQL connections are found on checkout WITHOUT a round trip.
-
-SQLAlchemy's ``pool_pre_ping`` sends a ping on every checkout: one PostgreSQL round trip per
-transaction (8 of an idle tick's ~25). Instead, :func:`install` checks the socket of the connection
-being checked out, locally: an idle connection receives nothing from its server unless the server
-is closing it (a terminated backend, a restart, an idle timeout send an error and close the
-socket). A readable socket, or a connection libpq already knows is broken, makes the checkout raise
-:class:`~sqlalchemy.exc.DisconnectionError`; the pool then discards that connection and hands out
-a fresh one (SQLAlchemy's documented disconnect-on-checkout protocol). So the first statement after
-a server closed our connection runs on a new one: it is never lost.
-
-Not covered (as with a pre-ping, which would hang the same way): a peer that vanished without a
-word (no FIN) is found by the first statement, which fails as :class:`StoreUnavailable`; the pool
-then replaces every connection of that generation.
+docs/architecture.md, section "The modules, in detail" (stores/sql/liveness.py).
 """
 
 from __future__ import annotations

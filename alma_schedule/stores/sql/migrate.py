@@ -1,27 +1,5 @@
 """``migrate_store(url)``: bring a SQL store to this code's schema with Alembic, in its namespace.
-
-The scripts live in the package (``migrations/``, one revision per issue). The store's tables, and
-its own Alembic version table (``schedule_version``), live in its namespace (``schema``, default
-``alma``: a PostgreSQL schema, an SQLite table prefix; see :mod:`.namespace`), so migrating into a
-database that already holds a fleet's ``alembic_version``, ``routines`` or ``runs`` neither reads
-nor touches them. Idempotent: a store already at head is left alone. Safe when several processes
-migrate at once:
-
-* PostgreSQL: a session-level advisory lock is held around the whole upgrade, and the upgrade
-  itself is one transaction (transactional DDL) except where a revision builds an index
-  ``CONCURRENTLY`` (it commits first, and its steps are idempotent): the second migrator waits
-  (polling ``pg_try_advisory_lock`` between short sleeps, holding no snapshot, for at most
-  ``LOCK_WAIT``), then finds the store at head and does nothing.
-* SQLite: the upgrade runs in ONE ``BEGIN IMMEDIATE`` transaction (the engine's begin hook), which
-  takes the database's write lock before Alembic reads the current revision.
-
-A 0.1.0 store (our five tables in the default schema beside an ``alembic_version`` at
-``0001_initial``, and no version table of ours) is refused with :class:`AdoptionRequired` unless
-``adopt=True``, which, in the same one transaction, moves the five tables into the namespace
-(:mod:`.queries.adopt`), stamps our version table at ``0001_initial``, removes 0.1.0's row from
-``alembic_version`` (dropping the table when nothing else is in it) and upgrades to head. Adoption
-is the one OFFLINE migration: stop workers and clocks first (a 0.1.0 process would lose its tables
-mid-flight), migrate, then start the new version.
+docs/architecture.md, section "The modules, in detail" (stores/sql/migrate.py).
 """
 
 from __future__ import annotations
@@ -83,11 +61,7 @@ def head_revision() -> str:
 def migrate_store(url: str, *, adopt: bool = False, schema: str | None = None) -> str:
     """Upgrade the store at ``url`` (namespace ``schema``, default ``alma``) to head (idempotent,
     concurrency-safe). Returns the revision.
-
-    ``adopt``: move a 0.1.0 store's tables into the namespace first (see the module docstring).
-    Raises :class:`~alma_schedule.errors.AdoptionRequired` for a 0.1.0 store without ``adopt``,
-    :class:`~alma_schedule.errors.StoreUnavailable` (naming the URL without its password) when the
-    database cannot be reached.
+    docs/architecture.md, section "The modules, in detail" (stores/sql/migrate.py).
     """
     return migrate(url, adopt=adopt, schema=schema).revision
 
@@ -166,9 +140,9 @@ def _prepare(conn: Connection, space: Namespace, *, adopt: bool, where: str) -> 
         return LEGACY_TABLES
     targets = [space.table(t) for t in LEGACY_TABLES]
     if space.postgres:
-        clash = conn.execute(qa.existing_tables(space.dialect, space.name, LEGACY_TABLES)).scalars().all()
+        clash = conn.execute(qa.schema_tables(space.name, LEGACY_TABLES)).scalars().all()
     else:
-        clash = conn.execute(qa.existing_tables(space.dialect, None, targets)).scalars().all()
+        clash = conn.execute(qa.file_tables(targets)).scalars().all()
     if clash:
         raise StoreError(
             f"store {where}: cannot adopt the 0.1.0 tables, {space.describe()} already holds {', '.join(sorted(clash))}"
@@ -184,7 +158,8 @@ def legacy_tables(conn: Connection, space: Namespace) -> tuple[str | None] | Non
     None, the file's main tables), or None when this database holds no 0.1.0 store (a fleet's own
     tables that happen to share our names are not one: their alembic_version is not ours)."""
     source = conn.execute(qa.current_schema()).scalar() if space.postgres else None
-    found = set(conn.execute(qa.existing_tables(space.dialect, source, (*LEGACY_TABLES, "alembic_version"))).scalars())
+    wanted = (*LEGACY_TABLES, "alembic_version")
+    found = set(conn.execute(qa.schema_tables(source, wanted) if space.postgres else qa.file_tables(wanted)).scalars())
     if not set(LEGACY_TABLES) <= found or "alembic_version" not in found:
         return None
     if LEGACY_REVISION not in conn.execute(qa.legacy_versions(source)).scalars().all():
@@ -214,7 +189,7 @@ def _move(conn: Connection, space: Namespace, table: str, source: str | None) ->
         conn.execute(qa.move_table(conn, table, source=source, target=space.name))
         return
     target = space.table(table)
-    conn.execute(qa.move_table(conn, table, source=None, target=target))
+    conn.execute(qa.rename_table(conn, table, target))
     for name, create_sql in conn.execute(qa.sqlite_indexes(target)).all():
         conn.execute(qa.drop_index(conn, name))
         conn.execute(qa.renamed_index(conn, create_sql, space.index(name)))

@@ -1,25 +1,5 @@
 """Where our tables live in a shared database: the store's NAMESPACE (``ALMA_DATABASE_SCHEMA``).
-
-Every table of :mod:`.schema` (and every index and the Alembic version table) is declared in ONE
-placeholder schema, :data:`SCHEMA_TOKEN`. The engine (:func:`.engine.make_engine`) turns the
-placeholder into the store's namespace, so the statements of :mod:`.queries` and the migration
-scripts are written once and never name the namespace:
-
-* PostgreSQL: a real schema (default ``alma``), through SQLAlchemy's ``schema_translate_map`` on
-  every connection: ``alma_schedule_schema.runs`` is sent as ``alma.runs``. No ``search_path``
-  startup option (PgBouncer in transaction mode rejects it) and no unqualified name: the fleet's
-  own ``public.runs`` is never read or written.
-* SQLite has no schemas (an attached "schema" is another file, which would break the one-file,
-  one-transaction store), so the namespace is a table PREFIX: ``alma_runs``, ``alma_ix_runs_poll``
-  (index names are global in an SQLite file, so they carry it too). The engine rewrites the
-  placeholder in each statement as it is sent (:func:`sqlite_rewrite`, a ``before_cursor_execute``
-  hook): that keeps every statement in :mod:`.queries` and one declared schema for both backends,
-  with the plans (and the partial-index predicates) exactly as before. Chosen over naming the
-  tables through a function of the setting, which would make every statement a function of it.
-
-Our own Alembic version table, ``schedule_version``, lives in the namespace too
-(``alma.schedule_version``; ``alma_schedule_version`` on SQLite), so a fleet's ``alembic_version``
-is never read or written.
+docs/architecture.md, section "The modules, in detail" (stores/sql/namespace.py).
 """
 
 from __future__ import annotations
@@ -38,6 +18,8 @@ VERSION_TABLE = "schedule_version"
 LEGACY_TABLES = ("routines", "routine_versions", "runs", "spend", "heartbeat")
 LEGACY_VERSION_TABLE = "alembic_version"
 LEGACY_REVISION = "0001_initial"
+#: SQLAlchemy's name of the one backend without schemas (its namespace a table prefix).
+SQLITE = "sqlite"
 
 __all__ = [
     "DEFAULT_DATABASE_SCHEMA",
@@ -94,7 +76,8 @@ class Namespace:
 
     @property
     def postgres(self) -> bool:
-        return self.dialect == "postgresql"
+        """Whether the backend has schemas (every backend but SQLite, whose namespace is a prefix)."""
+        return self.dialect != SQLITE
 
     def table(self, base: str) -> str:
         """The name one of our tables has in the database (``alma.runs`` / ``alma_runs``)."""

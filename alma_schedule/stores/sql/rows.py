@@ -1,8 +1,5 @@
 """Rows to records and records to rows: the only place that knows both column names and dataclasses.
-
-The ``routines`` and ``runs`` columns are declared in the field order of :class:`Routine` and
-:class:`RunRecord` (checked below, at import), so a row becomes a record positionally: the tick
-turns thousands of rows into records per batch, and keyword construction would dominate its cost.
+docs/architecture.md, section "The modules, in detail" (stores/sql/rows.py).
 """
 
 from __future__ import annotations

@@ -1,20 +1,5 @@
 """The SQL schema: ONE :class:`~sqlalchemy.MetaData` with every table, constraint and index.
-
-Tables: ``routines`` (one row per ``(org, uid, routine_id)``, the cursor and the due index),
-``routine_versions`` (immutable history), ``runs`` (one row per fire: the claim and the ledger),
-``spend`` (reserved and settled micro-USD per ceiling per day), ``backfills`` (an operator's range
-of past fires per routine) and ``heartbeat`` (one row).
-
-Every table lives in the store's namespace: declared in the placeholder schema
-:data:`~.namespace.SCHEMA_TOKEN`, which the engine turns into the PostgreSQL schema
-(``ALMA_DATABASE_SCHEMA``, default ``alma``) or the SQLite table prefix (``alma_runs``); see
-:mod:`.namespace`.
-
-The migrations in ``migrations/versions`` create exactly this (a test compares them). Column order
-of ``routines`` and ``runs`` is the field order of :class:`Routine` and :class:`RunRecord` (rows
-become records positionally; :mod:`.rows` checks it at import). Partial-index
-predicates are SQL literals so that generic plans (``plan_cache_mode=force_generic_plan``) can use
-them: the statements in :mod:`.queries` repeat the same literals.
+docs/architecture.md, section "The modules, in detail" (stores/sql/schema.py).
 """
 
 from __future__ import annotations
@@ -29,7 +14,7 @@ from alma_schedule.stores.sql.namespace import SCHEMA_TOKEN
 from alma_schedule.stores.sql.types import Json, UtcDateTime
 
 #: The Alembic revision this code expects (one revision per issue; a test checks there is ONE head).
-HEAD_REVISION = "0007_on_time"
+HEAD_REVISION = "0011_calendars"
 
 ID = sa.String(200)
 
@@ -42,7 +27,7 @@ def state_in(states: Collection[str]) -> str:
 NON_TERMINAL_SQL = state_in(NON_TERMINAL)
 ACTIVE_SQL = state_in(ACTIVE)
 STATES_SQL = state_in(frozenset(RunState))
-#: The origins a run row may have (issue 15 added ``backfill``; the migration repeats the literal).
+#: The origins a run row may have (0004_schedule_policies added ``backfill``; the migration repeats the literal).
 ORIGINS_SQL = "origin IN ('schedule', 'manual', 'backfill')"
 
 
@@ -75,14 +60,22 @@ routines = sa.Table(
     sa.Column("tzdata_version", sa.String(32), nullable=True),
     sa.Column("created_at", UtcDateTime, nullable=False),
     sa.Column("updated_at", UtcDateTime, nullable=False),
-    # issue 15, max_runs (0004_schedule_policies): schedule fires claimed while max_runs is set
+    # 0004_schedule_policies: schedule fires claimed while max_runs is set (information
+    # only since 0008_hardening: max_runs counts schedule_starts, below)
     sa.Column("schedule_claims", sa.Integer, nullable=False, server_default=sa.text("0")),
-    # --- backfill (issue 15): the latest pruned fire (a backfill reaches only fires after it) ---
+    # --- backfill: the latest pruned fire (a backfill reaches only fires after it) ---
     sa.Column("pruned_through", UtcDateTime, nullable=True),
-    # --- issue 44 (0007_on_time): the fires claims collapsed (policies.missed), and whether one
+    # --- 0007_on_time: the fires claims collapsed (policies.missed), and whether one
     # claim's count reached the cap (shown "10,000+")
     sa.Column("fires_missed", sa.BigInteger, nullable=False, server_default=sa.text("0")),
     sa.Column("fires_missed_capped", sa.Boolean, nullable=False, server_default=sa.false()),
+    # --- 0008_hardening: max_runs' count, the schedule fires STARTED (policies.limits),
+    # written by the start CAS's own statement
+    sa.Column("schedule_starts", sa.BigInteger, nullable=False, server_default=sa.text("0")),
+    # --- 0009_adoption: provenance (model.provenance) and why a disabled routine is disabled
+    sa.Column("source", sa.Text, nullable=True),
+    sa.Column("source_entry", sa.Text, nullable=True),
+    sa.Column("disabled_reason", sa.Text, nullable=True),
 )
 # The tick's index: only routines that can come due are in it (NULL while paused/disabled/deleted).
 sa.Index(
@@ -161,12 +154,12 @@ runs = sa.Table(
     sa.Column("delivery_hash", sa.Text, nullable=True),
     sa.Column("result_text", sa.Text, nullable=True),
     sa.Column("erase_at", UtcDateTime, nullable=True),
-    # issue 14 (0003_faults), the blocked marker: a running run blocked at once (model.BlockedWhy)
+    # 0003_faults, the blocked marker: a running run blocked at once (model.BlockedWhy)
     sa.Column("blocked_at", UtcDateTime, nullable=True),
     sa.Column("blocked_why", sa.String(32), nullable=True),
-    # issue 14 (0003_faults), the owner of a run: who took claimed -> running (policies.ownership)
+    # 0003_faults, the owner of a run: who took claimed -> running (policies.ownership)
     sa.Column("owner", sa.Text, nullable=True),
-    sa.Column("due_at", UtcDateTime, nullable=True),  # jitter (issue 15): fire_at + the fire's jitter
+    sa.Column("due_at", UtcDateTime, nullable=True),  # jitter: fire_at + the fire's jitter
     sa.CheckConstraint(STATES_SQL, name="ck_runs_state"),
     sa.CheckConstraint(ORIGINS_SQL, name="ck_runs_origin"),
 )
@@ -179,7 +172,7 @@ sa.Index(
     unique=True,
     **_where(NON_TERMINAL_SQL),
 )
-# Overlap latest: at most ONE buffered fire per routine (outside uq_runs_one_active; issue 15).
+# Overlap latest: at most ONE buffered fire per routine (outside uq_runs_one_active; 0004_schedule_policies).
 sa.Index(
     "uq_runs_one_buffered",
     runs.c.org,
@@ -193,7 +186,7 @@ sa.Index("ix_runs_resend", runs.c.resend_at, **_where("state = 'claimed'"))
 sa.Index("ix_runs_expires", runs.c.expires_at, **_where("state = 'claimed'"))
 sa.Index("ix_runs_poll", runs.c.next_poll_at, **_where("state = 'submitted'"))
 sa.Index("ix_runs_active_since", runs.c.state_at, **_where(ACTIVE_SQL))
-# Issue 14 (0003_faults): Celery's loss report finds the running runs of one request id
+# 0003_faults: Celery's loss report finds the running runs of one request id
 # (``owner = id OR owner LIKE 'id/%'``: text_pattern_ops on PostgreSQL serves the prefix).
 sa.Index(
     "ix_runs_owner",
@@ -232,7 +225,7 @@ zone_state = sa.Table(
     sa.Column("cursor_routine_id", ID, nullable=True),
     sa.CheckConstraint("id = 1", name="ck_zone_state_one_row"),
 )
-# --- backfill (issue 15): one operator range per routine; the tick reads only the pending ones ---
+# --- backfill: one operator range per routine; the tick reads only the pending ones ---
 backfills = sa.Table(
     "backfills",
     metadata,
@@ -260,7 +253,7 @@ heartbeat = sa.Table(
     sa.CheckConstraint("id = 1", name="ck_heartbeat_one_row"),
 )
 
-# --- the tick log (issue 17, revision 0005_dashboard): one row per minute, pruned after 7 days ---
+# --- the tick log (revision 0005_dashboard): one row per minute, pruned after 7 days ---
 tick_log = sa.Table(
     "tick_log",
     metadata,
@@ -271,3 +264,73 @@ tick_log = sa.Table(
     sa.Column("lag_p95", sa.Float, nullable=True),
 )
 # --- end the tick log ---
+
+# --- audit trail (revision 0010_history): routine_events, append-only (policies.audit) ---
+routine_events = sa.Table(
+    "routine_events",
+    metadata,
+    sa.Column("event_id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), primary_key=True, autoincrement=True),
+    sa.Column("org", ID, nullable=False),
+    sa.Column("uid", ID, nullable=False),
+    sa.Column("routine_id", ID, nullable=False),
+    sa.Column("at", UtcDateTime, nullable=False),
+    sa.Column("actor", sa.Text, nullable=True),
+    sa.Column("action", sa.String(32), nullable=False),
+    sa.Column("reason", sa.Text, nullable=True),
+    sa.Column("diff", Json, nullable=True),
+)
+# A routine's history in order, and the retention's prune (oldest first).
+sa.Index(
+    "ix_routine_events_routine",
+    routine_events.c.org,
+    routine_events.c.uid,
+    routine_events.c.routine_id,
+    routine_events.c.at,
+    routine_events.c.event_id,
+)
+sa.Index("ix_routine_events_at", routine_events.c.at, routine_events.c.event_id)
+# --- end audit trail ---
+
+# --- did-not-run alarm (revision 0011_calendars): routines with ``expect``, and each alert's delivery ---
+#: The predicate of a live routine whose schedule has ``expect`` (each dialect's JSON text; the
+#: overdue read repeats it so the partial index serves it).
+EXPECT_SQL = {
+    "postgresql": "(schedule ->> 'expect') IS NOT NULL AND deleted_at IS NULL",
+    "sqlite": "json_extract(schedule, '$.expect') IS NOT NULL AND deleted_at IS NULL",
+}
+sa.Index(
+    "ix_routines_expect",
+    routines.c.org,
+    routines.c.uid,
+    routines.c.routine_id,
+    postgresql_where=sa.text(EXPECT_SQL["postgresql"]),
+    sqlite_where=sa.text(EXPECT_SQL["sqlite"]),
+)
+# One row per overdue fire an alert was sent for: its attempts, the lease of its task, and the 2xx.
+overdue_alerts = sa.Table(
+    "overdue_alerts",
+    metadata,
+    sa.Column("org", ID, primary_key=True),
+    sa.Column("uid", ID, primary_key=True),
+    sa.Column("routine_id", ID, primary_key=True),
+    sa.Column("fire_at", UtcDateTime, primary_key=True),
+    sa.Column("attempts", sa.Integer, nullable=False, server_default=sa.text("0")),
+    sa.Column("next_attempt_at", UtcDateTime, nullable=False),
+    sa.Column("delivered_at", UtcDateTime, nullable=True),
+    sa.Column("created_at", UtcDateTime, nullable=False),
+)
+# --- end did-not-run alarm ---
+
+# --- calendars (revision 0011_calendars): business calendars, system data, read whole by the tick ---
+calendars = sa.Table(
+    "calendars",
+    metadata,
+    sa.Column("name", sa.String(63), primary_key=True),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("spec", Json, nullable=False),  # country, subdiv, market, weekend, add, remove
+    sa.Column("holidays", Json, nullable=False),  # [[ISO date, name], ...] in date order
+    sa.Column("first_year", sa.Integer, nullable=False),
+    sa.Column("last_year", sa.Integer, nullable=False),
+    sa.Column("updated_at", UtcDateTime, nullable=False),
+)
+# --- end calendars ---

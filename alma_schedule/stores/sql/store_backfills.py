@@ -1,18 +1,6 @@
 """Backfills of :class:`~alma_schedule.stores.sql.SqlStore`: the range rows (tenant), the tick's
 backfill claim and the system-wide routine listing (system).
-
-``claim_backfills`` is ONE transaction of its own, after the tick's ``claim_due`` batches. With no
-pending backfill it costs one read and nothing else: an autocommit (SQLite: a read transaction)
-``SELECT ... LIMIT 1`` through the partial index ``ix_backfills_pending``, returning nothing.
-Otherwise, in one write transaction:
-
-1. lock (skip-locked) the routines with a pending backfill that are live, enabled, unpaused, not
-   due and have no non-terminal run (read through ``ix_backfills_pending``);
-2. ask ``plan`` for each (in Python: the cron math stays in the core);
-3. one SELECT of the candidates whose run key exists;
-4. one INSERT of the chosen fires (``claimed``, origin ``backfill``; ``ON CONFLICT DO NOTHING``);
-5. one executemany moving each range's ``next_at``
-   (:mod:`alma_schedule.policies.backfill` decides both the fire and the move).
+docs/architecture.md, section "The modules, in detail" (stores/sql/store_backfills.py).
 """
 
 from __future__ import annotations
@@ -24,6 +12,7 @@ from typing import Any
 
 from alma_schedule.errors import BackfillRefused, NotFound
 from alma_schedule.model import BACKFILL_ORIGIN, Backfill, BackfillStep, Routine, RunRecord, RunState, Scope
+from alma_schedule.policies import audit
 from alma_schedule.policies import backfill as policy
 from alma_schedule.settings import Timers
 from alma_schedule.stores.backfill_args import (
@@ -36,7 +25,8 @@ from alma_schedule.stores.backfill_args import (
 from alma_schedule.stores.sql import queries as q
 from alma_schedule.stores.sql.rows import new_run, routine_from_row, run_from_row, run_from_values
 from alma_schedule.stores.sql.schema import routines
-from alma_schedule.stores.sql.store_tick import TickMixin
+from alma_schedule.stores.sql.store_base import SqlBase
+from alma_schedule.stores.sql.store_events import append
 from alma_schedule.stores.validation import check_routine_key, require_utc
 
 _N_ROUTINE = len(routines.c)
@@ -46,12 +36,14 @@ def _backfill(row: Any) -> Backfill:
     return Backfill(*row)
 
 
-class BackfillsMixin(TickMixin):  # TickMixin: its row chunking for SQLite's bind limit
+class BackfillsMixin(SqlBase):
     # ------------------------------------------------------------------ backfills (tenant)
 
-    def put_backfill(self, backfill: Backfill, *, now: datetime) -> Backfill:
-        """Tenant, ONE transaction: lock the routine row, check it and its current range, write."""
+    def put_backfill(self, backfill: Backfill, *, now: datetime, actor: str | None = None) -> Backfill:
+        """Tenant, ONE transaction: lock the routine row, check it and its current range, write (and
+        the ``backfill`` event)."""
         key, row, now = backfill_args(backfill, now)
+        actor = audit.check_actor(actor)
         with self._tx() as conn:
             found = conn.execute(q.select_routine(*key, lock=True)).first()
             routine = routine_from_row(found) if found is not None else None
@@ -69,7 +61,9 @@ class BackfillsMixin(TickMixin):  # TickMixin: its row chunking for SQLite's bin
                     reason="pending",
                 )
             values = {f.name: getattr(row, f.name) for f in fields(row)}
-            return _backfill(conn.execute(q.put_backfill(self.dialect, values)).one())
+            stored = _backfill(conn.execute(q.put_backfill(self.dialect, values)).one())
+            append(conn, key, audit.backfilled(now, actor, row.from_at, row.to_at, row.max_fires))
+            return stored
 
     def get_backfill(self, scope: Scope, routine_id: str) -> Backfill | None:
         key = check_routine_key(scope, routine_id)
@@ -78,17 +72,22 @@ class BackfillsMixin(TickMixin):  # TickMixin: its row chunking for SQLite's bin
         return _backfill(row) if row is not None else None
 
     def cancel_backfill(
-        self, scope: Scope, routine_id: str, *, now: datetime
+        self, scope: Scope, routine_id: str, *, now: datetime, actor: str | None = None
     ) -> tuple[Backfill | None, RunRecord | None]:
-        """Tenant, ONE transaction: the range cancelled, its claimed run ``skipped(operator)``."""
+        """Tenant, ONE transaction: the range cancelled, its claimed run ``skipped(operator)`` (and a
+        ``cancel_backfill`` event when a pending range was cancelled)."""
         key = check_routine_key(scope, routine_id)
         now = require_utc("now", now)
+        actor = audit.check_actor(actor)
         with self._tx() as conn:
             conn.execute(q.select_routine(*key, lock=True)).first()
+            before = conn.execute(q.select_backfill(*key)).first()
             conn.execute(q.cancel_backfill(*key, now))
             row = conn.execute(q.select_backfill(*key)).first()
             if row is None:
                 return None, None
+            if before is not None and _backfill(before).pending:
+                append(conn, key, audit.cancelled_backfill(now, actor))
             gone = conn.execute(q.skip_claimed_backfill_run(*key, now)).first()
             return _backfill(row), (run_from_row(gone) if gone is not None else None)
 
@@ -122,8 +121,8 @@ class BackfillsMixin(TickMixin):  # TickMixin: its row chunking for SQLite's bin
                     continue  # the planner reports its own errors; this routine waits for a later tick
             keys4 = [(r.org, r.uid, r.routine_id, run_id) for r, _, s in steps for run_id, _ in s.candidates]
             existing: dict[tuple[str, str, str], set[str]] = {}
-            for chunk in self._chunks(keys4):
-                stmt, params = q.existing_runs(d, chunk)
+            for chunk in self._driver.chunks(keys4):
+                stmt, params = self._driver.existing_runs(chunk)
                 for org, uid, rid, run_id in conn.execute(stmt, params).all():
                     existing.setdefault((org, uid, rid), set()).add(run_id)
             new_rows: list[dict[str, Any]] = []
@@ -144,6 +143,7 @@ class BackfillsMixin(TickMixin):  # TickMixin: its row chunking for SQLite's bin
                             now=now,
                             expires_at=step.expires_at,
                             resend_at=step.resend_at,
+                            due_at=now,  # due when claimed: its lag is from the claim, not the past fire
                         )
                     )
                 nxt = policy.next_at(step, chosen)

@@ -1,14 +1,12 @@
 """Routine writes and reads of :class:`~alma_schedule.stores.sql.SqlStore` (tenant operations).
-
-Each write locks the routine row (``SELECT ... FOR UPDATE``; SQLite: the write transaction) and
-then writes it in the same transaction. The row invariant holds on every write: ``next_due_at`` is
-NULL while the routine is paused, disabled or deleted.
+docs/architecture.md, section "The modules, in detail" (stores/sql/store_routines.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -17,11 +15,20 @@ from sqlalchemy.engine import Connection
 from alma_schedule.compat.sqlalchemy import row_mapping
 from alma_schedule.errors import NotFound, RegistrationRefused, StoreConflict
 from alma_schedule.model import Routine, RoutineVersion, Scope
-from alma_schedule.policies import backoff
-from alma_schedule.stores.arguments import list_routines_args, put_routine_args, set_enabled_args, set_paused_args
+from alma_schedule.model.provenance import check_disabled_reason
+from alma_schedule.policies import audit, incarnation
+from alma_schedule.stores.arguments import (
+    PutRoutineArgs,
+    list_routines_args,
+    put_routine_args,
+    set_enabled_args,
+    set_paused_args,
+)
+from alma_schedule.stores.put_many import put_routines_args
 from alma_schedule.stores.sql import queries as q
 from alma_schedule.stores.sql.rows import routine_from_row, routine_values, run_from_row, version_from_row
 from alma_schedule.stores.sql.store_base import RKey, SqlBase
+from alma_schedule.stores.sql.store_events import append
 from alma_schedule.stores.validation import check_routine_key, check_text, require_utc
 
 
@@ -41,74 +48,103 @@ class RoutinesMixin(SqlBase):
     def _update(self, conn: Connection, key: RKey, values: dict[str, Any]) -> Routine:
         return routine_from_row(conn.execute(q.update_routine(*key, values)).one())
 
-    def put_routine(self, routine: Routine, *, now: datetime, expected_revision: str | None = None) -> Routine:
+    def put_routine(
+        self, routine: Routine, *, now: datetime, expected_revision: str | None = None, actor: str | None = None
+    ) -> Routine:
         """Register or re-register (tenant, ONE transaction): see :meth:`Store.put_routine`."""
         args = put_routine_args(routine, now)
+        check_text("paused_reason", routine.paused_reason)
+        actor = audit.check_actor(actor)
+        with self._tx() as conn:
+            return self._put(conn, routine, args, expected_revision, actor)
+
+    def put_routines(
+        self, routines: Sequence[tuple[Routine, str | None]], *, now: datetime, actor: str | None = None
+    ) -> list[Routine]:
+        """Many ``put_routine`` in ONE transaction (tenant): see :meth:`Store.put_routines`."""
+        checked = put_routines_args(routines, now)
+        actor = audit.check_actor(actor)
+        with self._tx() as conn:
+            return [self._put(conn, routine, args, expected, actor) for routine, args, expected in checked]
+
+    def _put(
+        self,
+        conn: Connection,
+        routine: Routine,
+        args: PutRoutineArgs,
+        expected_revision: str | None,
+        actor: str | None = None,
+    ) -> Routine:
         key, now = args.key, args.now
         schedule = json.loads(args.schedule)
         definition = json.loads(args.definition)
         fields: dict[str, Any] = {**args.fields, "schedule": schedule, "definition": definition}
-        check_text("paused_reason", routine.paused_reason)
-        with self._tx() as conn:
-            found = conn.execute(q.select_routine(*key, lock=True)).first()
-            old = routine_from_row(found) if found is not None else None
-            live = old is not None and old.deleted_at is None
-            current = old.config_revision if (old is not None and live) else None
-            if expected_revision != current:
-                raise StoreConflict(
-                    f"routine {routine.key} is at revision {current!r}, not the expected {expected_revision!r}"
+        found = conn.execute(q.select_routine(*key, lock=True)).first()
+        old = routine_from_row(found) if found is not None else None
+        live = old is not None and old.deleted_at is None
+        current = old.config_revision if (old is not None and live) else None
+        if expected_revision != current:
+            raise StoreConflict(
+                f"routine {routine.key} is at revision {current!r}, not the expected {expected_revision!r}"
+            )
+        if old is not None and not live:
+            blocking = conn.execute(q.select_open_run(*key)).first()
+            if blocking is not None:
+                rec = run_from_row(blocking)
+                raise RegistrationRefused(
+                    f"routine {routine.key} was deleted and its run {rec.run_id} is still {rec.state}",
+                    blocking_run=rec,
                 )
-            if old is not None and not live:
-                blocking = conn.execute(q.select_open_run(*key)).first()
-                if blocking is not None:
-                    rec = run_from_row(blocking)
-                    raise RegistrationRefused(
-                        f"routine {routine.key} was deleted and its run {rec.run_id} is still {rec.state}",
-                        blocking_run=rec,
-                    )
-            if old is not None and live:
-                row = dataclasses.replace(old, **fields, updated_at=now)
-            else:
-                row = dataclasses.replace(
-                    routine,
-                    **fields,
-                    deleted_at=None,
-                    **backoff.CLEAR.fields(),
-                    schedule_claims=0,  # a new incarnation counts from zero (max_runs)
-                    fires_missed=0,  # and has collapsed no fire yet
-                    fires_missed_capped=False,
-                    created_at=now,
-                    updated_at=now,
+        if old is not None and live:
+            row = dataclasses.replace(old, **fields, updated_at=now)
+        else:
+            row = dataclasses.replace(
+                routine,
+                **fields,
+                **incarnation.fresh(now),
+            )
+        values = routine_values(_invariant(row))
+        if old is None:
+            stored = routine_from_row(conn.execute(q.insert_routine(values)).one())
+        else:
+            stored = self._update(conn, key, values)
+        latest = conn.execute(q.latest_version(*key)).first()
+        if latest is None or latest.config_revision != routine.config_revision:
+            conn.execute(
+                q.insert_version(
+                    {
+                        "org": key[0],
+                        "uid": key[1],
+                        "routine_id": key[2],
+                        "version": 1 if latest is None else latest.version + 1,
+                        "config_revision": routine.config_revision,
+                        "kind": routine.kind,
+                        "schedule": schedule,
+                        "definition": definition,
+                        "created_at": now,
+                    }
                 )
-            values = routine_values(_invariant(row))
-            if old is None:
-                stored = routine_from_row(conn.execute(q.insert_routine(values)).one())
-            else:
-                stored = self._update(conn, key, values)
-            latest = conn.execute(q.latest_version(*key)).first()
-            if latest is None or latest.config_revision != routine.config_revision:
-                conn.execute(
-                    q.insert_version(
-                        {
-                            "org": key[0],
-                            "uid": key[1],
-                            "routine_id": key[2],
-                            "version": 1 if latest is None else latest.version + 1,
-                            "config_revision": routine.config_revision,
-                            "kind": routine.kind,
-                            "schedule": schedule,
-                            "definition": definition,
-                            "created_at": now,
-                        }
-                    )
-                )
-            return stored
+            )
+        before = old if live else None
+        append(conn, key, audit.entry(audit.put_action(before, routine), now, actor, before, stored))
+        return stored
 
     def set_enabled(
-        self, scope: Scope, routine_id: str, enabled: bool, *, now: datetime, next_due_at: datetime | None
+        self,
+        scope: Scope,
+        routine_id: str,
+        enabled: bool,
+        *,
+        now: datetime,
+        next_due_at: datetime | None,
+        reason: str | None = None,
+        actor: str | None = None,
     ) -> Routine:
-        """Disable / enable (restart the cursor at now). Tenant, ONE transaction; no-op if unchanged."""
+        """Disable (with ``reason``) / enable (restart the cursor at now). Tenant, ONE transaction;
+        no-op if unchanged."""
         key, now, due = set_enabled_args(scope, routine_id, now, next_due_at)
+        check_disabled_reason(enabled, reason)
+        actor = audit.check_actor(actor)
         with self._tx() as conn:
             row = self._locked_live(conn, key)
             if row.enabled == enabled:
@@ -118,7 +154,7 @@ class RoutinesMixin(SqlBase):
             else:
                 new = dataclasses.replace(row, enabled=False, next_due_at=None)
             new = _invariant(new)
-            return self._update(
+            stored = self._update(
                 conn,
                 key,
                 {
@@ -126,9 +162,13 @@ class RoutinesMixin(SqlBase):
                     "last_fire": new.last_fire,
                     "consecutive_failures": new.consecutive_failures,
                     "next_due_at": new.next_due_at,
+                    "disabled_reason": None if enabled else reason,
                     "updated_at": now,
                 },
             )
+            action = "enable" if enabled else "disable"
+            append(conn, key, audit.entry(action, now, actor, row, stored, reason=reason))
+            return stored
 
     def set_paused(
         self,
@@ -138,18 +178,22 @@ class RoutinesMixin(SqlBase):
         *,
         now: datetime,
         next_due_at: datetime | None,
+        actor: str | None = None,
     ) -> Routine:
         """Pause (the first reason wins) / resume (restart at now, streak 0). Tenant, ONE transaction."""
         key, now, due = set_paused_args(scope, routine_id, reason, now, next_due_at)
+        actor = audit.check_actor(actor)
         with self._tx() as conn:
             row = self._locked_live(conn, key)
             if reason is not None and row.paused_reason is None:
-                return self._update(conn, key, {"paused_reason": reason, "next_due_at": None, "updated_at": now})
+                paused = self._update(conn, key, {"paused_reason": reason, "next_due_at": None, "updated_at": now})
+                append(conn, key, audit.entry("pause", now, actor, row, paused, reason=reason))
+                return paused
             if reason is None and row.paused_reason is not None:
                 new = _invariant(
                     dataclasses.replace(row, paused_reason=None, consecutive_failures=0, last_fire=now, next_due_at=due)
                 )
-                return self._update(
+                resumed = self._update(
                     conn,
                     key,
                     {
@@ -160,12 +204,15 @@ class RoutinesMixin(SqlBase):
                         "updated_at": now,
                     },
                 )
+                append(conn, key, audit.entry("resume", now, actor, row, resumed))
+                return resumed
             return row
 
-    def delete_routine(self, scope: Scope, routine_id: str, *, now: datetime) -> Routine:
+    def delete_routine(self, scope: Scope, routine_id: str, *, now: datetime, actor: str | None = None) -> Routine:
         """Tombstone (tenant, ONE transaction, idempotent); :class:`NotFound` for an unknown id."""
         now = require_utc("now", now)
         key = check_routine_key(scope, routine_id)
+        actor = audit.check_actor(actor)
         with self._tx() as conn:
             found = conn.execute(q.select_routine(*key, lock=True)).first()
             if found is None:
@@ -173,7 +220,9 @@ class RoutinesMixin(SqlBase):
             row = routine_from_row(found)
             if row.deleted_at is not None:
                 return row
-            return self._update(conn, key, {"deleted_at": now, "next_due_at": None, "updated_at": now})
+            gone = self._update(conn, key, {"deleted_at": now, "next_due_at": None, "updated_at": now})
+            append(conn, key, audit.entry("delete", now, actor, row, gone))
+            return gone
 
     def get_routine(self, scope: Scope, routine_id: str, *, include_deleted: bool = False) -> Routine | None:
         key = check_routine_key(scope, routine_id)

@@ -1,14 +1,10 @@
 """Run transitions, money and ledger reads of :class:`~alma_schedule.stores.sql.SqlStore`.
-
-Every guarded transition is ONE ``UPDATE ... WHERE state IN (<edge sources>) RETURNING`` (the CAS
-of one edge of :data:`~alma_schedule.model.EDGES`); a loser re-reads the row and gets it with a
-reason, never an exception. Lock order, everywhere in the store: routine row, then run row (then
-the routine's buffered row, released by a terminal write: :mod:`.store_buffered`), then spend rows in
-ceiling-key order (so concurrent transactions never deadlock).
+docs/architecture.md, section "The modules, in detail" (stores/sql/store_runs.py).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -22,6 +18,7 @@ from alma_schedule.model import (
     NON_TERMINAL,
     Ceiling,
     ClaimResult,
+    Reason,
     ReserveResult,
     RunKey,
     RunRecord,
@@ -29,7 +26,7 @@ from alma_schedule.model import (
     RunState,
     Scope,
 )
-from alma_schedule.policies import settlement, streak, supersession
+from alma_schedule.policies import audit, limits, settlement, streak, supersession
 from alma_schedule.settings import Timers
 from alma_schedule.stores.arguments import (
     annotate_args,
@@ -45,12 +42,23 @@ from alma_schedule.stores.arguments import (
     start_args,
     submit_args,
 )
-from alma_schedule.stores.sql import hot
 from alma_schedule.stores.sql import queries as q
 from alma_schedule.stores.sql.rows import routine_after_run, routine_from_row, run_from_row
-from alma_schedule.stores.sql.store_base import Abort
-from alma_schedule.stores.sql.store_finish import FinishMixin
+from alma_schedule.stores.sql.store_base import Abort, SqlBase
+from alma_schedule.stores.sql.store_buffered import end_open_run
+from alma_schedule.stores.sql.store_events import append
+from alma_schedule.stores.sql.store_finish import finish_at_once, streak_step
+from alma_schedule.stores.sql.store_fixed_delay import is_fixed_delay, rearm
 from alma_schedule.stores.validation import check_routine_key
+
+
+def _over_limit(origin: str, starts: Any, schedule: Any) -> bool:
+    """A start of a run of ``origin`` that ``max_runs`` refuses (:func:`limits.count_start`)."""
+    if isinstance(schedule, str | bytes):  # JSON text, as a driver may hand it back
+        schedule = json.loads(schedule)
+    if not isinstance(schedule, Mapping):  # a routine row that is gone (the outer join)
+        return False
+    return limits.count_start(int(starts or 0), limits.limit_of(schedule), origin) is None
 
 
 def _settlement(rec: RunRecord, cost: int) -> tuple[dict[str, Any], settlement.Settlement]:
@@ -63,7 +71,7 @@ def _settlement(rec: RunRecord, cost: int) -> tuple[dict[str, Any], settlement.S
     return values, money
 
 
-class RunsMixin(FinishMixin):
+class RunsMixin(SqlBase):
     # ------------------------------------------------------------------ helpers
 
     def _current(self, conn: Connection, key: RunKey, *, lock: bool = False) -> RunRecord | None:
@@ -90,28 +98,29 @@ class RunsMixin(FinishMixin):
     # ------------------------------------------------------------------ transitions
 
     def start(self, key: RunKey, *, now: datetime, owner: str | None = None, in_window: bool = False) -> ClaimResult:
-        """CAS ``claimed -> running`` in ONE statement joined to the routine row (``in_window``:
-        inside the run's window), returning the routine too (PostgreSQL: one round trip); if that moved nothing,
-        a second statement decides: inactive routine -> ``skipped`` with that reason (CAS, in ONE
-        transaction with the release of the routine's buffered fire), else the loser's reason with
-        the current record. ``owner`` is written by the CAS. PostgreSQL sends the CAS prepared, on
-        the driver connection (:mod:`.hot`)."""
+        """CAS ``claimed -> running`` in ONE statement joined to the routine row, writing ``owner`` and
+        ``max_runs``' count; if it moved nothing, a second statement skips an inactive or exhausted
+        routine's run (atomically with the release of its buffered fire) or returns the loser's reason.
+        docs/architecture.md, section "The modules, in detail" (stores/sql/store_runs.py).
+        """
         rk, now, owner = start_args(key, now, owner, in_window)
-        pg = self.dialect == "postgresql"
-        start_cas = q.start_cas(with_routine=pg, in_window=in_window)
+        joined = self._driver.one_statement  # the routine comes back with the CAS
+        start_cas = q.start_cas(with_routine=joined, in_window=in_window)
         for _attempt in range(3):
             with self._tx(single=True) as conn:
                 params = q.run_params(key, now=now, owner=owner)
-                if pg:
-                    row = hot.one_row(conn, start_cas, self.schema, params)
-                else:
-                    row = conn.execute(start_cas, params).first()
+                if not joined:  # counted starts of one routine take turns (PostgreSQL, portable)
+                    conn.execute(q.LOCK_COUNTED_ROUTINE, params)
+                row = self._driver.one_row(conn, start_cas, params)
                 if row is not None:
-                    if pg:
+                    run = run_from_row(row)
+                    if joined:
                         routine = routine_after_run(row)
-                    else:  # SQLite: read in the same (BEGIN IMMEDIATE) transaction
+                    else:  # SQLite: read (and counted) in the same (BEGIN IMMEDIATE) transaction
                         routine = routine_from_row(conn.execute(q.select_routine(*rk)).one())
-                    return ClaimResult(True, run_from_row(row), "won", routine=routine)
+                        if run.origin == limits.COUNTED_ORIGIN and limits.limit_of(routine.schedule) is not None:
+                            routine = routine_from_row(conn.execute(q.COUNT_START, params).one())
+                    return ClaimResult(True, run, "won", routine=routine)
                 found = conn.execute(q.SELECT_RUN_WITH_ROUTINE, q.run_params(key)).first()
             if found is None:
                 return ClaimResult(False, None, "not_found")
@@ -127,6 +136,8 @@ class RunsMixin(FinishMixin):
                 inactive = "disabled"
             elif m["r_paused_reason"] is not None:
                 inactive = "paused"
+            elif _over_limit(rec.origin, m["r_schedule_starts"], m["r_schedule"]):
+                inactive = Reason.FINISHED  # max_runs: this start would pass it
             else:
                 inactive = None  # the routine came back between the two statements: try again
             if inactive is not None:
@@ -140,8 +151,11 @@ class RunsMixin(FinishMixin):
         transaction; None when the row was no longer ``claimed``."""
         values = {"state": RunState.SKIPPED, "reason": inactive, "state_at": now, "finished_at": now}
         with self._tx() as conn:
-            conn.execute(q.select_routine(key.org, key.uid, key.routine_id, lock=True))  # lock order, as finish
-            skipped, released = self._end_open_run(conn, key, [RunState.CLAIMED], values, now)
+            row = conn.execute(q.select_routine(key.org, key.uid, key.routine_id, lock=True)).first()  # lock order
+            if inactive == Reason.FINISHED:  # still over max_runs, the routine locked
+                if row is None or not _over_limit(limits.COUNTED_ORIGIN, row.schedule_starts, row.schedule):
+                    return None
+            skipped, released = end_open_run(conn, key, [RunState.CLAIMED], values, now)
             if skipped is None:
                 return None
             return ClaimResult(False, skipped, inactive, released)
@@ -190,13 +204,14 @@ class RunsMixin(FinishMixin):
     ) -> ClaimResult:
         """The terminal CAS, the failure streak (and the pause latch) and the money settlement, in
         ONE transaction (PostgreSQL: ONE statement unless a buffered fire is to be released or the
-        CAS loses: :meth:`_finish_at_once`). The row is read locked; its state must be in ``EDGES[outcome]`` narrowed
-        by ``from_states`` (else a loser: nothing written), and the update is guarded on it."""
+        CAS loses: :func:`.store_finish.finish_at_once`). The row is read locked; its state must be in
+        ``EDGES[outcome]`` narrowed by ``from_states`` (else a loser: nothing written), and the update is
+        guarded on it."""
         args = finish_args(key, result, now, from_states)
         check_timers(timers)
         rk, now, allowed, cost_in, error_class = args.rk, args.now, args.allowed, args.cost, args.error_class
-        if self.dialect == "postgresql":
-            done = self._finish_at_once(key, result, now, timers, allowed, cost_in, error_class)
+        if self._driver.one_statement:
+            done = finish_at_once(self, key, result, now, timers, allowed, cost_in, error_class)
             if done is not None:
                 return done
         with self._tx() as conn:
@@ -225,23 +240,33 @@ class RunsMixin(FinishMixin):
                 "erase_at": erase_at,
                 **settle,
             }
-            new, released = self._end_open_run(conn, key, [rec.state], values, now)
+            new, released = end_open_run(conn, key, [rec.state], values, now)
             if new is None:  # the row is locked: cannot happen
                 raise StoreConflict(f"run {key} changed under finish(); nothing was written")
             self._move(conn, money)
             if routine is not None:
-                self._streak(conn, rk, dict(row_mapping(routine)), result, now, timers)
+                streak_step(conn, rk, dict(row_mapping(routine)), result, now, timers)
+            if is_fixed_delay(locked):  # the next fire, after the streak step (a latch pauses it)
+                rearm(conn, rk, now)
             return ClaimResult(True, new, "won", released)
 
     def record(
-        self, key: RunKey, outcome: str, reason: str, *, now: datetime, cost_micros: int | None = None
+        self,
+        key: RunKey,
+        outcome: str,
+        reason: str,
+        *,
+        now: datetime,
+        cost_micros: int | None = None,
+        actor: str | None = None,
     ) -> ClaimResult:
         """The operator's CAS from ANY non-terminal state to ``outcome`` (tenant, ONE transaction);
         settles the reservation to the recorded cost (``cost_micros``, else the stored one); never
         touches the streak; never resends."""
-        _, now, given = record_args(key, outcome, reason, now, cost_micros)
+        rk, now, given = record_args(key, outcome, reason, now, cost_micros)
+        actor = audit.check_actor(actor)
         with self._tx() as conn:
-            conn.execute(q.select_routine(key.org, key.uid, key.routine_id, lock=True))  # lock order, as finish
+            locked = conn.execute(q.select_routine(key.org, key.uid, key.routine_id, lock=True)).first()  # lock order
             rec = self._current(conn, key, lock=True)
             if rec is None:
                 return ClaimResult(False, None, "not_found")
@@ -258,15 +283,18 @@ class RunsMixin(FinishMixin):
                 **settle,
             }
             if rec.state in NON_TERMINAL:  # the open run ends: release the routine's buffered fire
-                new, released = self._end_open_run(conn, key, [rec.state], values, now)
+                new, released = end_open_run(conn, key, [rec.state], values, now)
             else:  # a recorded buffered row releases nothing
                 new, released = run_from_row(conn.execute(*q.cas(key, [rec.state], values)).one()), None
             if new is None:  # the row is locked: cannot happen
                 raise StoreConflict(f"run {key} changed under record(); nothing was written")
             self._move(conn, money)
+            append(conn, rk, audit.recorded(now, actor, key.run_id, outcome, reason))
+            if is_fixed_delay(locked):
+                rearm(conn, (key.org, key.uid, key.routine_id), now)
             return ClaimResult(True, new, "won", released)
 
-    # --- the blocked marker (issue 14) ---
+    # --- the blocked marker ---
 
     def mark_blocked(self, key: RunKey, *, why: str, now: datetime, cost_micros: int | None = None) -> bool:
         """Mark a ``running`` run blocked at once: ONE guarded ``UPDATE ... WHERE state = 'running'``
@@ -345,7 +373,7 @@ class RunsMixin(FinishMixin):
         state: str | None = None,
         since: datetime | None = None,
         limit: int = 100,
-        before: tuple[datetime, str] | None = None,
+        before: tuple[datetime, str] | tuple[datetime, str, str] | None = None,
     ) -> list[RunRecord]:
         since, edge, limit = list_runs_args(scope, routine_id, state, since, before, limit)
         stmt = q.list_runs(

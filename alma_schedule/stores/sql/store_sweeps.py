@@ -14,7 +14,8 @@ from alma_schedule.stores.arguments import check_timers
 from alma_schedule.stores.sql import queries as q
 from alma_schedule.stores.sql.rows import routine_from_row, run_from_row
 from alma_schedule.stores.sql.schema import runs
-from alma_schedule.stores.sql.store_buffered import BufferedMixin
+from alma_schedule.stores.sql.store_base import SqlBase
+from alma_schedule.stores.sql.store_buffered import release_buffered
 from alma_schedule.stores.validation import check_limit, require_utc
 
 
@@ -33,7 +34,7 @@ def _by_fire(rec: RunRecord) -> tuple[Any, ...]:
     return (rec.fire_at, rec.run_id, rec.org, rec.uid, rec.routine_id)
 
 
-class SweepsMixin(BufferedMixin):
+class SweepsMixin(SqlBase):
     def take_resends(self, now: datetime, limit: int, timers: Timers, *, send: bool = True) -> Resends:
         """System, ONE transaction: expire, then (if ``send``) take and push back, skip-locked."""
         limit = check_limit("limit", limit)
@@ -47,7 +48,7 @@ class SweepsMixin(BufferedMixin):
             )
             for gone in expired:  # a blocking (manual) run expired: release the fire buffered behind it
                 if overlap.releases_on_expiry(gone.origin):  # resend_at now: the take below sends it
-                    self._release_buffered(conn, (gone.org, gone.uid, gone.routine_id), now, resend_at=now)
+                    release_buffered(conn, (gone.org, gone.uid, gone.routine_id), now, resend_at=now)
             resend: list[RunRecord] = []
             if send:
                 pushes, cap = _pushes(now, timers.resend_first, timers.resend_max)

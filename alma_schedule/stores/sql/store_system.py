@@ -1,8 +1,5 @@
 """System reads and maintenance of :class:`~alma_schedule.stores.sql.SqlStore`.
-
-Everything here streams or is bounded: lists take a ``limit``; :meth:`iter_routines` and
-:meth:`reindex` walk the routines by key in pages (keyset pagination, one short transaction per
-page), so memory stays flat at any number of routines.
+docs/architecture.md, section "The modules, in detail" (stores/sql/store_system.py).
 """
 
 from __future__ import annotations
@@ -20,12 +17,12 @@ from alma_schedule.model import (
     ZoneReconciliation,
     check_scope,
 )
-from alma_schedule.policies.backfill import FIRE_ORIGINS
 from alma_schedule.policies.ownership import owned_by
 from alma_schedule.stores.arguments import age_args, reindex_args, running_of_args
-from alma_schedule.stores.sql import hot
 from alma_schedule.stores.sql import queries as q
+from alma_schedule.stores.sql import store_retention
 from alma_schedule.stores.sql.queries import probe
+from alma_schedule.stores.sql.queries.events import erase_events
 from alma_schedule.stores.sql.rows import erroring_from_rows, routine_from_row, run_from_row
 from alma_schedule.stores.sql.schema import backfills, routine_versions, routines, runs
 from alma_schedule.stores.sql.store_base import RKey, SqlBase
@@ -47,9 +44,8 @@ class SystemMixin(SqlBase):
         now, cutoff, limit = age_args("run_time_limit", now, run_time_limit, limit, times=2)
         stmt, params = probe.blocked_statement(limit), probe.tick_probe_params(now, cutoff)
         with self._tx(read=True) as conn:  # the statement built once per limit (queries/probe.py)
-            if self.dialect == "postgresql":  # prepared: any plan reads only the open runs (.hot)
-                return [run_from_row(r) for r in hot.prepared_rows(conn, stmt, self.schema, params)]
-            return [run_from_row(r) for r in conn.execute(stmt, params).all()]
+            # prepared on PostgreSQL: any plan reads only the open runs
+            return [run_from_row(r) for r in self._driver.prepared_rows(conn, stmt, params)]
 
     def probe_tick(self, now: datetime, run_time_limit: timedelta) -> TickProbe:
         """System, ONE read (autocommit on PostgreSQL): per step of the tick, the ``EXISTS`` of its
@@ -57,13 +53,10 @@ class SystemMixin(SqlBase):
         now, cutoff, _ = age_args("run_time_limit", now, run_time_limit, 1, times=2)
         stmt, params = probe.tick_probe_statement(), probe.tick_probe_params(now, cutoff)
         with self._tx(read=True) as conn:  # the statement built once (queries/probe.py)
-            if self.dialect == "postgresql":  # prepared: its generic plan (index probes) reused (.hot)
-                row: Any = hot.one_row(conn, stmt, self.schema, params)
-            else:
-                row = conn.execute(stmt, params).one()
+            row = self._driver.one_row(conn, stmt, params)  # PostgreSQL: prepared, its generic plan reused
         return TickProbe(**{name: bool(value) for name, value in zip(q.PROBE_FLAGS, row, strict=True)})
 
-    # --- the owner of a run (issue 14) ---
+    # --- the owner of a run ---
 
     def running_of(self, owner: str, limit: int = 1000) -> list[RunRecord]:
         """System, one read: the running runs of the Celery request ``owner`` (the partial index
@@ -82,6 +75,12 @@ class SystemMixin(SqlBase):
         _, cutoff, limit = age_args("older_than", now, older_than, limit)
         with self._tx(read=True) as conn:
             return [run_from_row(r) for r in conn.execute(q.stuck(cutoff, limit)).all()]
+
+    def unstarted(self, now: datetime, older_than: timedelta, limit: int = 1) -> list[RunRecord]:
+        """System: claimed runs claimed and due before ``now - older_than``, oldest first."""
+        _, cutoff, limit = age_args("older_than", now, older_than, limit)
+        with self._tx(read=True) as conn:
+            return [run_from_row(r) for r in conn.execute(q.unstarted(cutoff, limit)).all()]
 
     def iter_routines(self, batch: int = 1000) -> Iterator[Routine]:
         """System: every routine in key order, one page (one short read transaction) at a time."""
@@ -137,20 +136,16 @@ class SystemMixin(SqlBase):
         transaction: the delete, then one batched UPDATE of the routines it touched). Returns the count."""
         before = require_utc("before", before)
         with self._tx() as conn:
-            rows = conn.execute(q.prune_returning(self.dialect, before)).all()
-            fires: dict[RKey, datetime] = {}
-            if self.dialect == "postgresql":  # aggregated by the statement: (key, count, latest fire)
-                count = sum(int(n) for _, _, _, n, _ in rows)
-                fires = {(o, u, r): f for o, u, r, _, f in rows if f is not None}
-            else:  # every deleted row: (key, origin, fire)
-                count = len(rows)
-                for o, u, r, origin, f in rows:
-                    if origin in FIRE_ORIGINS and ((o, u, r) not in fires or f > fires[(o, u, r)]):
-                        fires[(o, u, r)] = f
+            rows = conn.execute(self._driver.prune_statement(before)).all()
+            count, fires = self._driver.pruned(rows)
             if fires:
                 moves = [{"org": k[0], "uid": k[1], "routine_id": k[2], "fire": f} for k, f in fires.items()]
                 conn.execute(*q.raise_pruned_through(self.dialect, moves))
             return count
+
+    def prune_runs(self, before: datetime, limit: int) -> int:
+        """The retention of run history (system, ONE transaction): :func:`.store_retention.prune_runs`."""
+        return store_retention.prune_runs(self, before, limit)
 
     def purge_deleted(self, limit: int = 1000) -> int:
         """Remove up to ``limit`` tombstoned routines with no non-terminal run, with their runs and
@@ -166,9 +161,11 @@ class SystemMixin(SqlBase):
             return len(keys)
 
     def erase_results(self, scope: Scope) -> int:
-        """Erase the result text of a scope's runs (tenant, one statement). Returns the count."""
+        """Erase the result text of a scope's runs and the payloads of its audit events (tenant,
+        ONE transaction). Returns the count of runs."""
         check_scope(scope)
-        with self._tx(single=True) as conn:
+        with self._tx() as conn:
+            conn.execute(erase_events(scope.org, scope.uid))
             return int(conn.execute(q.erase_results(scope.org, scope.uid)).rowcount)
 
     def erase_expired_results(self, now: datetime, limit: int = 1000) -> int:

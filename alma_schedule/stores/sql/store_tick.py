@@ -1,78 +1,8 @@
-"""The tick's claims of :class:`~alma_schedule.stores.sql.SqlStore`: ``claim_due`` (``claim_manual``:
-:mod:`.store_inserts`; the sweeps, ``take_resends``, ``take_polls`` and the peeks: :mod:`.store_sweeps`).
-
-``claim_due`` is ONE transaction with a constant number of statements per batch, whatever the
-batch size (cost O(due), never O(routines); statements in :mod:`.queries.claim`, built once):
-
-1. lock up to ``limit`` due routines (``FOR UPDATE SKIP LOCKED``; SQLite: ``BEGIN IMMEDIATE``),
-   read without their definition (planning never reads it); PostgreSQL streams them
-   (:func:`.ahead.streamed`: :data:`STREAM_CHUNK` rows at a time, as the server sends them);
-2. ask ``decide`` for each, in Python (the cron math stays in the core), a chunk as soon as it
-   arrived (the scan records the chunk's rows as this batch's first);
-3. one batched UPDATE advancing the cursors (``WHERE last_fire IS NULL OR last_fire < fire``; on
-   PostgreSQL, when some fire is live, a data-modifying CTE of step 4's statement: one round trip
-   less), adding the fires each claim collapsed to ``fires_missed`` when some did (issue 44: a shape
-   with one more array; none on a steady tick), one for ``NotDue`` and one for ``Defer`` (only when
-   there are any);
-4. one UPDATE superseding older schedule ``claimed`` runs to ``skipped(missed)`` (CAS, RETURNING;
-   PostgreSQL: sent in pipeline mode with the statements before it, the run records and step 5's
-   column arrays are built while the server runs them, a blocked fire's row patched after),
-   skipping a fire whose own run key exists (a duplicate supersedes nothing); each routine's open run
-   is probed through ``uq_runs_one_active``, never found by hashing every open run of the table
-   (:func:`~alma_schedule.stores.sql.queries.common.end_runs_for_fires`: O(fires) per batch); on
-   PostgreSQL (a data-modifying CTE) it also reports the open runs it did not supersede: the fires
-   they block;
-5. one INSERT of the run rows with an UNTARGETED ``ON CONFLICT DO NOTHING RETURNING`` (a targeted
-   one raises on the partial unique index), a reported blocked fire already ``skipped(overlap)``,
-   or ``buffered`` for an ``overlap: latest`` routine (``Fire.buffer``); a claim it did not take lost
-   to the routine's non-terminal run (SQLite, whose step 4 reports nothing; a run that changed since
-   the probe), or is a duplicate: only then one more INSERT records the blocked ones so, and
-   conflicts on the key for a duplicate; a fire left with no row is checked to be a duplicate (one
-   read, only then; anything else rolls back). PostgreSQL sends it in pipeline mode and calls the
-   caller's ``staging`` with the records it is about to claim while the server runs it (the tick
-   builds their messages then: :mod:`alma_schedule.tasks.staged`);
-6. ``max_runs`` (only when the batch holds a fire of a limited routine): one UPDATE counting the
-   claims in ``schedule_claims`` and clearing ``next_due_at`` of the routines it finishes
-   (:mod:`alma_schedule.policies.limits`); on PostgreSQL a data-modifying CTE of step 5's INSERT
-   that counts only the rows that INSERT returned ``claimed`` (no statement of its own).
-
-On PostgreSQL a SHORT batch ends, before its commit, with one unlocked EXISTS of the due rows it
-did not decide (a last ``RETURNING`` column of its step-5 INSERT, so no round trip of its own, when
-that INSERT returns a row; else its own statement: :class:`.store_inserts.HeldCheck`); only when
-there are some, it is followed by the claim of the rows it skipped because another transaction held
-them (``_claim_held``): a fire whose only tick in its window met its
-routine's row held for a moment (its previous run finishing) is not lost. The FULL first batch of a
-scan carries the same check in its INSERT (never a statement of its own): when it finds no other due
-row, the batch calls ``ClaimScan.exhaust`` and the tick starts no further batch, which would only
-have found none (a tick of exactly ``claim_limit`` due fires: one batch, not three).
-
-The batches of one tick share a :class:`~alma_schedule.model.ClaimScan` (PostgreSQL; SQLite claims
-one batch at a time and ignores it): step 1 starts past the greatest due key an earlier batch of the
-scan locked, an index bound, so a tick of B batches walks its due rows once instead of B/2 times on
-average (the rows behind it are already locked, decided, or were passed over while held, which the
-short batch's EXISTS, reading from the start, catches); and the EXISTS and the held claim leave out
-the rows the scan's other OPEN batches hold (they decide them: waiting for one would only wait for
-that batch's commit).
-
-Only when the batch holds fires of ``latest`` routines, two more statements before step 4: on
-PostgreSQL one locks their open runs (a fire buffered behind a run must not see that run end
-unseen before the claim commits: the expiry sweep skips locked rows, and every transaction that
-ends an open run locks its routine row first), then one UPDATE moves their older ``buffered`` rows
-to ``skipped(overlap)`` (:mod:`.store_buffered`; a duplicate replaces nothing): a tick without
-such a routine issues exactly the statements above.
-
-Steps 4 and 5 are :func:`alma_schedule.policies.supersession.place` expressed set-based (its
-constants build the statements); step 3's ``Defer`` update is :func:`~alma_schedule.policies.backoff.deferred`.
-
-Steps 3 and 4 share one statement on PostgreSQL (when a fire is live): the cursor UPDATE, a CTE,
-writes only ``routines`` rows this transaction locked in step 1, which the rest of that statement
-never reads. The whole claim in a single CTE could not do this: SQLite has no DML in a CTE, and in
-PostgreSQL all parts of one statement share a snapshot, so a racing manual claim could leave an
-advanced cursor with no row.
-Every insert of a run locks its routine row first (here and in ``claim_manual``), so nothing
-inserts runs of a routine between steps 4 and 5; every transaction that ends a routine's open run
-locks the routine row first too, so the run a claim found blocking stays open until it commits.
-"""
+"""The tick's claims of :class:`~alma_schedule.stores.sql.SqlStore`: ``claim_due``, ONE transaction
+with a constant number of statements per batch (cost O(due), statements in :mod:`.queries.claim`):
+lock the due routines, decide each with the policies, advance the cursors, supersede, insert the runs,
+count ``max_runs``. PostgreSQL's forms follow the driver's ``fast_claim`` (docs/architecture.md,
+section "The modules, in detail", ``stores/sql/store_tick.py``)."""
 
 from __future__ import annotations
 
@@ -95,8 +25,8 @@ from alma_schedule.model.tick import merge_kinds
 from alma_schedule.policies import overlap, supersession
 from alma_schedule.settings import Timers
 from alma_schedule.stores.arguments import claim_due_args
-from alma_schedule.stores.base import Staging
-from alma_schedule.stores.sql import ahead, hot
+from alma_schedule.stores.fast import Staging
+from alma_schedule.stores.postgres import hot
 from alma_schedule.stores.sql import queries as q
 from alma_schedule.stores.sql.decisions import Decided, decide_rows, opening
 from alma_schedule.stores.sql.rows import (
@@ -106,14 +36,11 @@ from alma_schedule.stores.sql.rows import (
     record_with,
     run_from_row,
 )
-from alma_schedule.stores.sql.store_base import RKey
-from alma_schedule.stores.sql.store_inserts import HeldCheck, InsertsMixin
+from alma_schedule.stores.sql.store_base import RKey, SqlBase
+from alma_schedule.stores.sql.store_buffered import replacing as replacing_buffered
+from alma_schedule.stores.sql.store_inserts import HeldCheck, check_duplicates, insert_fires
 
 log = logging.getLogger("alma_schedule.stores")
-
-#: The locked due rows decided at a time on PostgreSQL, as they arrive (:meth:`TickMixin._decided`):
-#: a chunk's routines are built and decided while the database locks and sends the next ones.
-STREAM_CHUNK = 100
 
 
 def _each_planned(rows: Sequence[Any]) -> list[Routine]:
@@ -121,7 +48,7 @@ def _each_planned(rows: Sequence[Any]) -> list[Routine]:
     return [planning_routine(row) for row in rows]
 
 
-class TickMixin(InsertsMixin):
+class TickMixin(SqlBase):
     def claim_due(
         self,
         now: datetime,
@@ -131,15 +58,12 @@ class TickMixin(InsertsMixin):
         scan: ClaimScan | None = None,
         staging: Staging | None = None,
     ) -> ClaimBatch:
-        """System, ONE transaction, a constant number of statements (see the module docstring); on
-        PostgreSQL a short batch is followed by the claim of the due rows it skipped while another
-        transaction held them (:meth:`_claim_held`). With a ``scan`` (PostgreSQL) the batch starts
-        past the due key where the scan's earlier batches stopped, and its held-rows check leaves
-        the rows the scan's other open batches hold to them. PostgreSQL calls ``staging`` with the
-        records the batch is about to claim while the database runs its INSERT (SQLite, where
-        nothing runs meanwhile, and the claim of held rows after a short batch never call it)."""
+        """System, ONE transaction, a constant number of statements per batch. PostgreSQL: a short batch
+        is followed by the claim of the rows another transaction held; ``scan`` and ``staging`` are used.
+        docs/architecture.md, section "The modules, in detail" (stores/sql/store_tick.py).
+        """
         now, limit = claim_due_args(now, limit, decide, timers, scan, staging)
-        pg = self.dialect == "postgresql"
+        pg = self._driver.fast_claim
         keyed = scan if pg else None
         decided: list[RKey] = []
         held_due = False
@@ -188,15 +112,10 @@ class TickMixin(InsertsMixin):
         decided: list[RKey],
         scan: ClaimScan | None,
     ) -> ClaimBatch | None:
-        """The due rows a short batch skipped while another transaction held them (a finishing run,
-        a registration, another tick), never one it ``decided`` (a catching-up routine may still be
-        due after its fire: the next batch's, as before) nor one the ``scan``'s other open batches
-        hold (they decide it). Called only when the short batch's own transaction, after its claims
-        and before its commit, found such a row with one unlocked read (its rows and the scan's held
-        ones excluded by key, the others read as committed, as after the commit: one statement, no
-        transaction of its own); then ONE transaction that WAITS for them (in the due order, at most
-        ``HELD_LOCK_WAIT``) and claims them; a row another tick claimed meanwhile is re-checked and
-        no longer due. A longer hold is left to the next tick (logged)."""
+        """The due rows a short batch skipped while another transaction held them, claimed in ONE
+        transaction that WAITS for them (due order, at most ``HELD_LOCK_WAIT``), never one it ``decided``
+        nor one the ``scan``'s other open batches hold; a longer hold is left to the next tick (logged).
+        docs/architecture.md, section "The modules, in detail" (stores/sql/store_tick.py)."""
         try:
             with self._scanned(scan) as token, self._tx(custom_plans=True) as conn:
                 conn.execute(q.HELD_LOCK_WAIT)
@@ -219,14 +138,11 @@ class TickMixin(InsertsMixin):
     ) -> Decided:
         """Steps 1 and 2 of the module docstring: the rows ``select_due(planning=True)`` locked, each
         built (:func:`planning_routine`) and decided (:func:`.decisions.decide_rows`); ``locked`` is
-        told the routines locked so far before they are decided. PostgreSQL (``at=True``: each row's
-        address last) streams them, :data:`STREAM_CHUNK` rows at a time, and decides the first while
-        the database still locks and sends the others."""
-        if self.dialect != "postgresql":
-            rows = conn.execute(*stmt).all()
-            return decide_rows([rows], _each_planned, decide, now, timers, addressed=False, locked=locked)
-        chunks = ahead.streamed(conn, stmt[0], self.schema, stmt[1], STREAM_CHUNK)
-        return decide_rows(chunks, planning_routines, decide, now, timers, addressed=True, locked=locked)
+        told the routines locked so far before they are decided. PostgreSQL streams them
+        (:meth:`..postgres.driver.PostgresDriver.locked`)."""
+        chunks, addressed = self._driver.locked(conn, stmt)
+        build = planning_routines if addressed else _each_planned
+        return decide_rows(chunks, build, decide, now, timers, addressed=addressed, locked=locked)
 
     def _claim_locked(
         self,
@@ -243,9 +159,10 @@ class TickMixin(InsertsMixin):
         its address (the cursor moves' TID scan)."""
         d = self.dialect
         fires, not_due, defers, deferred = made.fires, made.not_due, made.defers, made.deferred
-        at = made.fire_at if d == "postgresql" else None
+        fast = self._driver.fast_claim
+        at = made.row_addresses if fast else None
         # PostgreSQL: the cursor moves ride in the supersede's statement when there is one (step 4)
-        carried = d == "postgresql" and any(not f.missed for _, f in fires)
+        carried = fast and any(not f.missed for _, f in fires)
         collapsing = bool(made.missed)  # some fire collapsed fires: the cursor moves count them
         if fires and not carried:
             self._exec(conn, *q.advance_cursors(d, fires, now, counting=collapsing))
@@ -289,15 +206,15 @@ class TickMixin(InsertsMixin):
         # open runs locked, their buffered rows replaced, the supersede with the cursor moves) and
         # run by the server while the records are built; their answers come after the block
         sending: list[tuple[Any, Any]] = []
-        if latest and d == "postgresql":  # the runs a buffered fire would wait behind: held to the commit
+        pg = self._driver.fast_claim
+        if latest and pg:  # the runs a buffered fire would wait behind: held to the commit
             sending.append(q.lock_open_runs([k[:3] for k in latest]))
-        replacing = self._replacing(latest, now)
+        replacing = replacing_buffered(self._driver, d, latest, now)
         first = len(sending) + len(replacing)  # the first supersede's answer
         sending.extend(replacing)
-        for chunk in self._chunks(live):
+        for chunk in self._driver.chunks(live):
             sending.append(q.supersede(d, chunk, now, advancing, at if advancing else None, collapsing))
             advancing = []
-        pg = d == "postgresql"
         counting = None  # PostgreSQL: max_runs' count rides in the INSERT, counting what it inserts claimed
         columns: q.Columns | None = None
         rendered: dict[str, Any] = {}
@@ -358,11 +275,17 @@ class TickMixin(InsertsMixin):
         def superseded_records() -> None:
             superseded.update((rk, run_from_row(row[4:])) for rk, row in ended.items())
 
-        inserted = self._insert(conn, records, by_key, held, staging, counting, built_ahead, superseded_records)
+        inserted = insert_fires(
+            self._driver, self.dialect, conn, records, by_key, held, staging, counting, built_ahead, superseded_records
+        )
         lost = [blocked_record(k, rec) for k, rec in by_key.items() if k not in inserted and rec.state == claimed_state]
         if lost:
-            inserted.update(self._insert(conn, lost, {(x.org, x.uid, x.routine_id, x.run_id): x for x in lost}))
-        self._check_duplicates(conn, [k for k in by_key if k not in inserted])
+            inserted.update(
+                insert_fires(
+                    self._driver, self.dialect, conn, lost, {(x.org, x.uid, x.routine_id, x.run_id): x for x in lost}
+                )
+            )
+        check_duplicates(self._driver, conn, [k for k in by_key if k not in inserted])
         claimed: list[RunRecord] = []
         skipped: list[RunRecord] = list(replaced)
         buffered: list[RunRecord] = []

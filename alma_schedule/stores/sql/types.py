@@ -1,11 +1,5 @@
 """Column types shared by PostgreSQL and SQLite: aware-UTC datetimes and JSON.
-
-:class:`UtcDateTime` is ``timestamptz`` on PostgreSQL and a fixed-width UTC ``DATETIME`` text on
-SQLite (which sorts and compares correctly as text). Values in must be aware (a naive datetime is
-:class:`InvalidInput`: the store never guesses a zone); values out are always aware UTC.
-
-:data:`Json` is ``jsonb`` on PostgreSQL and JSON text on SQLite (values are validated before any
-statement by :mod:`alma_schedule.stores.validation`).
+docs/architecture.md, section "The modules, in detail" (stores/sql/types.py).
 """
 
 from __future__ import annotations

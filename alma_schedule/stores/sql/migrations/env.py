@@ -1,15 +1,5 @@
 """Alembic environment of the alma-schedule store (run by :func:`alma_schedule.stores.sql.migrate_store`).
-
-The caller hands over an open connection (``config.attributes["connection"]``) that already holds
-the migration lock; this script only runs the revisions inside ONE transaction on it (SQLite:
-``BEGIN IMMEDIATE``; PostgreSQL: transactional DDL), so a migration applies entirely or not at all.
-
-How the namespace reaches the scripts: they declare every table in the placeholder schema
-(``alma_schedule_schema``, a literal in each script), and the connection comes from
-:func:`~alma_schedule.stores.sql.engine.make_engine`, which translates it (PostgreSQL:
-``schema_translate_map`` in the connection's execution options; SQLite: the table prefix). Our own
-version table is named here (``config.attributes["namespace"]``): ``<schema>.schedule_version``,
-or ``<prefix>_schedule_version`` on SQLite; a fleet's ``alembic_version`` is never read.
+docs/architecture.md, section "The modules, in detail" (stores/sql/migrations/env.py).
 """
 
 from __future__ import annotations

@@ -1,14 +1,6 @@
 """Every SQL statement of the store, as named builders (SQLAlchemy Core). No SQL lives elsewhere:
 one module per part of the store, re-exported here (``from alma_schedule.stores.sql import queries as q``).
-
-Builders return a statement, or ``(statement, parameters)`` for batched ones; the store only
-executes them. Dialect differences are confined here: PostgreSQL batches through ``unnest`` of
-array parameters (one statement text whatever the batch size, so plans and compiled forms are
-cached) and ``FOR UPDATE SKIP LOCKED``; SQLite batches through ``executemany`` / row-value ``IN``
-lists and needs no row locks (every write transaction is ``BEGIN IMMEDIATE``).
-
-State predicates are rendered as SQL literals (never bound), matching the partial indexes of
-:mod:`.schema`, so generic plans can use those indexes.
+docs/architecture.md, section "The modules, in detail" (stores/sql/queries/__init__.py).
 """
 
 from __future__ import annotations
@@ -80,7 +72,7 @@ from alma_schedule.stores.sql.queries.maintenance import (
 from alma_schedule.stores.sql.queries.money import reserve_upsert, select_spend, spend_adjust
 from alma_schedule.stores.sql.queries.probe import FLAGS as PROBE_FLAGS
 from alma_schedule.stores.sql.queries.probe import tick_probe
-from alma_schedule.stores.sql.queries.reads import blocked, last_completed_delivery, list_runs, stuck
+from alma_schedule.stores.sql.queries.reads import blocked, last_completed_delivery, list_runs, stuck, unstarted
 from alma_schedule.stores.sql.queries.routines import (
     insert_routine,
     insert_version,
@@ -98,14 +90,13 @@ from alma_schedule.stores.sql.queries.runs import (
     RUNNING_OF,
     SELECT_RUN,
     SELECT_RUN_LOCKED,
-    SELECT_RUN_WITH_ROUTINE,
     cas,
     existing_runs,
     insert_run,
     like_prefix,
     run_params,
-    start_cas,
 )
+from alma_schedule.stores.sql.queries.start import COUNT_START, LOCK_COUNTED_ROUTINE, SELECT_RUN_WITH_ROUTINE, start_cas
 from alma_schedule.stores.sql.queries.tick import (
     ORDER_TAIL,
     expire_claimed,
@@ -146,6 +137,8 @@ __all__ = [
     "SELECT_RUN",
     "SELECT_RUN_LOCKED",
     "SELECT_RUN_WITH_ROUTINE",
+    "COUNT_START",
+    "LOCK_COUNTED_ROUTINE",
     "finish_statement",
     "TERMINAL",
     "advance_cursors",
@@ -221,6 +214,7 @@ __all__ = [
     "spend_adjust",
     "start_cas",
     "stuck",
+    "unstarted",
     "supersede",
     "system_routine_counts",
     "system_routines",

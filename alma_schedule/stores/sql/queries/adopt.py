@@ -1,14 +1,6 @@
 """SQL statements of ``migrate``: the namespace, what a database already holds, and the adoption of a
 0.1.0 store (its tables moved from the default schema into the namespace).
-
-These statements name real schemas and tables (the ones being looked for or moved), never the
-placeholder schema: identifiers are quoted by the dialect's preparer, values are bound.
-
-* PostgreSQL: ``ALTER TABLE ... SET SCHEMA`` moves a table with its indexes and constraints (a
-  catalogue change: no row is read or written).
-* SQLite: ``ALTER TABLE ... RENAME TO`` the prefixed name (a catalogue change), and SQLite having no
-  ``ALTER INDEX ... RENAME``, each index re-created under its prefixed name (the one step that reads
-  the table; an embedded store is small).
+docs/architecture.md, section "The modules, in detail" (stores/sql/queries/adopt.py).
 """
 
 from __future__ import annotations
@@ -44,12 +36,15 @@ def create_schema(conn: Connection, name: str) -> sa.TextClause:
     return sa.text(f"CREATE SCHEMA IF NOT EXISTS {_q(conn, name)}")
 
 
-def existing_tables(dialect: str, schema: str | None, names: Sequence[str]) -> sa.Select[Any]:
-    """Which of ``names`` exist as tables (PostgreSQL: in ``schema``; SQLite: in the file)."""
-    if dialect == "postgresql":
-        return sa.select(_pg_tables.c.table_name).where(
-            _pg_tables.c.table_schema == schema, _pg_tables.c.table_name.in_(list(names))
-        )
+def schema_tables(schema: str | None, names: Sequence[str]) -> sa.Select[Any]:
+    """Which of ``names`` exist as tables in PostgreSQL's ``schema``."""
+    return sa.select(_pg_tables.c.table_name).where(
+        _pg_tables.c.table_schema == schema, _pg_tables.c.table_name.in_(list(names))
+    )
+
+
+def file_tables(names: Sequence[str]) -> sa.Select[Any]:
+    """Which of ``names`` exist as tables in the SQLite file."""
     return sa.select(_sqlite_master.c.name).where(
         _sqlite_master.c.type == "table", _sqlite_master.c.name.in_(list(names))
     )
@@ -78,10 +73,12 @@ def drop_legacy_version_table(conn: Connection, schema: str | None) -> sa.TextCl
 
 
 def move_table(conn: Connection, table: str, *, source: str | None, target: str) -> sa.TextClause:
-    """PostgreSQL: ``ALTER TABLE source.table SET SCHEMA target``; SQLite: ``RENAME TO target``
-    (the prefixed name)."""
-    if conn.dialect.name == "postgresql":
-        return sa.text(f"ALTER TABLE {_q(conn, source or 'public')}.{_q(conn, table)} SET SCHEMA {_q(conn, target)}")
+    """PostgreSQL: ``ALTER TABLE source.table SET SCHEMA target``."""
+    return sa.text(f"ALTER TABLE {_q(conn, source or 'public')}.{_q(conn, table)} SET SCHEMA {_q(conn, target)}")
+
+
+def rename_table(conn: Connection, table: str, target: str) -> sa.TextClause:
+    """SQLite: ``ALTER TABLE table RENAME TO target`` (the prefixed name)."""
     return sa.text(f"ALTER TABLE {_q(conn, table)} RENAME TO {_q(conn, target)}")
 
 

@@ -10,7 +10,6 @@ from typing import Any
 import sqlalchemy as sa
 
 from alma_schedule.model import BACKFILL_ORIGIN, Reason, RunState
-from alma_schedule.policies.backfill import FIRE_ORIGINS
 from alma_schedule.stores.sql.queries.common import (
     TERMINAL,
     Params,
@@ -114,19 +113,12 @@ def move_backfills(rows: Sequence[Mapping[str, Any]]) -> tuple[Any, Params]:
 # ---------------------------------------------------------------------- prune and pruned_through
 
 
-def prune_returning(dialect: str, before: datetime) -> Any:
-    """Delete terminal runs finished before ``before``; per routine: the number deleted and the
-    latest ``fire_at`` of its deleted fire rows (``schedule``/``backfill``; NULL if none).
-    PostgreSQL: aggregated in the statement (a CTE over ``DELETE ... RETURNING``); SQLite (no DML
-    in a CTE): every deleted row's key, origin and fire, aggregated by the caller."""
+def prune_returning(before: datetime) -> Any:
+    """Delete terminal runs finished before ``before``, returning every deleted row's key, origin and
+    fire (aggregated by the caller; PostgreSQL's aggregate in the statement:
+    :func:`alma_schedule.stores.postgres.queries.prune_returning`)."""
     gone = sa.delete(runs).where(in_states(*TERMINAL), runs.c.finished_at < before)
-    if dialect != "postgresql":
-        return gone.returning(runs.c.org, runs.c.uid, runs.c.routine_id, runs.c.origin, runs.c.fire_at)
-    cte = gone.returning(runs.c.org, runs.c.uid, runs.c.routine_id, runs.c.origin, runs.c.fire_at).cte("gone")
-    fire = sa.func.max(sa.case((cte.c.origin.in_([lit(o) for o in sorted(FIRE_ORIGINS)]), cte.c.fire_at)))
-    return sa.select(cte.c.org, cte.c.uid, cte.c.routine_id, sa.func.count(), fire).group_by(
-        cte.c.org, cte.c.uid, cte.c.routine_id
-    )
+    return gone.returning(runs.c.org, runs.c.uid, runs.c.routine_id, runs.c.origin, runs.c.fire_at)
 
 
 def raise_pruned_through(dialect: str, rows: Sequence[Mapping[str, Any]]) -> tuple[Any, Params]:

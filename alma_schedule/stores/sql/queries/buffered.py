@@ -1,10 +1,6 @@
 """SQL statements of the store, overlap ``latest``: the routine's one buffered fire
 (:mod:`alma_schedule.policies.overlap`).
-
-A ``buffered`` row sits outside the one-open-run index (``uq_runs_one_active``) and inside its own,
-``uq_runs_one_buffered`` (``(org, uid, routine_id) WHERE state = 'buffered'``): at most one per
-routine. Every statement here reaches it through that index. None of them runs in a tick that has no
-``latest`` routine (the expiry arm of :func:`expirable` rides in the existing expiry statement).
+docs/architecture.md, section "The modules, in detail" (stores/sql/queries/buffered.py).
 """
 
 from __future__ import annotations

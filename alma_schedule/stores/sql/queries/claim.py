@@ -1,11 +1,6 @@
 """SQL statements of the store, ``claim_due``: the due scan, batched cursor moves, supersession and
 run inserts.
-
-Every builder returns ``(statement, parameters)``. The statement objects are built ONCE per shape
-(``functools.lru_cache``) with bound parameters, never per call: building one SQLAlchemy statement
-costs 0.4-1.5 ms, more than executing some of them on a small tick; a cached statement also keeps
-its compiled form in the engine's cache. ``due_routine`` is the predicate of the due index that the
-tick probe reads too.
+docs/architecture.md, section "The modules, in detail" (stores/sql/queries/claim.py).
 """
 
 from __future__ import annotations
@@ -16,7 +11,6 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql as pg
 from sqlalchemy.sql import ColumnElement
 
 from alma_schedule.model import DueKey, Fire, Routine
@@ -26,14 +20,13 @@ from alma_schedule.stores.sql.queries.common import (
     Key3,
     Key4,
     Params,
-    _arrays,
     _unnest,
     ctid,
     end_runs_for_fires,
     lit,
     open_slot,
-    rows_at,
 )
+from alma_schedule.stores.sql.queries.forms import replaceable
 from alma_schedule.stores.sql.schema import routines, runs
 from alma_schedule.stores.sql.types import UtcDateTime
 
@@ -114,14 +107,11 @@ def select_due(
     after: DueKey | None = None,
     at: bool = False,
 ) -> tuple[sa.Select[Any], dict[str, Any]]:
-    """Due routines, oldest ``next_due_at`` first, other than ``besides`` (PostgreSQL: those this
-    claim already decided or its tick's other batches hold); skip rows a concurrent transaction
-    holds, or (``wait``) wait for them, locking in this same order (two waiting claimers cannot
-    deadlock); ``after`` (PostgreSQL): only those past this due key (where an earlier batch of the
-    same tick stopped). ``planning``: the columns of
-    :func:`~alma_schedule.stores.sql.rows.planning_routine` (no definition, the schedule as text);
-    ``at`` (PostgreSQL): then each row's ``ctid`` as text, a last column (with ``lock``: the address
-    of the row version this transaction locked, which :func:`advance_cursors` updates)."""
+    """Due routines, oldest ``next_due_at`` first, other than ``besides``, skip-locked (or ``wait``: locked
+    in the same order, so claimers cannot deadlock); ``after``: only past this due key; ``planning``: the
+    planning columns; ``at``: each row's ``ctid`` as a last column.
+    docs/architecture.md, section "The modules, in detail" (stores/sql/queries/claim.py).
+    """
     stmt = _select_due(lock, wait, bool(besides), planning, after is not None, at)
     return stmt, _params(now, besides, after, c_limit=limit)
 
@@ -176,16 +166,19 @@ def _update_stmt(
     of the row's fields (``k["field"]``) giving an expression. PostgreSQL: over ``unnest`` of arrays
     ``<name>_<field>``; SQLite: executemany of ``<name>_<field>`` values."""
     more = computed or {}
-    if dialect == "postgresql":
-        k: Any = _unnest(name, [*_KEY_COLS, *columns]).c
-    else:
-        k = {col: sa.bindparam(f"{name}_{col}", type_=typ) for col, typ in [*_KEY_COLS, *columns]}
+    k = row_fields(dialect, name, columns)
     stmt = (
         sa.update(routines)
         .values({**{c: k[f] for c, f in sets.items()}, **consts, **{c: fn(k) for c, fn in more.items()}})
         .where(routines.c.org == k["org"], routines.c.uid == k["uid"], routines.c.routine_id == k["routine_id"])
     )
     return stmt.where(guard(k)) if guard is not None else stmt
+
+
+@replaceable
+def row_fields(dialect: str, name: str, columns: Sequence[tuple[str, sa.types.TypeEngine[Any]]]) -> Any:
+    """The fields of the rows a batched UPDATE applies, by name: bound ``<name>_<field>`` (executemany)."""
+    return {col: sa.bindparam(f"{name}_{col}", type_=typ) for col, typ in [*_KEY_COLS, *columns]}
 
 
 def _batch_update_routines(
@@ -206,24 +199,20 @@ def _batch_update_routines(
     return stmt, params
 
 
+@replaceable
 def _batch_params(
     dialect: str, name: str, fields: Sequence[str], rows: Sequence[Mapping[str, Any]], now: datetime | None
 ) -> Params:
+    """One parameter set per row (executemany), ``c_now`` in each when given."""
     names = ["org", "uid", "routine_id", *fields]
     bound = {} if now is None else {"c_now": now}
-    if dialect == "postgresql":
-        return {**_arrays(name, names, rows), **bound}
     return [{**{f"{name}_{f}": r[f] for f in names}, **bound} for r in rows]
 
 
-#: PostgreSQL arrays of instants a claim already checked aware UTC (``decide_checked``, ``claim_due``'s
-#: ``now``): ``timestamptz`` without :class:`UtcDateTime`'s per-element bind check (the same SQL,
-#: the same cast). SQLite keeps :class:`UtcDateTime`: it stores them as naive UTC text.
-CHECKED_INSTANT = sa.DateTime(timezone=True)
-
-
+@replaceable
 def _instant(dialect: str) -> sa.types.TypeEngine[Any]:
-    return CHECKED_INSTANT if dialect == "postgresql" else UtcDateTime()
+    """The type of the instants a claim binds (already checked aware UTC)."""
+    return UtcDateTime()
 
 
 #: :data:`alma_schedule.policies.missed.CAP` as SQL (a constant: no parameter of its own).
@@ -257,25 +246,7 @@ def _advance(dialect: str, counting: bool = False) -> Any:
     )
 
 
-class _Tid(sa.types.UserDefinedType[str]):
-    """PostgreSQL's ``tid`` (a row version's address), only ever a cast target."""
-
-    cache_ok = True
-
-    def get_col_spec(self, **kw: Any) -> str:
-        return "TID"
-
-
-@functools.lru_cache(maxsize=2)
-def _advance_at(counting: bool = False) -> Any:
-    """:func:`_advance` on PostgreSQL that reaches the rows at their addresses (:func:`.common.rows_at`:
-    a TID scan, one heap fetch per row; the addresses as ``ARRAY(SELECT unnest($n))``, whose size
-    the planner does not see: given 1,000 bound addresses it prices 1,000 random heap fetches and
-    scans every routine instead, under 100,000 of them), the key still matched to each fire's values."""
-    at = sa.cast(sa.bindparam("a_at", type_=pg.ARRAY(sa.Text)), pg.ARRAY(_Tid()))
-    return _advance("postgresql", counting).where(rows_at(routines, sa.select(sa.func.unnest(at))))
-
-
+@replaceable
 def advance_cursors(
     dialect: str,
     fires: Sequence[tuple[Routine, Fire]],
@@ -283,47 +254,31 @@ def advance_cursors(
     at: Sequence[str] | None = None,
     counting: bool = False,
 ) -> tuple[Any, Params]:
-    """Move each cursor to its fire (only forward: ``last_fire < fire``) and set ``next_due_at``.
-    PostgreSQL: the arrays read straight from the fires (no mapping per fire); with ``at``, the
-    ``ctid`` of each fire's routine row as its claim locked it (:func:`select_due` ``at``): the rows
-    are reached by a TID scan, never by a plan the row estimates choose (1,000 primary key probes,
-    or a scan of every routine). A row's address stays valid while this transaction holds its lock
-    and has not updated it: the claim advances a cursor before anything else in its transaction
-    writes that routine row. ``counting``: some fire collapsed fires (``Fire.fires_missed``): the
-    statement adds each one's to its routine's ``fires_missed`` (:func:`_advance`)."""
-    if dialect != "postgresql":
-        rows = [
-            {
-                "org": r.org,
-                "uid": r.uid,
-                "routine_id": r.routine_id,
-                "fire": f.fire_at,
-                "next_due_at": f.next_due_at,
-                "missed": f.fires_missed,
-            }
-            for r, f in fires
-        ]
-        fields = ("fire", "next_due_at", "missed") if counting else ("fire", "next_due_at")
-        return _advance(dialect, counting), _batch_params(dialect, "a", fields, rows, now)
-    moves = {
-        "a_org": [r.org for r, _ in fires],
-        "a_uid": [r.uid for r, _ in fires],
-        "a_routine_id": [r.routine_id for r, _ in fires],
-        "a_fire": [f.fire_at for _, f in fires],
-        "a_next_due_at": [f.next_due_at for _, f in fires],
-        "c_now": now,
-    }
-    if counting:
-        moves["a_missed"] = [f.fires_missed for _, f in fires]
-    if at is None:
-        return _advance(dialect, counting), moves
-    return _advance_at(counting), {**moves, "a_at": list(at)}
+    """Move each cursor to its fire (only forward: ``last_fire < fire``) and set ``next_due_at``;
+    ``at`` (PostgreSQL): reach the rows by their locked ``ctid``; ``counting``: add collapsed fires to
+    ``fires_missed``.
+    docs/architecture.md, section "The modules, in detail" (stores/sql/queries/claim.py).
+    """
+    rows = [
+        {
+            "org": r.org,
+            "uid": r.uid,
+            "routine_id": r.routine_id,
+            "fire": f.fire_at,
+            "next_due_at": f.next_due_at,
+            "missed": f.fires_missed,
+        }
+        for r, f in fires
+    ]
+    fields = ("fire", "next_due_at", "missed") if counting else ("fire", "next_due_at")
+    return _advance(dialect, counting), _batch_params(dialect, "a", fields, rows, now)
 
 
 def _supersedable(c: Any) -> ColumnElement[bool]:
     return sa.and_(c.state == lit(supersession.SUPERSEDABLE_STATE), c.origin == lit(supersession.SUPERSEDABLE_ORIGIN))
 
 
+@replaceable
 def supersede(
     dialect: str,
     fires: Sequence[Key4],
@@ -332,31 +287,13 @@ def supersede(
     at: Sequence[str] | None = None,
     counting: bool = False,
 ) -> tuple[Any, Params]:
-    """Older schedule ``claimed`` runs of the routines of these fires -> ``skipped(missed)`` (CAS),
-    unless the fire's own run key exists (a duplicate supersedes nothing): the ``SUPERSEDE``
-    placement of :func:`alma_schedule.policies.supersession.place`, set-based; each routine's open
-    run is probed through ``uq_runs_one_active`` (:func:`.common.end_runs_for_fires`, ``report``).
-    Rows ``(org, uid, routine_id, matched, *runs columns)``: PostgreSQL one per routine with an open
-    run, ``matched`` false for a run no fire supersedes (the fire is blocked by it: ``OVERLAP``), the
-    columns the superseded row or NULLs; SQLite only the superseded ones.
-
-    ``advancing`` (PostgreSQL only): the cursor moves of :func:`advance_cursors` for these fires,
-    carried in the same statement as a data-modifying CTE (PostgreSQL runs one to completion
-    whether or not the statement reads it): one round trip for both. Neither part reads what the
-    other writes (the UPDATE writes ``routines`` rows this transaction already locked, the rest reads
-    and writes ``runs``), so the statement does what the two did in turn. ``at``: the advancing rows'
-    addresses, ``counting``: the moves count collapsed fires (:func:`advance_cursors`)."""
+    """Older schedule ``claimed`` runs of these fires' routines -> ``skipped(missed)`` (CAS), unless the
+    fire's own run key exists. Rows ``(org, uid, routine_id, matched, *runs columns)``; ``advancing``
+    (PostgreSQL): carries :func:`advance_cursors` in the same statement.
+    docs/architecture.md, section "The modules, in detail" (stores/sql/queries/claim.py).
+    """
     state, reason = supersession.SUPERSEDED
     stmt, params = end_runs_for_fires(dialect, "s", fires, state, reason, now, _supersedable, open_slot, report=True)
-    if not advancing:
-        return stmt, params
-    if dialect != "postgresql":
-        raise ValueError("only PostgreSQL carries the cursor moves in the supersede's statement")
-    moved, moves = advance_cursors(dialect, advancing, now, at, counting)
-    assert isinstance(params, Mapping) and isinstance(moves, Mapping)  # PostgreSQL binds arrays: one mapping each
-    return _advancing(stmt, moved), {**params, **moves}
-
-
-@functools.lru_cache(maxsize=8)
-def _advancing(stmt: Any, moved: Any) -> Any:
-    return stmt.add_cte(moved.cte("a_advanced"))
+    if advancing:
+        raise ValueError("only PostgreSQL's form carries the cursor moves in the supersede's statement")
+    return stmt, params

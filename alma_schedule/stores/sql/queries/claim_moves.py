@@ -1,8 +1,7 @@
 """SQL statements of the store, ``claim_due``: the batched moves of the routine rows other than the
-cursors' (:mod:`.claim`): ``NotDue``'s index moves, ``Defer``'s back-off and ``max_runs``' count.
-
-Built once per shape, as :mod:`.claim`'s are (its ``_update_stmt`` over ``unnest`` of arrays on
-PostgreSQL, an executemany on SQLite).
+cursors' (:mod:`.claim`): ``NotDue``'s index moves, ``Defer``'s back-off and the count of claims of
+limited routines (``schedule_claims``: information only; ``max_runs`` counts starts, :mod:`.start`).
+docs/architecture.md, section "The modules, in detail" (stores/sql/queries/claim_moves.py).
 """
 
 from __future__ import annotations
@@ -38,16 +37,13 @@ def count_statement(dialect: str, guard: Callable[[Any], Any] | None = None) -> 
         {},
         {"schedule_claims": counted, "updated_at": _NOW},
         guard,
-        computed={
-            "next_due_at": lambda k: sa.case((counted >= k["max_runs"], sa.null()), else_=routines.c.next_due_at)
-        },
     )
 
 
 def count_claims(dialect: str, rows: Sequence[Mapping[str, Any]], now: datetime) -> tuple[Any, Params]:
-    """``max_runs`` (:mod:`alma_schedule.policies.limits`, set-based): one more claimed schedule fire
-    for each routine of ``rows`` (``{org, uid, routine_id, max_runs}``); the claim that reaches
-    ``max_runs`` also clears ``next_due_at`` (the routine is finished), in the same statement."""
+    """One more claimed schedule fire for each routine of ``rows`` (``{org, uid, routine_id,
+    max_runs}``; :func:`alma_schedule.policies.limits.count_claim`, set-based). Information only:
+    the index is cleared by the START that reaches ``max_runs`` (:mod:`.start`), never by a claim."""
     return _count(dialect), count_params(dialect, rows, now)
 
 

@@ -21,6 +21,7 @@ from alma_schedule.model import NON_TERMINAL as _NON_TERMINAL
 from alma_schedule.model import TERMINAL as _TERMINAL
 from alma_schedule.model import WAITING as _WAITING
 from alma_schedule.model import RunState
+from alma_schedule.stores.sql.queries.forms import replaceable
 from alma_schedule.stores.sql.schema import routines, runs
 from alma_schedule.stores.sql.types import UtcDateTime
 
@@ -39,18 +40,11 @@ def in_states(*states: str) -> ColumnElement[bool]:
 
 
 def owned_states(*states: str) -> list[ColumnElement[bool]]:
-    """The state guard of a statement that reaches ONE run by its key: ``state = (SELECT '<state>')``
-    for each owned state (ORed), a value the planner does not see, so that no plan, generic or made
-    for the parameters, proves the predicate of an index of one state's runs (``ix_runs_expires``,
-    ``ix_runs_resend``, ``ix_runs_poll``, ``ix_runs_active_since``) and reads that whole set filtered
-    by key: statistics taken before a burst price those indexes as empty, and a plan cached then
-    read a burst's claimed runs at every start. Plus, when every state is one of the routine's open
-    run, the literal ``state IN (NON_TERMINAL)``: the predicate of ``uq_runs_one_active``, unique
-    on (org, uid, routine_id) and holding the open runs only, so the planner reaches the run through
-    it (fewer entries than the primary key or ``ix_runs_routine_fire``, which its estimate of one
-    row per routine otherwise ties with the key, reading the routine's whole ledger); when every
-    state is ``buffered``, the predicate of ``uq_runs_one_buffered`` (one row per routine) alike.
-    Checked by EXPLAIN over an analyzed ledger and a burst (``tests/stores/test_sql_hot.py``)."""
+    """The state guard of a statement that reaches ONE run by its key: each owned state as a value the
+    planner does not see, plus the open-run (or buffered) unique index's predicate when it applies,
+    so the planner reaches the run by that index.
+    docs/architecture.md, section "The modules, in detail" (stores/sql/queries/common.py).
+    """
     guards: list[ColumnElement[bool]] = [
         sa.or_(sa.false(), *(runs.c.state == sa.select(lit(s)).scalar_subquery() for s in states))
     ]
@@ -66,8 +60,12 @@ ACTIVE = tuple(s for s in RunState if s in _ACTIVE)
 TERMINAL = tuple(s for s in RunState if s in _TERMINAL)
 
 
+#: Each dialect's ``INSERT`` with ``ON CONFLICT`` (SQLAlchemy's own constructs, the same interface).
+_INSERTS: dict[str, Callable[[sa.Table], Any]] = {"postgresql": pg.insert, "sqlite": sqlite_dialect.insert}
+
+
 def _insert(dialect: str, table: sa.Table) -> Any:
-    return (pg.insert if dialect == "postgresql" else sqlite_dialect.insert)(table)
+    return _INSERTS[dialect](table)
 
 
 def dt(value: datetime | sa.BindParameter[Any] | None) -> sa.BindParameter[Any]:
@@ -105,19 +103,14 @@ def ctid(table: Any) -> ColumnElement[Any]:
 
 
 def rows_at(table: sa.Table, ctids: sa.Select[Any]) -> ColumnElement[bool]:
-    """PostgreSQL: the rows of ``table`` at the ``ctid`` values ``ctids`` selects (read in the
-    statement's snapshot, or locked by its ``FOR UPDATE``), as ``ctid = ANY(ARRAY(...))``: a TID
-    scan, one heap fetch per row, whatever the table's size or statistics (a join or an ``IN``
-    on the key is planned from estimates, and was planned as a hash of a sequential scan of the
-    whole table). A row a concurrent transaction updated after the statement's snapshot: when
-    ``ctids`` read it unlocked, the TID scan finds the version the snapshot sees and the update
-    follows it to the newest one, rechecking the statement's other conditions on the row (its
-    key, its state: the CAS; PostgreSQL does not recheck the TIDs); when ``ctids`` locked it, the
-    ctid is its newest version's, which the snapshot does not see: that row is left to the next
-    sweep (every statement that takes rows so is a sweep that every tick repeats)."""
+    """PostgreSQL: the rows of ``table`` at the ``ctid`` values ``ctids`` selects (a TID scan, one heap
+    fetch per row). A row updated concurrently after ``ctids`` locked it is left to the next sweep.
+    docs/architecture.md, section "The modules, in detail" (stores/sql/queries/common.py).
+    """
     return ctid(table) == sa.any_(sa.func.ARRAY(ctids.scalar_subquery().correlate(None)))
 
 
+@replaceable
 @functools.lru_cache(maxsize=32)
 def _end_fires(
     dialect: str,
@@ -131,71 +124,6 @@ def _end_fires(
     now = sa.bindparam(f"{name}_now", type_=UtcDateTime)
     values = {"state": lit(state), "reason": lit(reason), "state_at": now, "finished_at": now}
     twin = runs.alias(f"{name}_twin")
-    if dialect == "postgresql":
-        k = _unnest(name, [*_KEY_COLS, ("run_id", sa.Text())])
-        # Each routine's one run in its slot, probed through the slot's unique partial index
-        # (LATERAL ... LIMIT 1: a subquery the planner keeps, run once per key), with whether it
-        # matches ``cas`` computed there; then only the matching ones are checked for the fire's own
-        # key and found by their primary key, the CAS being the state just read (a join condition:
-        # no partial index matches it). Written so, the statement costs O(fires) whatever the open
-        # runs: with a constant state in the UPDATE's WHERE (on ``runs``, or on the probe's state,
-        # which the planner then infers for ``runs`` too) the planner, whose statistics take open
-        # runs to be few, scans that state's index and hashes EVERY such run of the table per batch.
-        # The probe also returns the row's ``ctid``, and the UPDATE reads only the rows at the
-        # probed ctids (``ctid = ANY(ARRAY(...))``: a TID scan, one heap fetch per run to end),
-        # joined to the probe by the key, the state kept as the CAS. Joined by the key alone, the
-        # planner (1,000 keys, half taken to match; the ledger's row count stale, VACUUM's
-        # estimate drifts: 9,415 for 101,200 rows, measured) hashed a sequential scan of the
-        # WHOLE ledger per batch: 45 of a 1,000-fire tick's 141 ms at 100,000 routines. A run a
-        # concurrent transaction updated since the probe is rechecked on its key and state, not
-        # its ctid (PostgreSQL's TID scan does not recheck its TIDs), so the CAS is what it was.
-        r = runs.alias(f"{name}_slot")
-        one = (
-            sa.select(ctid(r).label("ctid"), r.c.run_id, r.c.state, r.c.origin)
-            .where(r.c.org == k.c.org, r.c.uid == k.c.uid, r.c.routine_id == k.c.routine_id, slot(r.c))
-            .limit(sa.literal_column("1"))  # one by the unique index
-            .lateral(f"{name}_one")
-        )
-        probed = (
-            k.c.org, k.c.uid, k.c.routine_id, k.c.run_id.label("fire_run_id"),
-            one.c.ctid.label("slot_ctid"), one.c.run_id, one.c.state,
-        )  # fmt: skip
-        found = (
-            sa.select(*probed, cas(one.c).label("matched"))
-            .select_from(k.join(one, sa.true()))
-            .cte(f"{name}_ending")
-            .prefix_with("MATERIALIZED")
-        )
-        fresh = ~sa.exists().where(
-            twin.c.org == found.c.org,
-            twin.c.uid == found.c.uid,
-            twin.c.routine_id == found.c.routine_id,
-            twin.c.run_id == found.c.fire_run_id,
-        )
-        at_found = (
-            rows_at(runs, sa.select(found.c.slot_ctid).where(found.c.matched)),  # a TID scan of these alone
-            runs.c.org == found.c.org,
-            runs.c.uid == found.c.uid,
-            runs.c.routine_id == found.c.routine_id,
-            runs.c.run_id == found.c.run_id,
-            runs.c.state == found.c.state,
-        )
-        ending = sa.update(runs).values(values).where(*at_found, found.c.matched, fresh).returning(*runs.c)
-        if not report:
-            return ending
-        # ``report``: every routine's run in its slot, its key, whether it matched, then the row it
-        # became (NULLs where it was not ended): the UPDATE as a data-modifying CTE, joined back.
-        ended = ending.cte(f"{name}_ended")
-        joined = found.outerjoin(
-            ended,
-            sa.and_(
-                ended.c.org == found.c.org,
-                ended.c.uid == found.c.uid,
-                ended.c.routine_id == found.c.routine_id,
-                ended.c.run_id == found.c.run_id,
-            ),
-        )
-        return sa.select(found.c.org, found.c.uid, found.c.routine_id, found.c.matched, *ended.c).select_from(joined)
     fresh = ~sa.exists().where(
         twin.c.org == runs.c.org,
         twin.c.uid == runs.c.uid,
@@ -226,22 +154,18 @@ def end_runs_for_fires(
     *,
     report: bool = False,
 ) -> tuple[Any, Params]:
-    """The runs of the routines of these fires ``(org, uid, routine_id, run_id)`` in their ``slot``
-    (the predicate of a unique partial index: at most one such run per routine, given the columns
-    of a table) that match ``cas`` (given the same) -> terminal ``state(reason)`` at ``now``,
-    returned, each only while the fire's own run key does not exist (a duplicate fire ends
-    nothing). ONE statement whatever the number of fires (PostgreSQL: ``unnest`` of key arrays
-    named ``name``, each routine probed once; SQLite: row-value ``IN`` lists), built once per shape.
+    """The runs in ``slot`` of these fires' routines that match ``cas`` -> terminal ``state(reason)`` at
+    ``now``, returned, unless the fire's own run key exists. ONE statement whatever the number of fires;
+    ``report``: one row per routine with ``matched`` instead (PostgreSQL).
+    docs/architecture.md, section "The modules, in detail" (stores/sql/queries/common.py).
+    """
+    return _end_fires(dialect, name, state, reason, cas, slot, report), end_fires_params(dialect, name, fires, now)
 
-    ``report``: rows ``(org, uid, routine_id, matched, *runs columns)`` instead, one per routine of
-    the fires whose slot holds a run (PostgreSQL): ``matched`` whether that run matched ``cas``,
-    then the row it became, or NULLs where it was not ended (it did not match, the fire is a
-    duplicate, or it changed since the probe read it). SQLite reports only the runs ended."""
-    stmt = _end_fires(dialect, name, state, reason, cas, slot, report)
-    if dialect == "postgresql":
-        cols = ("org", "uid", "routine_id", "run_id")
-        return stmt, {f"{name}_now": now, **{f"{name}_{c}": [f[i] for f in fires] for i, c in enumerate(cols)}}
-    return stmt, {
+
+@replaceable
+def end_fires_params(dialect: str, name: str, fires: Sequence[Key4], now: datetime) -> Params:
+    """The parameters of :func:`end_runs_for_fires`' statement: row-value lists."""
+    return {
         f"{name}_now": now,
         f"{name}_fires": [tuple(f) for f in fires],
         f"{name}_routines": [tuple(f[:3]) for f in fires],

@@ -1,24 +1,6 @@
 """SQL statements of the store, the one-statement finish (PostgreSQL): the terminal CAS, the money
 settlement and the failure streak in ONE data-modifying statement (one round trip, autocommit).
-
-The statement does what :meth:`~alma_schedule.stores.sql.store_runs.RunsMixin.finish`'s transaction
-does, in the store's lock order (routine row, run row, spend rows in ceiling-key order):
-
-* ``rl``: the routine row, locked, only while its schedule's ``overlap`` is not ``latest`` (a
-  routine that may buffer a fire finishes in the transaction: see the comment in the code);
-* ``old``: the run row, locked, only if its state is one the caller owns, the routine has NO
-  buffered fire (releasing one stays the transaction's job) and the routine exists (``rl``);
-* ``fin``: the terminal write from ``old``: cost = the result's, else the recorded one
-  (:func:`~alma_schedule.policies.settlement.finish_cost`); ``erase_at`` set when a result text is
-  kept; a held reservation (``reserve_day`` and ceilings) cleared;
-* ``sl`` / ``su``: the spend rows of a held reservation, locked in ceiling-key order, moved from
-  reserved to settled (:func:`~alma_schedule.policies.settlement.settle`, :func:`.money.spend_adjust`);
-* ``st``: the streak step of :func:`alma_schedule.policies.streak.step` on the locked routine row:
-  ``+1`` (and the latch at the threshold, unless already paused: ``paused_reason`` and a NULL
-  ``next_due_at``) or a reset to 0 (written only when it was not 0).
-
-It returns the finished run row, or nothing when ``old`` matched nothing: then the caller runs the
-full transaction, which tells a loser from a fire to release (nothing was written).
+docs/architecture.md, section "The modules, in detail" (stores/sql/queries/finish.py).
 """
 
 from __future__ import annotations
@@ -65,7 +47,17 @@ def finish_statement(from_states: tuple[str, ...], effect: str) -> Any:
     # ``latest`` routine (re-checked on the row's latest version after a wait) takes the
     # transaction instead, whose statements after its lock see the fire and release it.
     can_buffer = sa.func.coalesce(routines.c.schedule.op("->>")(lit("overlap")), lit("skip")) == lit("latest")
-    rl = sa.select(routines.c.org).where(_routine_key(routines), ~can_buffer).with_for_update().cte("rl")
+    # A fixed-delay routine (``after``) takes the transaction too: the end of its run sets its next fire.
+    fixed_delay = routines.c.schedule.op("->>")(lit("after")).is_not(None)
+    # A failure that latches the streak's automatic pause takes the transaction too: it appends the
+    # pause's audit event (policies/audit.py::auto_paused) there, in the same transaction.
+    unless = [~_latches()] if effect == StreakEffect.COUNT else []
+    rl = (
+        sa.select(routines.c.org)
+        .where(_routine_key(routines), ~can_buffer, ~fixed_delay, *unless)
+        .with_for_update()
+        .cte("rl")
+    )
     guards.append(sa.exists().select_from(rl))
     old = sa.select(runs).where(*guards).with_for_update(of=runs).cte("old")
     held = sa.and_(old.c.reserve_day.is_not(None), old.c.reserve_ceilings != _EMPTY)
@@ -122,6 +114,12 @@ def finish_statement(from_states: tuple[str, ...], effect: str) -> Any:
     if effect != StreakEffect.NONE:
         ctes.append(_streak(effect, fin).cte("st"))
     return main.add_cte(*ctes)
+
+
+def _latches() -> Any:
+    """Whether one more failure latches the routine's automatic pause (as :func:`_streak` writes it)."""
+    threshold = sa.bindparam("f_threshold", type_=sa.Integer)
+    return sa.and_(threshold > 0, routines.c.consecutive_failures + 1 >= threshold, routines.c.paused_reason.is_(None))
 
 
 def _streak(effect: str, fin: Any) -> Any:

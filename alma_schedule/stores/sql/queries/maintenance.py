@@ -54,12 +54,10 @@ def erase_results(org: str, uid: str) -> Any:
 
 def erasable(now: datetime) -> ColumnElement[bool]:
     """A run whose ``erase_at`` has passed at ``now`` (also the tick probe's ``expired_results``): its
-    result text is erased and its ``erase_at`` cleared. ``erase_at`` is written with a result text;
-    a run put with one and no text has only the mark to clear. The predicate is the partial index's
-    column alone: with a second condition on ``result_text`` (no text in the whole ledger: estimated
-    to match no row), the probe's generic plan priced its ordered ``LIMIT 1`` as a read of every
-    ``erase_at`` row (a sort of a scan of the ledger, 20 ms at 100,000 runs), so PostgreSQL never
-    kept the probe's generic plan and planned it again at every tick."""
+    result text is erased and its ``erase_at`` cleared. The predicate is the partial index's column
+    alone.
+    docs/architecture.md, section "The modules, in detail" (stores/sql/queries/maintenance.py).
+    """
     return runs.c.erase_at <= now
 
 
@@ -71,7 +69,7 @@ def erase_expired(now: datetime, limit: int, dialect: str) -> Any:
         .limit(limit)
         .with_for_update(skip_locked=True)
     )
-    return sa.update(runs).where(_pk_in(due, dialect)).values(result_text=None, erase_at=None)
+    return sa.update(runs).where(_pk_in(dialect, due)).values(result_text=None, erase_at=None)
 
 
 def reindex_batch(dialect: str, rows: Sequence[Mapping[str, Any]], tzdata_version: str | None) -> tuple[Any, Params]:

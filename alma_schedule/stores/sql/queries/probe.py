@@ -1,20 +1,6 @@
 """SQL statements of the store, the tick probe: ONE read saying, per step of the tick, whether it has
 anything to do.
-
-Each flag asks whether the step's own predicate (the same builder the step's statement uses) holds
-for any row, as ``(SELECT 1 ... WHERE predicate ORDER BY <the index's column> LIMIT 1) IS NOT NULL``
-rather than ``EXISTS``: PostgreSQL drops the ``ORDER BY`` of an ``EXISTS``, and then a plan from stale
-statistics (``next_due_at <= now`` "matches a third of the routines") may scan the table for a row
-that is not there. Ordered by the column of the step's partial index, with ``LIMIT 1``, every arm
-is an index probe whatever the statistics: ``ix_routines_due``, ``ix_backfills_pending``,
-``ix_runs_resend``, ``ix_runs_expires`` and ``uq_runs_one_buffered`` (one arm each),
-``ix_runs_poll``, ``ix_runs_erase``, ``ix_routines_deleted``, ``ix_runs_active_since`` (one arm per
-way of being blocked) and ``ix_routines_erroring``. An idle tick costs this read and its one write
-(the heartbeat with the tick log, :func:`~.ticklog.record_tick`), nothing else.
-
-The statement is built ONCE per process (:func:`tick_probe_statement`, its instants named parameters
-given per execution by :func:`tick_probe_params`): building its twelve arms anew took longer than
-PostgreSQL takes to answer it.
+docs/architecture.md, section "The modules, in detail" (stores/sql/queries/probe.py).
 """
 
 from __future__ import annotations

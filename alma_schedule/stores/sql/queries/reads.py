@@ -22,8 +22,11 @@ def list_runs(
     state: str | None,
     since: datetime | None,
     limit: int,
-    before: tuple[datetime, str] | None,
+    before: tuple[datetime, str] | tuple[datetime, str, str] | None,
 ) -> sa.Select[Any]:
+    """The ledger newest first by ``(fire_at, run_id, routine_id)``; ``before`` pages on the same key
+    (all three: two routines of the scope sharing an instant never straddle a page unseen), or on
+    its ``(fire_at, run_id)`` pair."""
     stmt = sa.select(runs).where(runs.c.org == org, runs.c.uid == uid)
     if routine_id is not None:
         stmt = stmt.where(runs.c.routine_id == routine_id)
@@ -32,7 +35,8 @@ def list_runs(
     if since is not None:
         stmt = stmt.where(runs.c.fire_at >= since)
     if before is not None:
-        stmt = stmt.where(sa.tuple_(runs.c.fire_at, runs.c.run_id) < sa.tuple_(dt(before[0]), before[1]))
+        key = (runs.c.fire_at, runs.c.run_id, runs.c.routine_id)[: len(before)]
+        stmt = stmt.where(sa.tuple_(*key) < sa.tuple_(dt(before[0]), *before[1:]))
     return stmt.order_by(runs.c.fire_at.desc(), runs.c.run_id.desc(), runs.c.routine_id.desc()).limit(limit)
 
 
@@ -75,6 +79,17 @@ def stuck(entered_before: datetime, limit: int) -> sa.Select[Any]:
     return (
         sa.select(runs)
         .where(in_states(*ACTIVE), runs.c.state_at < entered_before)
+        .order_by(runs.c.state_at, *ORDER_TAIL)
+        .limit(limit)
+    )
+
+
+def unstarted(before: datetime, limit: int) -> sa.Select[Any]:
+    """Claimed runs claimed and due before ``before`` (no worker started them), oldest first."""
+    due = sa.func.coalesce(runs.c.due_at, runs.c.fire_at)
+    return (
+        sa.select(runs)
+        .where(runs.c.state == lit(RunState.CLAIMED), runs.c.state_at < dt(before), due < dt(before))
         .order_by(runs.c.state_at, *ORDER_TAIL)
         .limit(limit)
     )

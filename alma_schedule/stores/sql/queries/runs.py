@@ -9,8 +9,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from alma_schedule.model import RunKey, RunState
-from alma_schedule.stores.sql.queries.common import _KEY_COLS, Params, _insert, _unnest, lit, owned_states
-from alma_schedule.stores.sql.schema import routines, runs
+from alma_schedule.stores.sql.queries.common import Params, _insert, lit, owned_states
+from alma_schedule.stores.sql.schema import runs
 from alma_schedule.stores.sql.types import UtcDateTime
 
 # The hot run statements are built ONCE (named bind parameters): SQLAlchemy then reuses the
@@ -36,49 +36,7 @@ def insert_run(dialect: str, values: Mapping[str, Any]) -> Any:
     return _insert(dialect, runs).values(dict(values)).on_conflict_do_nothing().returning(*runs.c)
 
 
-_ROUTINE_OF_RUN = sa.and_(
-    routines.c.org == runs.c.org, routines.c.uid == runs.c.uid, routines.c.routine_id == runs.c.routine_id
-)
 _NOW = sa.bindparam("now", type_=UtcDateTime)
-
-
-@functools.lru_cache(maxsize=4)
-def start_cas(*, with_routine: bool, in_window: bool) -> Any:
-    """``claimed -> running`` in ONE statement, joined to an ACTIVE routine row; ``in_window``: only
-    while ``expires_at > now``. Params: key, ``now``, ``owner`` (the run's owner, None allowed).
-    Returns the run row; ``with_routine`` (PostgreSQL: SQLite's ``RETURNING`` cannot name the
-    joined table) then every ``routines`` column, labelled ``r_<name>``, in order: the start
-    returns all the runner needs in its one round trip. Built once per shape."""
-    guards = [
-        _RUN_KEY,
-        # not the literal (owned_states): with it, a plan cached while few runs were claimed read a
-        # burst's claimed runs through ix_runs_expires filtered by key, at each start
-        *owned_states(RunState.CLAIMED),
-        _ROUTINE_OF_RUN,
-        routines.c.deleted_at.is_(None),
-        routines.c.enabled.is_(True),
-        routines.c.paused_reason.is_(None),
-    ]
-    if in_window:
-        guards.append(runs.c.expires_at > _NOW)
-    owner = sa.bindparam("owner", type_=sa.Text)
-    stmt = sa.update(runs).values(state=lit(RunState.RUNNING), started_at=_NOW, state_at=_NOW, owner=owner)
-    joined = [c.label(f"r_{c.name}") for c in routines.c] if with_routine else []
-    return stmt.where(*guards).returning(*runs.c, *joined)
-
-
-#: The run and its routine's levers (the routine may be gone: outer join). Params: the key.
-SELECT_RUN_WITH_ROUTINE = (
-    sa.select(
-        runs,
-        routines.c.deleted_at.label("r_deleted_at"),
-        routines.c.enabled.label("r_enabled"),
-        routines.c.paused_reason.label("r_paused_reason"),
-        routines.c.routine_id.label("r_exists"),
-    )
-    .select_from(runs.outerjoin(routines, _ROUTINE_OF_RUN))
-    .where(_RUN_KEY)
-)
 
 
 @functools.lru_cache(maxsize=512)
@@ -98,7 +56,7 @@ def cas(key: RunKey, from_states: Sequence[str], values: Mapping[str, Any]) -> t
     return stmt, run_params(key, **{f"v_{c}": v for c, v in values.items()})
 
 
-# --- the blocked marker (issue 14) ---
+# --- the blocked marker ---
 
 #: Mark a ``running`` run blocked at once, in ONE statement (the first marker wins; the cost only
 #: rises). Params: the key, ``now``, ``why``, ``cost`` (0 = leave the stored cost).
@@ -116,7 +74,7 @@ MARK_BLOCKED = (
 # --- end the blocked marker ---
 
 
-# --- the owner of a run (issue 14) ---
+# --- the owner of a run ---
 
 #: The ``running`` runs of one Celery request id (params ``owner``, ``prefix`` = the LIKE pattern
 #: of ``owner + "/"`` with ``\\``, ``%`` and ``_`` escaped, ``limit``); key order. The caller keeps
@@ -148,18 +106,7 @@ def like_prefix(owner: str) -> str:
 _PK = (runs.c.org, runs.c.uid, runs.c.routine_id, runs.c.run_id)
 
 
-def existing_runs(dialect: str, keys: Sequence[tuple[str, str, str, str]]) -> tuple[Any, Params]:
-    """Which of these run keys exist (a fire claimed before is a duplicate: no row, no supersession)."""
-    if dialect == "postgresql":
-        k = _unnest("e", [*_KEY_COLS, ("run_id", sa.Text())])
-        stmt = sa.select(*_PK).join(
-            k,
-            sa.and_(
-                runs.c.org == k.c.org,
-                runs.c.uid == k.c.uid,
-                runs.c.routine_id == k.c.routine_id,
-                runs.c.run_id == k.c.run_id,
-            ),
-        )
-        return stmt, {f"e_{c}": [key[i] for key in keys] for i, c in enumerate(("org", "uid", "routine_id", "run_id"))}
+def existing_runs(keys: Sequence[tuple[str, str, str, str]]) -> tuple[Any, Params]:
+    """Which of these run keys exist (a fire claimed before is a duplicate: no row, no supersession);
+    a row-value ``IN`` (PostgreSQL's arrays: :func:`alma_schedule.stores.postgres.queries.existing_runs`)."""
     return sa.select(*_PK).where(sa.tuple_(*_PK).in_(list(keys))), {}

@@ -13,7 +13,8 @@ from sqlalchemy.sql import ColumnElement
 from alma_schedule.model import Reason, RunState
 from alma_schedule.stores.sql.queries.buffered import EXPIRABLE, expirable
 from alma_schedule.stores.sql.queries.claim import _batch_update_routines, due_routine
-from alma_schedule.stores.sql.queries.common import ctid, dt, in_states, lit, rows_at
+from alma_schedule.stores.sql.queries.common import dt, in_states, lit
+from alma_schedule.stores.sql.queries.forms import replaceable
 from alma_schedule.stores.sql.schema import runs
 from alma_schedule.stores.sql.types import UtcDateTime
 
@@ -54,14 +55,9 @@ def _take(column: sa.Column[Any], state: str, now: datetime, limit: int, *, live
     return stmt.order_by(column, *ORDER_TAIL).limit(limit).with_for_update(skip_locked=True)
 
 
-def _pk_in(sub: sa.Select[Any], dialect: str) -> ColumnElement[bool]:
-    """The ``runs`` rows ``sub`` (a select of their keys, locking them) selects. PostgreSQL: by
-    the ``ctid`` of the rows it locked (``ctid = ANY(ARRAY(...))``, a TID scan: one heap fetch per
-    row taken; :func:`.common.rows_at`). As a key ``IN`` (a semi-join), planned for a take of 1,000
-    rows, it hashed a sequential scan of the whole ledger (measured on 20,800 rows); SQLite: the
-    key ``IN``, through the primary key."""
-    if dialect == "postgresql":
-        return rows_at(runs, sub.with_only_columns(ctid(runs)))
+@replaceable
+def _pk_in(dialect: str, sub: sa.Select[Any]) -> ColumnElement[bool]:
+    """The ``runs`` rows ``sub`` (a select of their keys, locking them) selects: the key ``IN``."""
     return sa.tuple_(runs.c.org, runs.c.uid, runs.c.routine_id, runs.c.run_id).in_(sub)
 
 
@@ -79,7 +75,7 @@ def expire_claimed(now: datetime, limit: int, dialect: str) -> Any:
     """``claimed`` (and ``buffered``) rows past ``expires_at`` -> ``skipped(missed)`` (skip-locked, returned)."""
     return (
         sa.update(runs)
-        .where(_pk_in(_expiring(now, limit), dialect), in_states(*EXPIRABLE))
+        .where(_pk_in(dialect, _expiring(now, limit)), in_states(*EXPIRABLE))
         .values(state=lit(RunState.SKIPPED), reason=lit(Reason.MISSED), state_at=dt(now), finished_at=dt(now))
         .returning(*runs.c)
     )
@@ -95,7 +91,7 @@ def take_resends(now: datetime, limit: int, pushes: Sequence[datetime], cap: dat
     return (
         sa.update(runs)
         .where(
-            _pk_in(_take(runs.c.resend_at, RunState.CLAIMED, now, limit, live=True), dialect),
+            _pk_in(dialect, _take(runs.c.resend_at, RunState.CLAIMED, now, limit, live=True)),
             runs.c.state == lit(RunState.CLAIMED),
         )
         .values(
@@ -111,7 +107,7 @@ def take_polls(now: datetime, limit: int, pushes: Sequence[datetime], cap: datet
     return (
         sa.update(runs)
         .where(
-            _pk_in(_take(runs.c.next_poll_at, RunState.SUBMITTED, now, limit), dialect),
+            _pk_in(dialect, _take(runs.c.next_poll_at, RunState.SUBMITTED, now, limit)),
             runs.c.state == lit(RunState.SUBMITTED),
         )
         .values(

@@ -1,8 +1,8 @@
-"""SQL statements of the store for the dashboard (issue 17): the tick log (the tick's upsert of its
+"""SQL statements of the store for the dashboard: the tick log (the tick's upsert of its
 minute, the prune of minutes older than the log keeps, the overview's read of the newest minutes)
 and the capped counts of routines by state; and the end of a tick, :func:`record_tick`: the
 heartbeat (with its wake-up hint, :func:`~.wake.record_heartbeat`) and the tick's minute in ONE
-statement on PostgreSQL, built once per process (its values named parameters)."""
+statement on PostgreSQL (:mod:`alma_schedule.stores.postgres.queries`), built once per process."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def _minute(now: datetime) -> datetime:
     return now.replace(second=0, microsecond=0)
 
 
-def _oldest(now: datetime) -> datetime:
+def oldest(now: datetime) -> datetime:
     """The first minute the log keeps at ``now``."""
     return _minute(now) - timedelta(days=TICK_LOG_KEEP_DAYS)
 
@@ -57,43 +57,31 @@ def upsert_tick_minute(dialect: str, now: datetime, claimed: int, p50: float | N
     return _upsert_minute(dialect, dt(_minute(now)), claimed, lag(value=p50), lag(value=p95))
 
 
-def _prune_oldest(dialect: str, oldest: Any) -> Any:
-    """Delete the oldest minutes before ``oldest``, at most ``TICK_LOG_PRUNE_LIMIT``, by primary key:
-    on PostgreSQL ``= ANY(ARRAY(...))`` of an ordered ``LIMIT`` scan of the key, the plan a generic
-    (prepared) plan keeps whatever the log's size (a bare ``minute < $n`` is estimated at a third of
-    the log and may be planned as a sequential scan)."""
-    old = sa.select(tick_log.c.minute).where(tick_log.c.minute < oldest).order_by(tick_log.c.minute)
+def prune_oldest(before: Any) -> Any:
+    """Delete the oldest minutes before ``before``, at most ``TICK_LOG_PRUNE_LIMIT``, by primary key
+    (PostgreSQL's form: :func:`alma_schedule.stores.postgres.queries.prune_oldest`)."""
+    old = sa.select(tick_log.c.minute).where(tick_log.c.minute < before).order_by(tick_log.c.minute)
     old = old.limit(TICK_LOG_PRUNE_LIMIT)
-    if dialect == "postgresql":
-        return sa.delete(tick_log).where(tick_log.c.minute == sa.any_(sa.func.array(old.scalar_subquery())))
     return sa.delete(tick_log).where(tick_log.c.minute.in_(old.scalar_subquery()))
 
 
-def prune_tick_log(dialect: str, now: datetime) -> Any:
+def prune_tick_log(now: datetime) -> Any:
     """Delete the oldest minutes older than the log keeps, at most ``TICK_LOG_PRUNE_LIMIT``."""
-    return _prune_oldest(dialect, dt(_oldest(now)))
+    return prune_oldest(dt(oldest(now)))
 
 
 def log_tick_minute(dialect: str, now: datetime, claimed: int, p50: float | None, p95: float | None) -> list[Any]:
-    """The tick's minute: :func:`upsert_tick_minute` and :func:`prune_tick_log`. On PostgreSQL ONE
-    statement (the upsert a data-modifying CTE of the prune: the two touch different rows, the new
-    minute being 7 days younger than any pruned one); SQLite has no DML in a CTE: both, in order."""
-    upsert, prune = upsert_tick_minute(dialect, now, claimed, p50, p95), prune_tick_log(dialect, now)
-    if dialect == "postgresql":
-        return [prune.add_cte(upsert.cte("minute"))]
-    return [upsert, prune]
+    """The tick's minute: :func:`upsert_tick_minute` and :func:`prune_tick_log`, in order (PostgreSQL's
+    one statement: :func:`alma_schedule.stores.postgres.queries.log_tick_minute`)."""
+    return [upsert_tick_minute(dialect, now, claimed, p50, p95), prune_tick_log(now)]
 
 
 @functools.cache
 def record_tick(dialect: str) -> tuple[Any, ...]:
     """The end of a tick over named parameters (:func:`record_tick_params`), built once per dialect:
-    the heartbeat upsert returning the wake-up hint, the upsert of the tick's minute, the prune.
-    On PostgreSQL ONE statement: the minute's upsert and the prune are data-modifying CTEs of the
-    heartbeat's upsert (three tables' rows that no part reads: ``heartbeat``, the new minute, minutes 7
-    days older, at most ``TICK_LOG_PRUNE_LIMIT`` of them); SQLite has no DML in a CTE: the three in order
-    (in one transaction). The first statement returns the hint. On PostgreSQL it is a prepared
-    statement (:mod:`alma_schedule.stores.sql.hot`): every row it writes is found by key, and each
-    part of the hint is a ``min`` over its partial index."""
+    the heartbeat upsert returning the wake-up hint, the upsert of the tick's minute, the prune, run
+    in order in one transaction (PostgreSQL's one statement:
+    :func:`alma_schedule.stores.postgres.queries.record_tick`)."""
     now: Any = sa.bindparam("tick_now", type_=UtcDateTime)  # where the builders take an instant
     minute = sa.bindparam("tick_minute", type_=UtcDateTime)
     lag = functools.partial(sa.bindparam, type_=sa.Float)
@@ -101,18 +89,15 @@ def record_tick(dialect: str) -> tuple[Any, ...]:
         dialect, minute, sa.bindparam("tick_claimed", type_=sa.Integer),
         sa.cast(lag("tick_lag_p50"), sa.Float), sa.cast(lag("tick_lag_p95"), sa.Float),
     )  # fmt: skip
-    prune = _prune_oldest(dialect, sa.bindparam("tick_oldest", type_=UtcDateTime))
-    beat = record_heartbeat(dialect, now)
-    if dialect == "postgresql":
-        return (beat.add_cte(upsert.cte("minute"), prune.cte("pruned")),)
-    return beat, upsert, prune
+    prune = prune_oldest(sa.bindparam("tick_oldest", type_=UtcDateTime))
+    return record_heartbeat(dialect, now), upsert, prune
 
 
 def record_tick_params(now: datetime, claimed: int, p50: float | None, p95: float | None) -> dict[str, Any]:
     """The values of :func:`record_tick`'s parameters."""
     return {
         "tick_now": now, "tick_minute": _minute(now), "tick_claimed": claimed,
-        "tick_lag_p50": p50, "tick_lag_p95": p95, "tick_oldest": _oldest(now),
+        "tick_lag_p50": p50, "tick_lag_p95": p95, "tick_oldest": oldest(now),
     }  # fmt: skip
 
 

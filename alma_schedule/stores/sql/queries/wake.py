@@ -1,17 +1,6 @@
 """SQL statements of the store, the heartbeat: the tick's one upsert with its wake-up hint, and the
 routines that carry a planning error.
-
-The hint is the earliest instant strictly after the tick's ``now`` at which a tick has something to
-do: a routine's ``next_due_at`` (also of a routine whose planning back-off ends then:
-``defer_until``), a claimed run's ``resend_at`` or ``expires_at``, a submitted run's
-``next_poll_at``. Each part is the first value of an ordered ``LIMIT 1`` scan of its own partial
-index (``ix_routines_due``, ``ix_routines_erroring``, ``ix_runs_resend``, ``ix_runs_expires``,
-``ix_runs_poll``), so the hint costs a few index probes inside the heartbeat's statement and no
-round trip of its own. Not ``min()``: PostgreSQL plans a ``min`` twice (the aggregate, and its rewrite
-as such a scan), and the heartbeat's statement is re-planned whenever a ``VACUUM`` or ``ANALYZE`` of
-``runs`` invalidates its cached plan; measured on a 2-core machine, planning it took 1.3-2.0 ms with
-``min`` and 0.42-0.47 ms with these scans (the same plan shape; the value is the same: NULL when no
-row qualifies, a NULL column never qualifies).
+docs/architecture.md, section "The modules, in detail" (stores/sql/queries/wake.py).
 """
 
 from __future__ import annotations
@@ -21,14 +10,51 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from alma_schedule.model import RunState
+from alma_schedule.model import BACKFILL_ORIGIN, RunState
 from alma_schedule.stores.sql.queries.common import _insert, dt, lit
-from alma_schedule.stores.sql.schema import heartbeat, routines, runs
+from alma_schedule.stores.sql.schema import BACKFILL_PENDING_SQL, backfills, heartbeat, routines, runs
 
 
 def _earliest(column: sa.Column[Any], now: datetime, *where: Any) -> sa.Select[Any]:
     first = sa.select(column).where(column > dt(now), *where).order_by(column).limit(sa.literal_column("1"))
     return sa.select(first.scalar_subquery().label("at"))
+
+
+#: How many pending backfills (in ``next_at`` order, the claim's own order) the hint looks at.
+BACKFILLS_SEEN = 100
+
+
+def _backfill_ready(now: datetime) -> sa.Select[Any]:
+    """The earliest instant after ``now`` at which a pending backfill's next claim became possible
+    (:func:`alma_schedule.policies.backfill.ready_at`: the later of the range's ``created_at`` and
+    the end of its routine's latest backfill run below ``next_at``), among the first
+    :data:`BACKFILLS_SEEN` pending ranges; so a clock that follows the hint ticks when a backfill
+    run ends, not at the next re-send."""
+    bf = backfills.c
+    last_end = (
+        sa.select(runs.c.finished_at)
+        .where(
+            runs.c.org == bf.org,
+            runs.c.uid == bf.uid,
+            runs.c.routine_id == bf.routine_id,
+            runs.c.origin == lit(BACKFILL_ORIGIN),
+            runs.c.fire_at >= bf.from_at,
+            runs.c.fire_at < bf.next_at,
+        )
+        .order_by(runs.c.fire_at.desc())
+        .limit(sa.literal_column("1"))
+        .scalar_subquery()
+    )
+    pending = (
+        sa.select(bf.created_at.label("created"), last_end.label("last_end"))
+        .where(sa.text(BACKFILL_PENDING_SQL))
+        .order_by(bf.next_at)
+        .limit(sa.literal_column(str(BACKFILLS_SEEN)))
+        .subquery("pending")
+    )
+    created, ended = pending.c.created, pending.c.last_end
+    ready = sa.case((sa.func.coalesce(ended, created) > created, ended), else_=created)
+    return sa.select(sa.func.min(ready).label("at")).where(ready > dt(now))
 
 
 def wake_hint(now: datetime) -> sa.ScalarSelect[Any]:
@@ -39,6 +65,7 @@ def wake_hint(now: datetime) -> sa.ScalarSelect[Any]:
         _earliest(runs.c.resend_at, now, runs.c.state == lit(RunState.CLAIMED)),
         _earliest(runs.c.expires_at, now, runs.c.state == lit(RunState.CLAIMED)),
         _earliest(runs.c.next_poll_at, now, runs.c.state == lit(RunState.SUBMITTED)),
+        _backfill_ready(now),
     ).subquery("wake")
     return sa.select(sa.func.min(parts.c.at)).scalar_subquery()
 

@@ -1,14 +1,5 @@
 """The initial schema: routines, routine_versions, runs, spend, heartbeat.
-
-In the store's namespace: every table and index is created in the placeholder schema ``SCHEMA``,
-which the migration connection translates (the PostgreSQL schema, or the SQLite table prefix; see
-``alma_schedule/stores/sql/migrations/env.py``). alma-schedule 0.1.0 ran this revision in the
-default schema with the shared ``alembic_version``; ``alma-schedule migrate --adopt`` moves such a
-store into the namespace and stamps it here.
-
 Revision ID: 0001_initial
-Revises:
-Create Date: 2026-03-01
 """
 
 from __future__ import annotations

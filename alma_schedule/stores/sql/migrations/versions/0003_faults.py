@@ -1,14 +1,6 @@
-"""Issue 14's revision (faults and abuse): expand-only changes for a killed run's owner.
-
+"""The revision of faults and abuse: expand-only changes for a killed run's owner.
 Revision ID: 0003_faults
 Revises: 0002_own_namespace
-Create Date: 2026-12-01
-
-The project's rules for a revision: ONE revision per issue (later changes of issue 14 go here);
-expand-only and safe while old workers run (new columns nullable or with a constant default, last
-in the table; indexes CONCURRENTLY on PostgreSQL; CHECKs ``NOT VALID`` then ``VALIDATE``; no rename
-or drop); state lists as literals, never imported from the model; every table and index in the
-placeholder schema ``SCHEMA``. Each part of the issue adds its block, delimited by a comment.
 """
 
 from __future__ import annotations

@@ -1,14 +1,6 @@
-"""Issue 15's revision (schedule policies): buffered fires, limits, jitter, backfills, the wake-up hint.
-
+"""The revision of schedule policies: buffered fires, limits, jitter, backfills, the wake-up hint.
 Revision ID: 0004_schedule_policies
 Revises: 0003_faults
-Create Date: 2026-12-01
-
-The project's rules for a revision: ONE revision per issue (later changes of issue 15 go here);
-expand-only and safe while old workers run (new columns nullable or with a constant default, last
-in the table; indexes CONCURRENTLY on PostgreSQL; CHECKs ``NOT VALID`` then ``VALIDATE``; no rename
-or drop); state lists as literals, never imported from the model; every table and index in the
-placeholder schema ``SCHEMA``. Each part of the issue adds its block, delimited by a comment.
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
-"""Issue 17's revision (the dashboard): the tick log the overview reads.
-
+"""The revision of the dashboard: the tick log the overview reads.
 Revision ID: 0005_dashboard
 Revises: 0004_schedule_policies
-Create Date: 2026-12-01
-
-The project's rules for a revision: ONE revision per issue (later changes of issue 17 go here);
-expand-only and safe while old workers run (a new table: old workers never touch it); every table
-in the placeholder schema ``SCHEMA``. Each part of the issue adds its block, delimited by a comment.
 """
 
 from __future__ import annotations

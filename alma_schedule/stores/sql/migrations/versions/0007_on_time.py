@@ -1,15 +1,6 @@
-"""Issue 44's revision (on time, every fire): the fires claims collapsed, counted on their routine.
-
+"""The revision of on-time fires: the fires claims collapsed, counted on their routine.
 Revision ID: 0007_on_time
 Revises: 0006_speed
-Create Date: 2026-12-06
-
-The project's rules for a revision: ONE revision per issue (later changes of issue 44 go here, each
-in its own block); expand-only and safe while old workers run (new columns last in the table, with
-a constant default: PostgreSQL adds them without rewriting the table or holding its lock beyond
-the catalog change, and an old worker, which never names them, keeps inserting and updating
-routines); every table in the placeholder schema ``SCHEMA``. Each part of the issue adds its block,
-delimited by a comment.
 """
 
 from __future__ import annotations

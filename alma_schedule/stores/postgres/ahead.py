@@ -1,10 +1,7 @@
 """Statements whose answers this process reads while it works on: sent ahead in psycopg's pipeline
-mode (:func:`meanwhile`: the claim's statements that make room, then its INSERT, while the run
-records and the messages are built) or streamed in chunks as the database sends their rows
-(:func:`streamed`: the claim's locking select, decided as it arrives). Rendered and bound as
-:mod:`.hot` renders them; errors leave as :func:`.hot.all_rows`' would. The libpq level they read (a
-connection's pipeline status, a result's status, a stream's generator) is reached through
-:mod:`alma_schedule.compat.psycopg` (``docs/architecture.md``, "Private calls into dependencies").
+mode (:func:`meanwhile`) or streamed in chunks as the database sends rows (:func:`streamed`).
+Errors leave as :func:`.hot.all_rows`' would.
+docs/architecture.md, section "The modules, in detail" (stores/postgres/ahead.py).
 """
 
 from __future__ import annotations
@@ -17,7 +14,7 @@ from sqlalchemy.engine import Connection
 
 from alma_schedule.compat import psycopg as pg_compat
 from alma_schedule.compat import sqlalchemy as sa_compat
-from alma_schedule.stores.sql import hot
+from alma_schedule.stores.postgres import hot
 
 __all__ = ["meanwhile", "out_of_pipeline", "streamed"]
 
@@ -26,15 +23,11 @@ __all__ = ["meanwhile", "out_of_pipeline", "streamed"]
 def meanwhile(
     conn: Connection, schema: str, statements: Sequence[tuple[Any, Mapping[str, Any]]]
 ) -> Iterator[list[Callable[[], list[Any]]]]:
-    """:func:`.hot.all_rows` of each ``(stmt, params)`` of ``statements``, all SENT on entry, in order, in
-    the driver connection's pipeline mode: the server runs them one after the other (each sees what
-    the ones before it wrote) while the block's Python runs; the pipeline ends with the block (its
-    Sync: the one round trip :func:`.hot.all_rows` waits for, whatever the number of statements), and the
-    yielded functions, one per statement, called after the block (and only then: inside it there is
-    no answer yet), return their rows. A failed statement raises at the block's end, as
-    :func:`.hot.all_rows` would (the statements after it did not run: PostgreSQL skips a pipeline's rest
-    after an error); a connection whose pipeline could not end is invalidated (never pooled in
-    pipeline mode). Inside a transaction the pipeline's Sync commits nothing."""
+    """Send each ``(stmt, params)`` on entry, pipelined; yield one function per statement that returns its
+    rows after the block (one round trip). A failed statement raises at the block's end; inside a
+    transaction the pipeline commits nothing.
+    docs/architecture.md, section "The modules, in detail" (stores/postgres/ahead.py).
+    """
     import psycopg
 
     if not statements:  # nothing to send: no pipeline, no round trip
@@ -92,12 +85,10 @@ _TAKES_THE_MODE = "SELECT WHERE false"
 def streamed(
     conn: Connection, stmt: Any, schema: str, params: Mapping[str, Any], size: int
 ) -> Iterator[list[tuple[Any, ...]]]:
-    """:func:`.hot.all_rows` of ``stmt`` (sent unnamed, planned for its parameters), its rows in
-    chunks of at most ``size`` as the database sends them (libpq's chunked rows mode): the caller
-    works on the first rows while the server still produces the others, on one connection and one
-    thread. A libpq older than 17 has no such mode: then one chunk, once every row arrived. Reading
-    every chunk ends the statement; a caller that stops early leaves psycopg to cancel it (the
-    transaction then rolls back)."""
+    """The rows of ``stmt`` in chunks of at most ``size`` as the database sends them (one chunk on a libpq
+    older than 17). Reading every chunk ends the statement; stopping early cancels it.
+    docs/architecture.md, section "The modules, in detail" (stores/postgres/ahead.py).
+    """
     import psycopg
 
     if pg_compat.libpq_version() < _CHUNKED_LIBPQ:

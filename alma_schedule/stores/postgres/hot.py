@@ -1,58 +1,8 @@
-"""The run side's two per-fire statements (the start CAS, the one-statement finish), the tick probe and
-the end of a tick (``record_tick``) on PostgreSQL, sent on the pooled driver connection as NAMED
-prepared statements (:func:`one_row`); and the tick's other statements (``claim_due``'s, the blocked
-read), rendered the same way once and planned for their parameters at every execution
-(:func:`all_rows`): sent UNNAMED, or, in a claim's transaction, which forces custom plans
-(:func:`begin_custom_plans`), prepared so that they are parsed once per connection (the claim's
-locking select is streamed, unnamed, and its writes sent ahead: :mod:`.ahead`).
-
-Why: a packed ``run_many`` message runs each of its fires through these two statements, and through
-SQLAlchemy's execution each paid, per call, in this process: the schema-name translation of its
-text (``schema_translate_map`` rewrites the placeholder in 4-8 kB of SQL with a regex on every
-execution), psycopg's re-parse of a query longer than its 4 kB query cache, the cursor description
-of ~60 returned columns and the result machinery; and on the server a fresh plan for each
-execution. Here each statement (still built by SQLAlchemy Core in :mod:`.queries`) is compiled and
-rendered ONCE per (statement, schema): the namespace written in, ``$n`` placeholders
-(:func:`rendered`); :func:`one_row` binds its parameters through the statement's own bind
-processors (sent as untyped text that the statement's casts type: one prepared statement per
-shape, whatever the values), executes it on the checked-out psycopg connection with a raw cursor, prepared, and
-returns the row as a tuple (positional, as :mod:`.rows` reads it). The engine's
-``before_cursor_execute`` / ``after_cursor_execute`` listeners still see each execution (the
-rendered text and its positional parameters). The private parts of SQLAlchemy and psycopg this
-relies on (the schema names rendered into the text, the listeners told by hand, a result's libpq
-status) are reached through :mod:`alma_schedule.compat` (``docs/architecture.md``, "Private calls
-into dependencies"). A statement's first execution on a connection sends
-its Parse first: one more round trip, once per connection and statement shape.
-
-The plans (:data:`.engine.PG_PLAN_CACHE`): every other statement is sent UNNAMED, or prepared in a
-transaction that forces custom plans, so PostgreSQL plans it for its parameters at every execution
-(the generic-plan trap of the tick's supersede UPDATE cannot return); these two are prepared, so
-after five custom plans PostgreSQL caches a generic one (``plan_cache_mode = auto``). A generic plan
-is the right plan for them whatever the parameters: every row they touch is reached by equality on a
-full key: the run through the open run's unique index ``uq_runs_one_active`` (or the runs primary
-key), its routine by the routines primary key, the routine's buffered row through
-``uq_runs_one_buffered``, the spend rows by the spend primary key (ceiling, day); one row each, no
-array and no range whose size a generic plan would have to guess. Their state guards are values no
-plan sees (:func:`.queries.common.owned_states`): with the literal, a generic plan cached while few
-runs were claimed read a burst's claimed runs through ``ix_runs_expires`` filtered by key at every
-start, and the planner's one-row-per-routine estimate let the finish read a routine's whole ledger
-through ``ix_runs_routine_fire`` (``tests/stores/test_sql_hot.py`` EXPLAINs both statements, generic
-and custom, over an analyzed ledger and over a burst the statistics predate, and checks that these,
-and only these, are prepared). The tick probe (``store.probe_tick``, every tick) is prepared too:
-each of its arms is an ordered ``LIMIT 1`` probe of a partial index, the plan its generic form is
-built for whatever the statistics (``tests/stores/test_sql_explain.py``); planning it per execution
-cost more than running it. So is the end of a tick (``store.record_tick``, every tick): every row it
-writes is found by key (the heartbeat's, the minute's, the pruned minutes' through an ordered
-``LIMIT`` scan of the tick log's key) and each part of its wake-up hint is an ordered ``LIMIT 1``
-probe of a partial index (``tests/stores/test_sql_hot.py`` EXPLAINs its generic plan). And so is the
-tick's report of blocked runs (``store.blocked``, every tick that has one; :func:`prepared_rows`):
-each of its arms holds only open runs, so every plan of it reads the open runs' partial indexes,
-never the ledger.
-
-Errors leave as SQLAlchemy's would (:func:`one_row` wraps a driver error in SQLAlchemy's
-``DBAPIError``, invalidating the connection on a disconnect), so the store's error boundary maps them
-to the same :class:`~alma_schedule.errors.StoreError` subclasses.
-"""
+"""PostgreSQL's hot statements on the pooled driver connection: each rendered once per (statement,
+schema) (:func:`rendered`); the run side's two per-fire statements, the tick probe, ``record_tick`` and
+the blocked read prepared (:func:`one_row`, :func:`prepared_rows`); the others sent unnamed or in a
+custom-plans transaction (:func:`all_rows`, :func:`begin_custom_plans`); errors leave as SQLAlchemy's
+(docs/architecture.md, section "The modules, in detail", ``stores/postgres/hot.py``)."""
 
 from __future__ import annotations
 
@@ -125,14 +75,9 @@ def array_literal(values: list[Any]) -> list[Any] | ArrayLiteral:
 
 
 def _array(values: list[Any]) -> Any:
-    """An array parameter as the text of a PostgreSQL array literal (``{"a",NULL,"b"}``: C-speed
-    joins, where the binary list dumper walks the list in Python, about 0.25 ms per 1,000 strings
-    and 0.18 ms per 1,000 instants), its cast typing it (``$n::TEXT[]``, ``$n::TIMESTAMPTZ[]``): a
-    list of strings (a ``str`` enum's: its value, as psycopg would send it) none of which holds a
-    double quote or a backslash, or of aware datetimes (each distinct one written once,
-    ``isoformat`` with its offset: the instant whatever the session's zone), either with NULLs.
-    Any other list (numbers, naive datetimes, a string that would need escaping) as it is: the
-    connection's binary list dumper."""
+    """An array parameter as the text of a PostgreSQL array literal (``{"a",NULL,"b"}``), its cast typing
+    it: for lists of strings needing no escape or of aware datetimes (with NULLs); any other list as it is
+    (the connection's binary list dumper). Why: docs/architecture.md (stores/postgres/hot.py)."""
     if not values:
         return values
     kinds = set(map(type, values))
@@ -210,17 +155,11 @@ def prepared_rows(conn: Connection, stmt: Any, schema: str, params: Mapping[str,
 
 
 def all_rows(conn: Connection, stmt: Any, schema: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
-    """Execute ``stmt`` on ``conn``'s driver connection, planned for its parameters at every
-    execution (as every statement but the prepared ones: :data:`.engine.PG_PLAN_CACHE`); all its
-    rows, as the driver's tuples. The tick's own statements go so (``claim_due``'s, the blocked
-    read): rendered once per (statement, schema) like the prepared ones, so an execution skips
-    SQLAlchemy's per-call work (the statement's cache key, the schema-name rewrite of its text,
-    the result machinery) and psycopg's placeholder conversion, about 0.1 ms a statement. Array
-    parameters travel as lists (the connection's binary list dumper; their casts type them).
-
-    Sent UNNAMED, except in a transaction opened by :func:`begin_custom_plans`: there it is
-    prepared (named, parsed once per connection) and every execution still gets its own custom
-    plan, as the transaction forces (no generic plan can be chosen in it)."""
+    """Execute ``stmt`` on ``conn``'s driver connection, rendered once per (statement, schema), planned for
+    its parameters at every execution; all its rows as the driver's tuples. Sent unnamed, or prepared
+    inside :func:`begin_custom_plans`. Errors leave as SQLAlchemy's would.
+    docs/architecture.md, section "The modules, in detail" (stores/postgres/hot.py).
+    """
     custom = bool(conn.get_execution_options().get(CUSTOM_PLANS))
     return _run(conn, rendered(stmt, schema), params, prepare=custom)
 
@@ -236,13 +175,8 @@ def begin_custom_plans(conn: Connection) -> None:
     """Open the transaction of ``conn`` (checked out in AUTOCOMMIT mode, so the driver opens none
     itself; SQLAlchemy's COMMIT or ROLLBACK ends it) with ``plan_cache_mode = force_custom_plan``
     for its duration, and mark ``conn`` so that :func:`all_rows` prepares its statements.
-
-    Why (the tick's claim batches, :mod:`.store_tick`): unnamed, each of a batch's four to six
-    statements was parsed and analyzed again at every execution (0.8 ms of a tick at 1,000
-    routines, measured in the server's log); prepared in the default ``auto`` mode, PostgreSQL
-    would switch them to a cached generic plan after five executions, which cannot see the length
-    of their key arrays (the generic-plan trap of :data:`.engine.PG_PLAN_CACHE`). Forced custom,
-    they are parsed once per connection and planned for their parameters every time."""
+    docs/architecture.md, section "The modules, in detail" (stores/postgres/hot.py).
+    """
     import psycopg
 
     driver = conn.connection.driver_connection
