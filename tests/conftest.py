@@ -125,7 +125,7 @@ def redis_url() -> Iterator[str]:
 
 #: Fixtures that reach a server (PostgreSQL, Redis) or a subprocess of ours.
 SERVER_FIXTURES = frozenset(
-    {"pg_url", "migrated_pg_url", "redis_url", "redis_client", "governed_pg_url", "e2e", "procs", "worker"}
+    {"pg_url", "migrated_pg_url", "redis_url", "redis_client", "governed_pg_url", "e2e", "procs", "worker", "own_redis"}
 )
 #: The files of the store contract suite (every backend).
 CONTRACT_FILES = frozenset({"test_sql_contract.py", "test_memory_contract.py", "test_contract_bites.py"})

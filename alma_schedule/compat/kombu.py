@@ -100,7 +100,8 @@ def read_envelope(raw: Any, decode_body: Callable[[Any, Any], Any]) -> tuple[Any
 
 class GuardedChannel:
     """A mixin over kombu's Redis ``Channel`` (and ``SentinelChannel``): its three decoding methods with
-    one change: the decode is :func:`read_envelope`, and a refused item goes raw to ``alma_refuse``.
+    one change: the decode is :func:`read_envelope`, and a refused item goes raw to ``alma_refuse``;
+    and ``_connparams`` raising a connection error, not ``AttributeError``, once the transport is gone.
 
     docs/architecture.md, "The modules, in detail" (compat/kombu.py, GuardedChannel).
     """
@@ -124,6 +125,20 @@ class GuardedChannel:
             log.error(
                 "alma_schedule: could not refuse an item of %s (%s): %r", queue, problem, data[:120], exc_info=exc
             )
+
+    def _connparams(self: Any, asynchronous: bool = False) -> Any:
+        """kombu's, except on a channel whose transport its connection already let go of
+        (``Connection.collect`` / ``_close`` set ``transport.client`` to None while the channel still
+        holds unacked deliveries): kombu reads ``None.hostname`` there, an ``AttributeError`` that
+        Celery's consumer takes as unrecoverable (the worker exits). We raise Redis's
+        ``ConnectionError`` instead, an error of the transport's ``connection_errors``: Celery reconnects,
+        and the unacked deliveries come back from the broker's unacked hash as after any lost connection."""
+        transport = self.connection
+        if transport is None or transport.client is None:
+            from redis.exceptions import ConnectionError as RedisConnectionError
+
+            raise RedisConnectionError("the channel's kombu connection is closed (its transport was let go)")
+        return super()._connparams(asynchronous=asynchronous)  # type: ignore[misc]
 
     def _brpop_read(self: Any, **options: Any) -> bool:
         from queue import Empty
