@@ -13,10 +13,12 @@ from alma_schedule.core.calendar import BusinessDays, Rolled, day_start, local_d
 from alma_schedule.core.cron_fires import cron_latest, cron_next
 from alma_schedule.core.types import compile_cron
 
-__all__ = ["cal_latest", "cal_next", "rolled_after"]
+__all__ = ["cal_latest", "cal_next", "collided_between", "rolled_after"]
 
 #: Nominal fires looked at for one answer at most (a schedule whose every fire is skipped ends here).
 SCAN_LIMIT = 20_000
+#: The ``skipped(calendar)`` rows one claim writes at most (the newest kept): a week of a minutely cron.
+COLLIDED_LIMIT = 10_080
 
 
 def _nominal_next(expr: str, tz: str | None, a: int) -> int | None:
@@ -70,6 +72,27 @@ def cal_latest(expr: str, tz: str | None, days: BusinessDays, roll: str, n: int)
         else:
             f = _nominal_latest(expr, tz, f - 1)
     return None
+
+
+@lru_cache(maxsize=8192)
+def collided_between(expr: str, tz: str | None, days: BusinessDays, roll: str, lo: int, hi: int) -> tuple[int, ...]:
+    """The nominal fires ``f`` with ``lo < f <= hi`` that do not run because they rolled onto a day
+    where another fire of the routine runs (``Rolled.collided``), oldest first, the newest
+    :data:`COLLIDED_LIMIT` at most. The claim of the fire at ``hi`` (its cursor at ``lo``) records
+    each as ``skipped(calendar)``: consecutive claims' windows ``(lo, hi]`` partition the timeline, so
+    each such fire gets its row once. ``skip`` never collides (its closed-day fires are no fires)."""
+    if roll == "skip" or hi <= lo:
+        return ()
+    spec, zone = compile_cron(expr, tz)
+    out: list[int] = []
+    f = _nominal_next(expr, tz, lo)
+    for _ in range(SCAN_LIMIT):
+        if f is None or f > hi:
+            break
+        if roll_fire(spec, zone, days, roll, f).collided:
+            out.append(f)
+        f = _nominal_next(expr, tz, f)
+    return tuple(out[-COLLIDED_LIMIT:])
 
 
 def rolled_after(expr: str, tz: str | None, days: BusinessDays, roll: str, a: int, n: int) -> list[Rolled]:

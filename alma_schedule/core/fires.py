@@ -9,7 +9,7 @@ from datetime import datetime
 from functools import lru_cache
 
 from alma_schedule.core.calendar import business_days
-from alma_schedule.core.calendar_fires import cal_latest, cal_next, cal_nominal
+from alma_schedule.core.calendar_fires import cal_latest, cal_next, cal_nominal, collided_between
 from alma_schedule.core.cron import next_match
 from alma_schedule.core.cron_fires import _cron_next, cron_latest, cron_next
 from alma_schedule.core.parse import parse_schedule
@@ -214,6 +214,21 @@ def run_id_of(schedule: ScheduleValue, fire: datetime) -> str:
     days = business_days(schedule.calendar)
     u = to_epoch(fire, "fire")
     return _fire_text(cal_nominal(schedule.expr, schedule.tz, days, str(schedule.roll), u))
+
+
+def collided_fires(schedule: ScheduleValue, after: datetime, fire: datetime) -> tuple[datetime, ...]:
+    """The nominal fires in ``(after, fire]`` of a cron on a business calendar that were skipped
+    because they rolled onto a day another fire runs (:func:`.calendar_fires.collided_between`):
+    the ``skipped(calendar)`` rows the claim of ``fire`` writes. Empty for every other schedule."""
+    if not isinstance(schedule, Cron) or schedule.calendar is None or schedule.roll in (None, "skip"):
+        return ()
+    days = business_days(schedule.calendar)
+    lo, hi = to_epoch(after, "after"), to_epoch(fire, "fire")
+    try:
+        found = collided_between(schedule.expr, schedule.tz, days, str(schedule.roll), lo, hi)
+        return tuple(from_epoch(u) for u in found)
+    except (OverflowError, ValueError):
+        return ()
 
 
 def fire_id(instant: datetime) -> str:

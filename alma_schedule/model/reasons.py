@@ -24,8 +24,8 @@ class Reason(enum.StrEnum):
     DELETED = "deleted"
     #: a schedule fire whose start would pass its routine's ``max_runs`` (the start CAS ends it)
     FINISHED = "finished"
-    #: a fire of a cron on a business calendar that does not run: its day is closed (roll ``skip``), or
-    #: it rolled onto a day another fire of the routine runs (core/calendar.py); never overdue
+    #: a fire of a cron on a business calendar that rolled onto a day another fire of the routine runs
+    #: (core/calendar.py ``collided``; written beside the next claim, ``Fire.collided``); never overdue
     CALENDAR = "calendar"
     # failed
     RUNNER_ERROR = "runner_error"

@@ -51,6 +51,9 @@ class Fire(Data):
     buffer: bool = False
     due_at: datetime | None = None
     fires_missed: int = 0
+    #: nominal fires since the cursor that rolled onto a day another fire runs (a business calendar):
+    #: recorded ``skipped(calendar)`` beside this claim, each under the run id of its own instant
+    collided: tuple[datetime, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

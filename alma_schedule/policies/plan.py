@@ -23,8 +23,8 @@ from alma_schedule.core import (
     parse_schedule,
     policy_of,
 )
-from alma_schedule.core.fires import run_id_of, shared_anchor
-from alma_schedule.core.types import After
+from alma_schedule.core.fires import collided_fires, run_id_of, shared_anchor
+from alma_schedule.core.types import After, Cron
 from alma_schedule.errors import AlmaScheduleError
 from alma_schedule.model import Decision, Defer, Fire, NotDue, Routine
 from alma_schedule.policies import backoff, limits, missed, overlap
@@ -141,6 +141,8 @@ def decide(routine: Routine, now: datetime, settings: Settings) -> Fire | NotDue
         return decide_after(routine, policy, now, settings.resend_first)
     if policy.jitter:
         answer = _decide_jittered(routine, schedule, policy, now, settings)
+        if isinstance(answer, Fire) and isinstance(schedule, Cron) and schedule.calendar is not None:
+            answer = _with_collided(answer, schedule, routine.registered_at, routine.last_fire, policy)
         return answer if policy.max_runs is None else _within_runs(answer, routine, policy)
     anchor, last = routine.registered_at, routine.last_fire
     window, cap, resend = settings.one_shot_window, settings.max_catch_up, settings.resend_first
@@ -154,7 +156,22 @@ def decide(routine: Routine, now: datetime, settings: Settings) -> Fire | NotDue
         count = missed.collapsed(schedule, policy, answer.fire_at, last, anchor)
         if count != answer.fires_missed:
             answer = replace(answer, fires_missed=count)
+    if isinstance(answer, Fire) and isinstance(schedule, Cron) and schedule.calendar is not None:
+        answer = _with_collided(answer, schedule, anchor, last, policy)
     return answer if policy.max_runs is None else _within_runs(answer, routine, policy)
+
+
+def _with_collided(
+    answer: Fire, schedule: Cron, anchor: datetime, last: datetime | None, policy: SchedulePolicy
+) -> Fire:
+    """``answer`` carrying the calendar's collided fires since the cursor (the anchor without one;
+    none before ``not_before``): the ``skipped(calendar)`` rows written beside the claim
+    (:func:`~alma_schedule.core.fires.collided_fires`)."""
+    after = last if last is not None and last >= anchor else anchor - SECOND
+    if policy.not_before is not None and policy.not_before - SECOND > after:
+        after = policy.not_before - SECOND
+    collided = collided_fires(schedule, after, answer.fire_at)
+    return replace(answer, collided=collided) if collided else answer
 
 
 def _within_runs(answer: Fire | NotDue, routine: Routine, policy: SchedulePolicy) -> Fire | NotDue:

@@ -29,6 +29,8 @@ SUPERSEDABLE_ORIGIN = "schedule"
 SUPERSEDED: tuple[RunState, Reason] = (RunState.SKIPPED, Reason.MISSED)
 OVERLAP: tuple[RunState, Reason] = (RunState.SKIPPED, Reason.OVERLAP)
 MISSED: tuple[RunState, Reason] = (RunState.SKIPPED, Reason.MISSED)
+#: a calendar fire that rolled onto a day another fire of the routine runs (``Fire.collided``)
+CALENDAR: tuple[RunState, Reason] = (RunState.SKIPPED, Reason.CALENDAR)
 
 
 class Placement(enum.StrEnum):

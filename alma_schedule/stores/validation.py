@@ -95,6 +95,21 @@ def check_missed(value: object) -> int:
     raise InvalidInput(f"fires_missed must be from 0 to {CAP}, not {value}")
 
 
+def check_collided(value: object, fire_at: datetime) -> tuple[datetime, ...]:
+    """A ``Fire``'s ``collided``: a tuple of aware UTC instants, each at or before its ``fire_at``,
+    at most :data:`alma_schedule.core.calendar_fires.COLLIDED_LIMIT` of them."""
+    from alma_schedule.core.calendar_fires import COLLIDED_LIMIT
+
+    if not isinstance(value, tuple):
+        raise InvalidInput(f"collided must be a tuple of instants, not {type(value).__name__}")
+    if len(value) > COLLIDED_LIMIT:
+        raise InvalidInput(f"collided holds at most {COLLIDED_LIMIT} instants, not {len(value)}")
+    out = tuple(require_utc("collided", v) for v in value)
+    if any(v > fire_at for v in out):
+        raise InvalidInput("collided instants must be at or before fire_at")
+    return out
+
+
 def check_limit(name: str, value: object) -> int:
     """A page size: an ``int`` (never a bool or float) up to :data:`MAX_LIMIT`; a negative one reads
     nothing (returned as 0)."""

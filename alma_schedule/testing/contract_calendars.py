@@ -1,17 +1,20 @@
 """Contract: business calendars, system data: stored by name and versioned (insert at 1, each change
 + 1, a compare-and-set on the version), read one or all in name order; the routines that name one;
-a delete refused while a live routine names it (naming them, nothing deleted); bad input refused."""
+a delete refused while a live routine names it (naming them, nothing deleted); bad input refused;
+a claim's collided fires (``Fire.collided``) recorded ``skipped(calendar)`` beside it, once each."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 import pytest
 
 from alma_schedule.errors import CalendarInUse, InvalidInput, StoreConflict
+from alma_schedule.model import Decision, Fire, Routine, RunState
 from alma_schedule.model.calendar import Calendar
 from alma_schedule.stores.base import Store
-from alma_schedule.testing.builders import OTHER_ORG, SCOPE, T0, register
+from alma_schedule.testing.builders import OTHER_ORG, SCOPE, T0, TIMERS, fire_due_long, register
 
 ON_US = {"cron": "0 9 L * *", "tz": "America/New_York", "calendar": "us", "roll": "preceding"}
 
@@ -87,3 +90,40 @@ class CalendarContract:
         with pytest.raises(InvalidInput, match="limit"):
             store.calendar_users("us", limit=1.5)  # type: ignore[arg-type]
         assert store.list_calendars() == []
+
+    def test_a_claims_collided_fires_are_recorded_skipped_calendar_once(self, store: Store) -> None:
+        register(store, "r1")
+        register(store, "r2")
+        sat, sun = T0 - timedelta(hours=48), T0 - timedelta(hours=24)
+
+        def colliding(routine: Routine) -> Decision:
+            fire = fire_due_long(routine)
+            assert isinstance(fire, Fire)
+            return replace(fire, collided=(sat, sun))
+
+        batch = store.claim_due(T0, 100, colliding, TIMERS)
+        assert sorted(r.routine_id for r in batch.claimed) == ["r1", "r2"]
+        rows = {(r.routine_id, r.run_id): r for r in batch.skipped}
+        assert sorted(rows) == [(r, i) for r in ("r1", "r2") for i in ("2026-02-27T12:00:00Z", "2026-02-28T12:00:00Z")]
+        for rec in rows.values():
+            assert (rec.state, rec.reason, rec.origin) == (RunState.SKIPPED, "calendar", "schedule")
+            assert rec.finished_at == T0
+            assert rec.fire_at in (sat, sun) and store.get(rec.key) == rec
+        again = store.claim_due(T0 + timedelta(hours=1), 100, colliding, TIMERS)  # the same collided fires again
+        assert [r for r in again.skipped if r.reason == "calendar"] == []  # their rows exist: left as they are
+        assert len(store.list_runs(SCOPE, limit=100)) == 6 + len(again.claimed)
+
+    def test_bad_collided_fires_defer_the_routine_and_write_no_row(self, store: Store) -> None:
+        bad_ones: list[object] = [(datetime(2026, 1, 1),), (T0 + timedelta(days=1),), [T0 - timedelta(days=1)]]
+        for i, bad in enumerate(bad_ones):
+            register(store, f"b{i}")  # the routines before it are held back by their deferral
+
+            def deciding(routine: Routine, bad: object = bad) -> Decision:
+                fire = fire_due_long(routine)
+                assert isinstance(fire, Fire)
+                return replace(fire, collided=bad)  # type: ignore[arg-type]
+
+            batch = store.claim_due(T0, 100, deciding, TIMERS)
+            assert batch.claimed == batch.skipped == () and [d.routine_id for d in batch.deferred] == [f"b{i}"]
+            assert "collided" in batch.deferred[0].error
+        assert store.list_runs(SCOPE, limit=10) == []

@@ -91,3 +91,29 @@ def test_the_tick_report_warns_a_year_before_a_calendar_runs_out(make, clock, st
     report = sched.tick()
     assert report.warnings == ("calendar 'us' runs out on 2027-12-31: `alma-schedule calendars refresh us`",)
     assert report.to_dict()["warnings"] == list(report.warnings)
+
+
+@every_store
+@pytest.mark.parametrize("roll", ["following", "preceding"])
+def test_a_fire_rolled_onto_a_day_with_a_fire_of_its_own_is_recorded_skipped_calendar(make, clock, store, roll) -> None:
+    """A daily 09:00 New York cron: the fires of Sat 3, Sun 4 and Mon 5 July 2027 (Independence Day,
+    observed) roll onto a business day that has its own 09:00 fire, so each is recorded
+    ``skipped(calendar)`` under its nominal instant's run id, once; every business day runs once."""
+    store.put_calendar(resolve_calendar("us", country="US", first_year=2027, years=1), now=START)
+    clock.set(datetime(2027, 7, 1, 12, tzinfo=UTC))
+    sched = make()
+    sched.register(spec("daily", {"cron": "0 9 * * *", "tz": "America/New_York", "calendar": "us", "roll": roll}))
+    end = datetime(2027, 7, 9, 12, tzinfo=UTC)
+    for _ in range(40):  # the clock follows the wake-up hints, each tick twice (a repeat adds no row)
+        sched.tick()
+        wake = sched.tick().next_wake_at
+        if wake is None or wake >= end:
+            break
+        clock.set(wake)
+    runs = store.list_runs(SCOPE, routine_id="daily", limit=100)
+    ran = sorted(r.fire_at.astimezone(NY).date() for r in runs if r.state == RunState.COMPLETED)
+    assert ran == [date(2027, 7, d) for d in (1, 2, 6, 7, 8)]
+    skipped = sorted((r.run_id, r.state, r.reason, r.fire_at) for r in runs if r.state != RunState.COMPLETED)
+    nominal = [datetime(2027, 7, d, 13, tzinfo=UTC) for d in (3, 4, 5)]
+    assert skipped == [(f"2027-07-0{f.day}T13:00:00Z", RunState.SKIPPED, "calendar", f) for f in nominal]
+    assert len({r.run_id for r in runs}) == len(runs) == 8

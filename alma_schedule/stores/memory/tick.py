@@ -10,6 +10,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from alma_schedule.core.fires import fire_id
 from alma_schedule.errors import InvalidInput
 from alma_schedule.model import (
     ClaimBatch,
@@ -33,7 +34,7 @@ from alma_schedule.settings import Timers
 from alma_schedule.stores.arguments import claim_due_args, claim_manual_args
 from alma_schedule.stores.fast import Staging
 from alma_schedule.stores.memory.runs import RKey, RunsMixin
-from alma_schedule.stores.validation import check_limit, check_missed, check_utc, require_utc
+from alma_schedule.stores.validation import check_collided, check_limit, check_missed, check_utc, require_utc
 
 
 class TickMixin(RunsMixin):
@@ -82,6 +83,7 @@ class TickMixin(RunsMixin):
                     decision = decide(self._out(key))
                     if trusted and isinstance(decision, Fire):
                         fire_at, next_due, collapsed = decision.fire_at, decision.next_due_at, decision.fires_missed
+                        collided = decision.collided
                         expires_at, resend_at, due_at = (
                             decision.expires_at,
                             decision.resend_at,
@@ -97,6 +99,7 @@ class TickMixin(RunsMixin):
                         next_due = check_utc("next_due_at", decision.next_due_at, optional=True)
                         due_at = check_utc("due_at", decision.due_at, optional=True) or fire_at
                         collapsed = check_missed(decision.fires_missed)
+                        collided = check_collided(decision.collided, fire_at)
                     elif isinstance(decision, NotDue):
                         next_due = check_utc("next_due_at", decision.next_due_at, optional=True)
                     elif isinstance(decision, Defer):
@@ -134,6 +137,7 @@ class TickMixin(RunsMixin):
                 if collapsed:
                     kinds[row.kind] = kinds.get(row.kind, 0) + collapsed
                 runs = self._runs.setdefault(key, {})
+                skipped.extend(self._collided(key, row.config_revision, collided, now))
                 if decision.run_id in runs:
                     continue
                 base = RunRecord(
@@ -181,6 +185,22 @@ class TickMixin(RunsMixin):
                 self._put_run(rec)
         missed_kinds = merge_kinds(kinds)
         return ClaimBatch(tuple(claimed), tuple(skipped), tuple(deferred), tuple(buffered), missed_kinds)
+
+    def _collided(self, key: RKey, revision: str, collided: tuple[datetime, ...], now: datetime) -> list[RunRecord]:
+        """The ``skipped(calendar)`` rows of a claim's collided fires, each under its own instant's
+        run id; one whose run id already has a row is left as it is."""
+        runs = self._runs.setdefault(key, {})
+        made: list[RunRecord] = []
+        state, reason = supersession.CALENDAR
+        for instant in collided:
+            run_id = fire_id(instant)
+            if run_id in runs:
+                continue
+            rec = RunRecord(*key, run_id, state, "schedule", revision, instant, now, now, instant, due_at=instant)
+            rec = dataclasses.replace(rec, reason=reason, finished_at=now)
+            self._put_run(rec)
+            made.append(rec)
+        return made
 
     def _count_claim(self, key: RKey) -> None:
         """One more claimed schedule fire of a limited routine (information only: ``max_runs``

@@ -17,7 +17,7 @@ from alma_schedule.model import ClaimScan, Defer, Deferral, DueKey, Fire, NotDue
 from alma_schedule.policies import backoff
 from alma_schedule.policies.plan import Plan
 from alma_schedule.settings import Timers
-from alma_schedule.stores.validation import check_missed, check_utc, require_utc
+from alma_schedule.stores.validation import check_collided, check_missed, check_utc, require_utc
 
 __all__ = ["Decided", "Decision", "clean_error", "decide_checked", "decide_rows", "opening"]
 
@@ -59,6 +59,10 @@ def decide_checked(
         if isinstance(d, Fire):
             check_id("run_id", d.run_id)
             check_missed(d.fires_missed)
+            if d.collided:  # a calendar's collided fires (rare): normalised where they are not aware UTC
+                collided = check_collided(d.collided, _utc("fire_at", d.fire_at))
+                if any(a is not b for a, b in zip(collided, d.collided, strict=True)):
+                    d = dataclasses.replace(d, collided=collided)
             if _is_utc(d.fire_at) and _is_utc(d.expires_at) and _opt_utc(d.resend_at) and _opt_utc(d.next_due_at):
                 if _opt_utc(d.due_at):
                     if checked is not None:

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
+from alma_schedule.core.fires import fire_id
 from alma_schedule.errors import StoreConflict
 from alma_schedule.model import (
     ClaimBatch,
@@ -175,7 +176,31 @@ class TickMixin(SqlBase):
             if fires
             else ([], [], [])
         )
+        if any(f.collided for _, f in fires):
+            skipped.extend(self._insert_collided(conn, fires, now))
         return ClaimBatch(tuple(claimed), tuple(skipped), tuple(deferred), tuple(buffered), merge_kinds(made.missed))
+
+    def _insert_collided(self, conn: Any, fires: list[tuple[Routine, Fire]], now: datetime) -> list[RunRecord]:
+        """The ``skipped(calendar)`` rows of the claims' collided fires (a business calendar), each
+        under its own instant's run id, terminal at once; one whose run key exists is left as it is."""
+        state, reason = supersession.CALENDAR
+        records = [
+            new_record(
+                (r.org, r.uid, r.routine_id),
+                fire_id(instant),
+                state=state,
+                reason=reason,
+                origin="schedule",
+                config_revision=r.config_revision,
+                fire_at=instant,
+                now=now,
+                expires_at=instant,
+            )
+            for r, f in fires
+            for instant in f.collided
+        ]
+        by_key = {(x.org, x.uid, x.routine_id, x.run_id): x for x in records}
+        return list(insert_fires(self._driver, self.dialect, conn, list(by_key.values()), by_key).values())
 
     def _insert_fires(
         self,
