@@ -14,7 +14,7 @@ from alma_schedule.stores.sql.namespace import SCHEMA_TOKEN
 from alma_schedule.stores.sql.types import Json, UtcDateTime
 
 #: The Alembic revision this code expects (one revision per issue; a test checks there is ONE head).
-HEAD_REVISION = "0011_calendars"
+HEAD_REVISION = "0012_ledger_key"
 
 ID = sa.String(200)
 
@@ -198,7 +198,8 @@ sa.Index(
 sa.Index("ix_runs_erase", runs.c.erase_at, **_where("erase_at IS NOT NULL"))
 sa.Index("ix_runs_finished", runs.c.finished_at, **_where("finished_at IS NOT NULL"))
 # The ledger, newest first: per scope, and per routine.
-sa.Index("ix_runs_scope_fire", runs.c.org, runs.c.uid, runs.c.fire_at, runs.c.run_id)
+# Its whole paging key (revision 0012_ledger_key replaced ix_runs_scope_fire, which lacked routine_id).
+sa.Index("ix_runs_scope_key", runs.c.org, runs.c.uid, runs.c.fire_at, runs.c.run_id, runs.c.routine_id)
 sa.Index("ix_runs_routine_fire", runs.c.org, runs.c.uid, runs.c.routine_id, runs.c.fire_at)
 # PostgreSQL also holds functional-dependency statistics on runs (org, uid, routine_id), so that a
 # read of one run by its key is priced through the primary key, never through the routine's ledger
