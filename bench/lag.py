@@ -7,7 +7,8 @@ alma-schedule with beat as the clock (``install(app, beat_clock=True)``, DEFAULT
 task's start minus its nominal instant (``bench/lag_stats.py``). The scenarios (sizes and minutes per
 system as given; ``--quick`` is a smoke of under a minute that asserts nothing about speed):
 
-* ``mix``: 100 routines (60 every minute, 20 every 10 s, 20 every 30 s);
+* ``mix``: 100 routines (60 every minute, 20 every 10 s, 20 every 30 s); alma-schedule also with our
+  runs on a thread pool of their own (layout ``runs``, ``bench/lag_systems.py``), as in ``herd10k``;
 * ``spread`` / ``herd10k``: 10,000 routines, 1 % due per minute, spread over the minute (each an
   ``at``; RedBeat an interval with that phase) or as a :00 herd (100 every minute, the others yearly);
 * ``herd``: 2,000 routines every minute (all due at the same instant), with our run side's cost per fire;
@@ -38,9 +39,9 @@ import lag_stats  # noqa: E402
 ALL = ("celery_beat", "redbeat", "alma_beat", "alma_clock")
 #: name -> (default size, minutes per system, systems as (system, layout))
 SCENARIOS: dict[str, tuple[int, float, tuple[tuple[str, str], ...]]] = {
-    "mix": (100, 10.0, tuple((s, "dedicated") for s in ALL)),
+    "mix": (100, 10.0, (*((s, "dedicated") for s in ALL), ("alma_beat", "runs"))),
     "spread": (10_000, 5.0, (("redbeat", ""), ("alma_beat", "dedicated"), ("alma_clock", "dedicated"))),
-    "herd10k": (10_000, 5.0, tuple((s, "dedicated") for s in ALL)),
+    "herd10k": (10_000, 5.0, (*((s, "dedicated") for s in ALL), ("alma_beat", "runs"))),
     "herd": (2_000, 3.0, tuple((s, "dedicated") for s in ALL)),
     "busy": (100, 5.0, (("celery_beat", ""), ("redbeat", ""), ("alma_beat", "shared"), ("alma_beat", "dedicated"))),
     "idle": (100, 2.0, (("alma_beat", "dedicated"), ("alma_clock", "dedicated"))),

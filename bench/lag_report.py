@@ -19,7 +19,10 @@ def _p(stat: Any, key: str = "p99") -> float | None:
 
 def label(run: dict[str, Any]) -> str:
     name = NAMES.get(run["system"], run["system"])
-    return f"{name}, one worker" if run.get("layout") == "shared" else name
+    layout = run.get("layout")
+    if layout == "shared":
+        return f"{name}, one worker"
+    return f"{name}, runs on threads" if layout == "runs" else name
 
 
 def brief(run: dict[str, Any]) -> dict[str, Any]:

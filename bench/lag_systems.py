@@ -7,7 +7,9 @@ A run is one system (``celery_beat``, ``redbeat``, ``alma_beat``, ``alma_clock``
   ``celery -A lag_fleet beat``;
 * alma-schedule, layout ``dedicated`` (the README's step 5): ``worker -Q alma.tick -c 1`` and
   ``worker -Q alma.run,alma.collect,celery -c 2``; layout ``shared``: one
-  ``worker -Q alma.tick,alma.run,alma.collect,celery -c 2``; the clock ``celery -A lag_fleet beat``
+  ``worker -Q alma.tick,alma.run,alma.collect,celery -c 2``; layout ``runs``: the tick worker, our runs
+  on a thread pool of their own (``worker -Q alma.run,alma.collect -P threads -c 8``) and the fleet's
+  ``worker -Q celery -c 2`` running its tasks only; the clock ``celery -A lag_fleet beat``
   (``alma_beat``) or ``alma-schedule -A lag_fleet clock run`` (``alma_clock``), default settings
   (only the store's URL).
 
@@ -158,6 +160,10 @@ class LagRun:
             workers = [["-Q", "celery", "-c", "2", "-n", "fleet@%h"]]
         elif self.layout == "shared":
             workers = [["-Q", "alma.tick,alma.run,alma.collect,celery", "-c", "2", "-n", "fleet@%h"]]
+        elif self.layout == "runs":  # our runs on a thread pool of their own; the fleet's pool runs its tasks only
+            workers = [["-Q", "alma.tick", "-c", "1", "-n", "tick@%h"],
+                       ["-Q", "alma.run,alma.collect", "-P", "threads", "-c", "8", "-n", "runs@%h"],
+                       ["-Q", "celery", "-c", "2", "-n", "fleet@%h"]]  # fmt: skip
         else:
             workers = [["-Q", "alma.tick", "-c", "1", "-n", "tick@%h"],
                        ["-Q", "alma.run,alma.collect,celery", "-c", "2", "-n", "fleet@%h"]]  # fmt: skip

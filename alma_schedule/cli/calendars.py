@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import date, datetime
 from typing import Any
 
 import click
@@ -11,7 +11,7 @@ import click
 from alma_schedule.cli.context import CliContext, emit_json, fail, handle_errors, json_option, print_table
 from alma_schedule.engine.calendars import install_from, parse_weekend, resolve_calendar, running_out
 from alma_schedule.engine.register import rederived_due
-from alma_schedule.model import aware_utc
+from alma_schedule.model import Routine, aware_utc
 from alma_schedule.model.calendar import MAX_YEARS, Calendar
 from alma_schedule.stores.calendars import calendar_name
 
@@ -28,7 +28,11 @@ def _rederive(obj: CliContext, name: str) -> int:
     if not store.calendar_users(name, limit=1):
         return 0
     install_from(store)
-    return int(store.reindex(rederived_due))
+
+    def derive(routine: Routine) -> datetime | None:  # only the routines that name it move
+        return rederived_due(routine) if routine.schedule.get("calendar") == name else routine.next_due_at
+
+    return int(store.reindex(derive))
 
 
 def _row(c: Calendar) -> tuple[Any, ...]:

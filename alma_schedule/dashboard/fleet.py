@@ -2,7 +2,7 @@
 see, keyset-paged on indexed keys, each listing reading at most :data:`BUDGET` rows per table.
 
 Routines are read in primary-key order (``Store.fleet_routines``: the whole fleet, an org or a
-scope); runs scope by scope, each scope newest first (``Store.list_runs``: ``ix_runs_scope_fire``,
+scope); runs scope by scope, each scope newest first (``Store.list_runs``: ``ix_runs_scope_key``,
 or ``ix_runs_routine_fire`` for one routine). Filters no index serves (kind, state, reason, an id
 prefix across scopes) are applied to the rows read: when :data:`BUDGET` rows were read before a
 page filled, the listing stops and says so (``stopped``), with the key to read on from.
