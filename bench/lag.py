@@ -39,7 +39,9 @@ import lag_stats  # noqa: E402
 ALL = ("celery_beat", "redbeat", "alma_beat", "alma_clock")
 #: name -> (default size, minutes per system, systems as (system, layout))
 SCENARIOS: dict[str, tuple[int, float, tuple[tuple[str, str], ...]]] = {
-    "mix": (100, 10.0, (*((s, "dedicated") for s in ALL), ("alma_beat", "runs"))),
+    "mix": (100, 10.0, (*((s, "dedicated") for s in ALL), ("alma_beat", "runs"), ("alma_beat", "runs-unpacked"))),
+    # mix's routines, with celery beat as the reference and our runs on a thread pool of their own only
+    "mix-runs": (100, 10.0, (("celery_beat", "dedicated"), ("alma_beat", "runs"), ("alma_beat", "runs-unpacked"))),
     "spread": (10_000, 5.0, (("redbeat", ""), ("alma_beat", "dedicated"), ("alma_clock", "dedicated"))),
     "herd10k": (10_000, 5.0, (*((s, "dedicated") for s in ALL), ("alma_beat", "runs"))),
     "herd": (2_000, 3.0, tuple((s, "dedicated") for s in ALL)),
@@ -52,7 +54,7 @@ GRACE = 90.0  # seconds after the window for late fires (a 60 s period's tick co
 def routines_for(scenario: str, n: int, t0: float) -> dict[str, tuple[str, float, float | None]]:
     """The routines of ``scenario`` at size ``n``; ``t0`` (a minute boundary) starts a spread."""
     out: dict[str, tuple[str, float, float | None]] = {}
-    if scenario in ("mix", "busy"):
+    if scenario in ("mix", "mix-runs", "busy"):
         cron, tens = n * 6 // 10, n * 2 // 10
         for i in range(n):
             kind, period = ("cron", 60.0) if i < cron else ("every", 10.0 if i < cron + tens else 30.0)

@@ -22,6 +22,8 @@ def label(run: dict[str, Any]) -> str:
     layout = run.get("layout")
     if layout == "shared":
         return f"{name}, one worker"
+    if layout == "runs-unpacked":
+        return f"{name}, runs on threads, unpacked"
     return f"{name}, runs on threads" if layout == "runs" else name
 
 
@@ -48,7 +50,7 @@ def targets(scenarios: dict[str, Any]) -> list[dict[str, Any]]:
         ref = {r["system"]: r for r in runs if not r["system"].startswith("alma")}
         for run in (r for r in runs if r["system"].startswith("alma")):
             who, p99 = f"{name}: {label(run)}", _ours_p99(run)
-            if name == "mix":
+            if name.startswith("mix"):
                 beat = _p(ref.get("celery_beat", {}).get("task_start_cron"))
                 start = _p(run.get("run_start"))
                 out.append(_target(f"{who}: run-start p99 <= 100 ms", start, None if start is None else start <= 100))
@@ -71,7 +73,7 @@ def targets(scenarios: dict[str, Any]) -> list[dict[str, Any]]:
                 rb = _p(ref.get("redbeat", {}).get("task_start"))
                 out.append(_target(f"{who}: task start p99 <= RedBeat's p99 ({rb} ms)", p99,
                                    None if p99 is None or rb is None else p99 <= rb))  # fmt: skip
-            if name in ("mix", "spread", "herd10k", "herd"):
+            if name in ("mix", "mix-runs", "spread", "herd10k", "herd"):
                 bad = {"missing": run.get("missing"), "twice": run.get("twice")}
                 out.append(_target(f"{who}: 0 missing, 0 twice", bad, not run.get("missing") and not run.get("twice")))
     return out

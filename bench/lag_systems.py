@@ -9,7 +9,8 @@ A run is one system (``celery_beat``, ``redbeat``, ``alma_beat``, ``alma_clock``
   ``worker -Q alma.run,alma.collect,celery -c 2``; layout ``shared``: one
   ``worker -Q alma.tick,alma.run,alma.collect,celery -c 2``; layout ``runs``: the tick worker, our runs
   on a thread pool of their own (``worker -Q alma.run,alma.collect -P threads -c 8``) and the fleet's
-  ``worker -Q celery -c 2`` running its tasks only; the clock ``celery -A lag_fleet beat``
+  ``worker -Q celery -c 2`` running its tasks only (``runs-unpacked``: the same with
+  ``ALMA_RUN_BATCH_SIZE=1``, one run message per fire); the clock ``celery -A lag_fleet beat``
   (``alma_beat``) or ``alma-schedule -A lag_fleet clock run`` (``alma_clock``), default settings
   (only the store's URL).
 
@@ -160,13 +161,15 @@ class LagRun:
             workers = [["-Q", "celery", "-c", "2", "-n", "fleet@%h"]]
         elif self.layout == "shared":
             workers = [["-Q", "alma.tick,alma.run,alma.collect,celery", "-c", "2", "-n", "fleet@%h"]]
-        elif self.layout == "runs":  # our runs on a thread pool of their own; the fleet's pool runs its tasks only
+        elif self.layout in ("runs", "runs-unpacked"):  # our runs on a thread pool of their own
             workers = [["-Q", "alma.tick", "-c", "1", "-n", "tick@%h"],
                        ["-Q", "alma.run,alma.collect", "-P", "threads", "-c", "8", "-n", "runs@%h"],
                        ["-Q", "celery", "-c", "2", "-n", "fleet@%h"]]  # fmt: skip
         else:
             workers = [["-Q", "alma.tick", "-c", "1", "-n", "tick@%h"],
                        ["-Q", "alma.run,alma.collect,celery", "-c", "2", "-n", "fleet@%h"]]  # fmt: skip
+        if self.layout == "runs-unpacked":  # one run message per fire (no run_many packing)
+            self.env["ALMA_RUN_BATCH_SIZE"] = "1"
         for i, args in enumerate(workers):
             self.procs.append(spawn([*celery, *WORKER, *args], self.env, self.tmp / f"worker{i}.log"))
         self._wait_workers(len(workers))

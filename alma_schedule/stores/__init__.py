@@ -14,16 +14,20 @@ if TYPE_CHECKING:
 __all__ = ["SqlStore", "Store", "migrate_store", "open_store"]
 
 
-def open_store(url: str, *, schema: str | None = None) -> Store:
+def open_store(url: str, *, schema: str | None = None, connections: int | None = None) -> Store:
     """The store named by ``url``, in the namespace ``schema`` (None: ``alma``; the memory store
-    has none). See the module docstring."""
+    has none). ``connections``: the SQL pool's steady size (None: 2; a worker whose tasks run in
+    threads asks for its concurrency, so they never wait on each other for a connection), plus 2
+    overflow. See the module docstring."""
     if url.strip().lower().startswith("memory:"):
         from alma_schedule.stores.memory import MemoryStore
 
         return MemoryStore()
     from alma_schedule.stores.sql import SqlStore
 
-    return SqlStore(url, schema=schema)
+    if connections is None:
+        return SqlStore(url, schema=schema)
+    return SqlStore(url, schema=schema, pool_size=max(2, connections))
 
 
 def __getattr__(name: str) -> Any:

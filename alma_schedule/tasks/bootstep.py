@@ -94,11 +94,26 @@ class KindCheckStep(bootsteps.Step):
         if composition is None:
             return
         queues = consumed_queues(parent) or set()
+        composition.connections = threaded_concurrency(parent)
         try:
             prepare_worker(composition, queues)
             start_worker_metrics(composition, queues)
         except ConfigurationError as exc:
             raise ProcessRefused.of(exc) from None
+
+
+#: Celery's pools whose tasks run in threads (or green threads) of the worker process itself.
+THREADED_POOLS = ("celery.concurrency.thread", "celery.concurrency.gevent", "celery.concurrency.eventlet")
+
+
+def threaded_concurrency(worker: Any) -> int | None:
+    """The concurrency of ``worker`` (Celery's ``WorkController``) when its pool runs tasks in threads
+    of this process (they share its store's connection pool), else None (prefork, solo)."""
+    pool = getattr(worker, "pool_cls", None)
+    concurrency = getattr(worker, "concurrency", None)
+    if getattr(pool, "__module__", None) in THREADED_POOLS and isinstance(concurrency, int) and concurrency > 0:
+        return concurrency
+    return None
 
 
 def start_worker_metrics(composition: Composition, queues: set[str]) -> str | None:

@@ -71,6 +71,9 @@ class Composition:
         self._store_pid = os.getpid()
         self._schedule: Scheduler | None = None
         self.checked: list[str] | None = None
+        #: store connections this process's tasks may use at once: a worker whose pool runs tasks in
+        #: threads (``-P threads``, gevent, eventlet) sets its concurrency (``bootstep.KindCheckStep``)
+        self.connections: int | None = None
         _ALL.add(self)
 
     @property
@@ -125,7 +128,9 @@ class Composition:
             if self._store is None:
                 from alma_schedule.stores import open_store
 
-                self._store = open_store(self.settings.database_url, schema=self.settings.database_schema)
+                self._store = open_store(
+                    self.settings.database_url, schema=self.settings.database_schema, connections=self.connections
+                )
                 self._store_pid = os.getpid()
             return self._store
 
