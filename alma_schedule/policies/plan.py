@@ -141,8 +141,7 @@ def decide(routine: Routine, now: datetime, settings: Settings) -> Fire | NotDue
         return decide_after(routine, policy, now, settings.resend_first)
     if policy.jitter:
         answer = _decide_jittered(routine, schedule, policy, now, settings)
-        if isinstance(answer, Fire) and isinstance(schedule, Cron) and schedule.calendar is not None:
-            answer = _with_collided(answer, schedule, routine.registered_at, routine.last_fire, policy)
+        answer = _with_collided(answer, schedule, routine.registered_at, routine.last_fire, policy)
         return answer if policy.max_runs is None else _within_runs(answer, routine, policy)
     anchor, last = routine.registered_at, routine.last_fire
     window, cap, resend = settings.one_shot_window, settings.max_catch_up, settings.resend_first
@@ -156,17 +155,18 @@ def decide(routine: Routine, now: datetime, settings: Settings) -> Fire | NotDue
         count = missed.collapsed(schedule, policy, answer.fire_at, last, anchor)
         if count != answer.fires_missed:
             answer = replace(answer, fires_missed=count)
-    if isinstance(answer, Fire) and isinstance(schedule, Cron) and schedule.calendar is not None:
-        answer = _with_collided(answer, schedule, anchor, last, policy)
+    answer = _with_collided(answer, schedule, anchor, last, policy)
     return answer if policy.max_runs is None else _within_runs(answer, routine, policy)
 
 
 def _with_collided(
-    answer: Fire, schedule: Cron, anchor: datetime, last: datetime | None, policy: SchedulePolicy
-) -> Fire:
-    """``answer`` carrying the calendar's collided fires since the cursor (the anchor without one;
-    none before ``not_before``): the ``skipped(calendar)`` rows written beside the claim
-    (:func:`~alma_schedule.core.fires.collided_fires`)."""
+    answer: Fire | NotDue, schedule: ScheduleValue, anchor: datetime, last: datetime | None, policy: SchedulePolicy
+) -> Fire | NotDue:
+    """``answer`` (a claim of a cron on a business calendar; any other answer as it is) carrying the
+    calendar's collided fires since the cursor (the anchor without one; none before ``not_before``):
+    the ``skipped(calendar)`` rows written beside the claim (:func:`~alma_schedule.core.fires.collided_fires`)."""
+    if not isinstance(answer, Fire) or not isinstance(schedule, Cron) or schedule.calendar is None:
+        return answer
     after = last if last is not None and last >= anchor else anchor - SECOND
     if policy.not_before is not None and policy.not_before - SECOND > after:
         after = policy.not_before - SECOND
